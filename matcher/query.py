@@ -1,0 +1,42 @@
+"""A parsed subscription query: ``SELECT attrs FROM stream WHERE condition`` (SPEC section 2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from matcher.predicate import Predicate
+
+
+class QueryError(ValueError):
+    """A query or condition does not parse; ``position`` is the 0-based offset of ``token`` in the text."""
+
+    def __init__(self, message: str, position: int, token: str):
+        super().__init__(f"{message} at position {position} (near {token!r})")
+        self.position = position
+        self.token = token
+
+
+@dataclass(frozen=True)
+class Query:
+    """``select`` is None for ``SELECT *``; ``where`` is the condition in DNF (TRUE without WHERE)."""
+
+    select: tuple[str, ...] | None
+    stream: str
+    where: Predicate
+    text: str = ""
+
+    def attributes(self, schema: tuple[str, ...]) -> tuple[str, ...]:
+        """The selected attributes in schema order (all of them for ``SELECT *``)."""
+        if self.select is None:
+            return schema
+        chosen = set(self.select)
+        return tuple(a for a in schema if a in chosen)
+
+    def referenced(self) -> tuple[str, ...]:
+        """Attributes named in SELECT or WHERE, sorted."""
+        return tuple(sorted(set(self.select or ()) | set(self.where.dims)))
+
+    def to_text(self) -> str:
+        select = "*" if self.select is None else ", ".join(self.select)
+        where = "" if self.where.is_true() and len(self.where.boxes) == 1 else f" WHERE {self.where.to_text()}"
+        return f"SELECT {select} FROM {self.stream}{where}"

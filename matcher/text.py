@@ -1,0 +1,49 @@
+"""Canonical text form of boxes and predicates, in the query language of SPEC section 2.
+
+The text parses back to the very same structure: ``parse_condition(predicate.to_text()) == predicate``.
+``TRUE`` and ``FALSE`` are accepted by the parser as an extension so that every predicate has a text.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matcher.predicate import Box, Interval, Predicate
+
+
+def number_to_text(x: float) -> str:
+    """Shortest text that reads back as the same float (integers without a decimal point)."""
+    if x.is_integer() and abs(x) < 1e16:
+        return str(int(x))
+    return repr(x)
+
+
+def interval_to_text(dim: str, iv: Interval) -> str:
+    if iv.lo == iv.hi and iv.lo_closed and iv.hi_closed:
+        return f"{dim} = {number_to_text(iv.lo)}"
+    if iv.lo_closed and iv.hi_closed:
+        return f"{dim} BETWEEN {number_to_text(iv.lo)} AND {number_to_text(iv.hi)}"
+    parts = []
+    if iv.lo != -math.inf:
+        parts.append(f"{dim} {'>=' if iv.lo_closed else '>'} {number_to_text(iv.lo)}")
+    if iv.hi != math.inf:
+        parts.append(f"{dim} {'<=' if iv.hi_closed else '<'} {number_to_text(iv.hi)}")
+    return " AND ".join(parts)
+
+
+def box_to_text(box: Box) -> str:
+    if box.is_empty():
+        return "FALSE"
+    if box.is_universal():
+        return "TRUE"
+    return " AND ".join(interval_to_text(d, iv) for d, iv in box.items())
+
+
+def predicate_to_text(predicate: Predicate) -> str:
+    if not predicate.boxes:
+        return "FALSE"
+    if len(predicate.boxes) == 1:
+        return box_to_text(predicate.boxes[0])
+    return " OR ".join(f"({box_to_text(b)})" for b in predicate.boxes)

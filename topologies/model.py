@@ -1,0 +1,91 @@
+"""A scenario as plain frozen data (SPEC section 1): what the loader returns and every layer reads.
+
+Nothing here runs anything; the simulator, Spark and MQTT planes each build their runtime from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from matcher import Distribution, Query
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """An undirected backbone link; traffic on it is counted per direction."""
+
+    a: str
+    b: str
+    bandwidth: float  # bit/s
+    latency: Fraction  # seconds, exact so that route ties are decided exactly
+
+
+@dataclass(frozen=True)
+class AttributeSpec:
+    name: str
+    type: str  # "float" or "int"
+    distribution: Distribution | None  # None for replayed streams (values come from the file)
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    id: str
+    source: str  # thin-peer id
+    rate: float  # tuples per second; tuple i is emitted at i / rate
+    attributes: tuple[AttributeSpec, ...]  # in declaration (or CSV header) order
+    replay: str | None = None  # absolute path of the CSV replayed, if any
+
+    @property
+    def attribute_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attributes)
+
+
+@dataclass(frozen=True)
+class ThinPeerSpec:
+    id: str
+    attach: str  # super-peer id
+
+
+@dataclass(frozen=True)
+class SubscriptionSpec:
+    id: str
+    peer: str  # thin-peer id
+    at: float
+    until: float | None  # None: stays until the end
+    query: Query
+
+    @property
+    def stream(self) -> str:
+        return self.query.stream
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    seed: int
+    duration: float
+    header_bytes: int
+    super_peers: tuple[str, ...]
+    links: tuple[LinkSpec, ...]
+    thin_peers: tuple[ThinPeerSpec, ...]
+    streams: tuple[StreamSpec, ...]
+    subscriptions: tuple[SubscriptionSpec, ...]
+    path: str | None = field(default=None, compare=False)  # the file it was loaded from
+
+    def thin_peer(self, peer_id: str) -> ThinPeerSpec:
+        return next(p for p in self.thin_peers if p.id == peer_id)
+
+    def stream(self, stream_id: str) -> StreamSpec:
+        return next(s for s in self.streams if s.id == stream_id)
+
+    def subscription(self, sub_id: str) -> SubscriptionSpec:
+        return next(s for s in self.subscriptions if s.id == sub_id)
+
+    def home(self, peer_id: str) -> str:
+        """The super-peer a thin-peer is attached to."""
+        return self.thin_peer(peer_id).attach
+
+    def tuple_bytes(self, n_attributes: int) -> int:
+        """Wire size of one tuple carrying ``n_attributes`` attributes (SPEC section 3)."""
+        return self.header_bytes + 8 * n_attributes
