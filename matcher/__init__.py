@@ -5,6 +5,7 @@ Sharing").  This package imports nothing from the other top-level packages.
 """
 
 from matcher.distributions import Choice, Distribution, Empirical, Normal, Uniform
+from matcher.multi import MultiMatcher
 from matcher.predicate import INF, UNBOUNDED, Box, Interval, Predicate, interval
 from matcher.query import Query, QueryError
 
@@ -16,6 +17,7 @@ __all__ = [
     "Distribution",
     "Empirical",
     "Interval",
+    "MultiMatcher",
     "Normal",
     "Predicate",
     "Query",

@@ -43,8 +43,12 @@ class StreamSpec:
 
 @dataclass(frozen=True)
 class ThinPeerSpec:
+    """A thin-peer and its access link to its super-peer (bandwidth/latency default to network.defaults)."""
+
     id: str
     attach: str  # super-peer id
+    bandwidth: float = 100e6  # bit/s
+    latency: Fraction = Fraction(0)  # seconds
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class Scenario:
     streams: tuple[StreamSpec, ...]
     subscriptions: tuple[SubscriptionSpec, ...]
     path: str | None = field(default=None, compare=False)  # the file it was loaded from
+    warnings: tuple[str, ...] = field(default=(), compare=False)  # e.g. contradictory queries
 
     def thin_peer(self, peer_id: str) -> ThinPeerSpec:
         return next(p for p in self.thin_peers if p.id == peer_id)
