@@ -53,15 +53,13 @@ class Interval(NamedTuple):
         return self.lo == -INF and self.hi == INF
 
     def contains_value(self, x: float) -> bool:
-        return (self.lo < x or (self.lo_closed and x == self.lo)) and (
-            x < self.hi or (self.hi_closed and x == self.hi)
-        )
+        return (self.lo < x or (self.lo_closed and x == self.lo)) and (x < self.hi or (self.hi_closed and x == self.hi))
 
     def covers(self, other: Interval) -> bool:
         """``other`` is a subset of ``self`` (``other`` assumed non-empty)."""
-        return (
-            self.lo < other.lo or (self.lo == other.lo and (self.lo_closed or not other.lo_closed))
-        ) and (self.hi > other.hi or (self.hi == other.hi and (self.hi_closed or not other.hi_closed)))
+        return (self.lo < other.lo or (self.lo == other.lo and (self.lo_closed or not other.lo_closed))) and (
+            self.hi > other.hi or (self.hi == other.hi and (self.hi_closed or not other.hi_closed))
+        )
 
     def intersect(self, other: Interval) -> Interval:
         if self.lo > other.lo:
@@ -130,7 +128,7 @@ class Box:
     set of constraints compare equal.  A box with an empty interval is empty (contradiction).
     """
 
-    __slots__ = ("_items", "_hash")
+    __slots__ = ("_hash", "_items")
 
     def __init__(self, intervals: Mapping[str, Interval] | Iterable[tuple[str, Interval]] = ()):
         pairs = intervals.items() if isinstance(intervals, Mapping) else intervals
@@ -230,7 +228,7 @@ class Predicate:
     for set equality and :meth:`canonical` for a normal form.
     """
 
-    __slots__ = ("boxes", "_hash")
+    __slots__ = ("_hash", "boxes")
     TRUE: Predicate
     FALSE: Predicate
 
@@ -277,9 +275,7 @@ class Predicate:
     def canonical(self) -> Predicate:
         """Equivalent normal form: duplicates and boxes inside another single box removed, sorted."""
         unique = sorted(set(self.boxes), key=lambda b: b.items())
-        kept = [
-            b for i, b in enumerate(unique) if not any(j != i and o.contains(b) for j, o in enumerate(unique))
-        ]
+        kept = [b for i, b in enumerate(unique) if not any(j != i and o.contains(b) for j, o in enumerate(unique))]
         return Predicate(kept)
 
     def evaluate(self, values: Mapping[str, float]) -> bool:

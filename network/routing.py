@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 from fractions import Fraction
 from functools import cached_property
+from itertools import pairwise
 
 from topologies.model import LinkSpec, Scenario
 
@@ -56,7 +57,7 @@ class Network:
         return self.routes_from(a)[b]
 
     def latency(self, path: tuple[str, ...]) -> Fraction:
-        return sum((self.link(x, y).latency for x, y in zip(path, path[1:], strict=False)), Fraction(0))
+        return sum((self.link(x, y).latency for x, y in pairwise(path)), Fraction(0))
 
     def _shortest_paths(self, source: str) -> dict[str, tuple[str, ...]]:
         # Dijkstra on the key (latency, hops, path): keys are totally ordered and extending a path

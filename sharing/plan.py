@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from matcher import Predicate
 
@@ -40,7 +41,7 @@ class Flow:
 
     @property
     def hops(self) -> tuple[tuple[str, str], ...]:
-        return tuple(zip(self.path, self.path[1:], strict=False))
+        return tuple(pairwise(self.path))
 
     def to_json(self) -> dict:
         out = {
@@ -167,7 +168,8 @@ class Plan:
                 src = f.parent or f"{f.stream}(raw)"
                 route = " -> ".join(f.path)
                 attrs = ",".join(f.attrs)
-                lines.append(f"    {f.id} <- {src} at {f.origin}: WHERE {f.predicate.to_text()} SELECT {attrs}; {route}")
+                where = f.predicate.to_text()
+                lines.append(f"    {f.id} <- {src} at {f.origin}: WHERE {where} SELECT {attrs}; {route}")
             for d in e.deliveries:
                 src = d.flow or "raw"
                 lines.append(f"    {d.subscription} <- {src} at {d.home} -> {d.peer}")
