@@ -1,0 +1,65 @@
+"""Bandwidth and latency values as scenario files write them (SPEC section 1).
+
+Bandwidth: a number is bit/s; a string carries a unit, ``"64Kbit"``, ``"100Mbit"``, ``"1.5Gbit"``
+(decimal prefixes, case-insensitive, an optional ``/s``).  Latency: a number is seconds; a string carries
+``s``, ``ms`` or ``us``.  Latencies stay exact :class:`fractions.Fraction` values taken from the decimal
+text, because route ties (SPEC section 3) must be decided exactly: ``0.1 + 0.2`` seconds of links must
+tie with one ``0.3`` second link.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+_NUMBER = r"(?P<number>[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?))"
+_BANDWIDTH = re.compile(rf"\s*{_NUMBER}\s*(?P<unit>[kmg]?bit)(?:/s)?\s*", re.IGNORECASE)
+_LATENCY = re.compile(rf"\s*{_NUMBER}\s*(?P<unit>s|ms|us)\s*")
+_BANDWIDTH_FACTORS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
+_LATENCY_FACTORS = {"s": Fraction(1), "ms": Fraction(1, 10**3), "us": Fraction(1, 10**6)}
+
+
+def _is_number(value: object) -> bool:
+    # bool is an int subclass, but `latency: true` is a mistake, not one second
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def parse_bandwidth(value: object) -> float:
+    """Bits per second of ``value`` (a positive number or a string such as ``"100Mbit"``).
+
+    Raises ValueError with a message naming the problem (not the key: the caller knows it).
+    """
+    if _is_number(value):
+        bandwidth = float(value)
+    elif isinstance(value, str):
+        match = _BANDWIDTH.fullmatch(value)
+        if match is None:
+            raise ValueError(f"bad bandwidth {value!r} (expected bit/s or a number with Kbit, Mbit or Gbit)")
+        bandwidth = float(Fraction(match["number"]) * _BANDWIDTH_FACTORS[match["unit"].lower()])
+    else:
+        raise ValueError(f"bad bandwidth {value!r} (expected a number or a string such as '100Mbit')")
+    if not math.isfinite(bandwidth) or bandwidth <= 0:
+        raise ValueError(f"bandwidth must be positive, got {value!r}")
+    return bandwidth
+
+
+def parse_latency(value: object) -> Fraction:
+    """Seconds of ``value`` (a number >= 0 or a string such as ``"2ms"``), exact.
+
+    A float is read through its shortest decimal text (``0.002`` is exactly 1/500).  Raises ValueError.
+    """
+    if _is_number(value):
+        if not math.isfinite(value):
+            raise ValueError(f"latency must be finite, got {value!r}")
+        latency = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+    elif isinstance(value, str):
+        match = _LATENCY.fullmatch(value)
+        if match is None:
+            raise ValueError(f"bad latency {value!r} (expected seconds or a number with s, ms or us)")
+        latency = Fraction(match["number"]) * _LATENCY_FACTORS[match["unit"]]
+    else:
+        raise ValueError(f"bad latency {value!r} (expected a number or a string such as '2ms')")
+    if latency < 0:
+        raise ValueError(f"latency must not be negative, got {value!r}")
+    return latency
