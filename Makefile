@@ -1,0 +1,37 @@
+# `make run`: simulate the shipped Figure 1 scenario; `make test`: lint + the default test suite.
+# Both create .venv and install everything first (Mosquitto too, for the live-mode tests).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+SCENARIO ?= topologies/figure1.yaml
+
+.PHONY: venv run test test-slow lint system clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+# System packages: the Mosquitto broker (live mode) and Java 17 (Spark), when missing.
+system:
+	@scripts/install-system.sh
+
+run: venv
+	$(PY) run.py run $(SCENARIO)
+
+lint: venv
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+test: venv system lint
+	$(PY) -m pytest
+
+# Long suites (Spark standalone cluster, broker restarts); CI runs them after `make test`.
+test-slow: venv system
+	$(PY) -m pytest -m slow; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .ruff_cache .hypothesis
