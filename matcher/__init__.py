@@ -6,11 +6,14 @@ Sharing").  This package imports nothing from the other top-level packages.
 
 from matcher.distributions import Choice, Distribution, Empirical, Normal, Uniform
 from matcher.multi import MultiMatcher
+from matcher.parser import MAX_BOXES, parse_condition, parse_query
 from matcher.predicate import INF, UNBOUNDED, Box, Interval, Predicate, interval
 from matcher.query import Query, QueryError
+from matcher.selectivity import selectivity, volume
 
 __all__ = [
     "INF",
+    "MAX_BOXES",
     "UNBOUNDED",
     "Box",
     "Choice",
@@ -24,4 +27,8 @@ __all__ = [
     "QueryError",
     "Uniform",
     "interval",
+    "parse_condition",
+    "parse_query",
+    "selectivity",
+    "volume",
 ]

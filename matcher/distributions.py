@@ -31,15 +31,26 @@ class Distribution(ABC):
         """The scenario-file form, e.g. ``{"uniform": [0, 360]}``."""
 
 
-def _integers_in(iv: Interval, lo: float, hi: float) -> int:
-    """How many integers lie in ``iv`` and in ``[lo, hi]``."""
-    first = math.ceil(max(iv.lo, lo))
-    if iv.lo > lo and first == iv.lo and not iv.lo_closed:
-        first += 1
-    last = math.floor(min(iv.hi, hi))
-    if iv.hi < hi and last == iv.hi and not iv.hi_closed:
-        last -= 1
-    return max(0, last - first + 1)
+def _integer_range(iv: Interval) -> tuple[float, float]:
+    """The smallest and largest integer in ``iv`` (infinite for an unbounded end; first > last if none)."""
+    if iv.lo == -math.inf:
+        first = -math.inf
+    else:
+        first = math.ceil(iv.lo)
+        if first == iv.lo and not iv.lo_closed:
+            first += 1
+    if iv.hi == math.inf:
+        last = math.inf
+    else:
+        last = math.floor(iv.hi)
+        if last == iv.hi and not iv.hi_closed:
+            last -= 1
+    return first, last
+
+
+def _check_finite(name: str, *values: float) -> None:
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"{name}: parameters must be finite numbers, got {values}")
 
 
 @dataclass(frozen=True)
@@ -50,10 +61,21 @@ class Uniform(Distribution):
     hi: float
     integer: bool = False
 
+    def __post_init__(self):
+        _check_finite("uniform", self.lo, self.hi)
+        if self.hi < self.lo:
+            raise ValueError(f"uniform: lo {self.lo} is above hi {self.hi}")
+        if self.integer and math.ceil(self.lo) > math.floor(self.hi):
+            raise ValueError(f"uniform: no integer in [{self.lo}, {self.hi}]")
+
     def prob(self, iv: Interval) -> float:
+        if iv.is_empty():
+            return 0.0
         if self.integer:
-            total = _integers_in(Interval(-math.inf, math.inf), self.lo, self.hi)
-            return _integers_in(iv, self.lo, self.hi) / total if total else 0.0
+            lo, hi = math.ceil(self.lo), math.floor(self.hi)
+            first, last = _integer_range(iv)
+            inside = min(last, hi) - max(first, lo) + 1
+            return max(0, inside) / (hi - lo + 1)
         if self.hi == self.lo:
             return 1.0 if iv.contains_value(self.lo) else 0.0
         width = min(iv.hi, self.hi) - max(iv.lo, self.lo)
@@ -76,23 +98,28 @@ class Normal(Distribution):
     sigma: float
     integer: bool = False
 
-    def _cdf(self, x: float) -> float:
-        if x == math.inf:
-            return 1.0
-        if x == -math.inf:
-            return 0.0
-        return 0.5 * (1.0 + math.erf((x - self.mu) / (self.sigma * math.sqrt(2.0))))
+    def __post_init__(self):
+        _check_finite("normal", self.mu, self.sigma)
+        if self.sigma <= 0:
+            raise ValueError(f"normal: sigma must be positive, got {self.sigma}")
+
+    def _mass(self, lo: float, hi: float) -> float:
+        """P(lo < X < hi), computed in the tail where it is small so that no digits cancel."""
+        scale = self.sigma * math.sqrt(2.0)
+        if lo >= self.mu:  # upper tail: difference of survival functions
+            return max(0.0, 0.5 * (math.erfc((lo - self.mu) / scale) - math.erfc((hi - self.mu) / scale)))
+        if hi <= self.mu:  # lower tail: difference of distribution functions
+            return max(0.0, 0.5 * (math.erfc((self.mu - hi) / scale) - math.erfc((self.mu - lo) / scale)))
+        # straddles the mean: one minus both tails
+        return max(0.0, 1.0 - 0.5 * (math.erfc((self.mu - lo) / scale) + math.erfc((hi - self.mu) / scale)))
 
     def prob(self, iv: Interval) -> float:
         if iv.is_empty():
             return 0.0
         if self.integer:  # P(round(X) = k) = P(k - 0.5 <= X < k + 0.5): count the integers of iv
-            first = math.ceil(iv.lo) if iv.lo_closed or not float(iv.lo).is_integer() else iv.lo + 1
-            last = math.floor(iv.hi) if iv.hi_closed or not float(iv.hi).is_integer() else iv.hi - 1
-            if first > last:
-                return 0.0
-            return max(0.0, self._cdf(last + 0.5) - self._cdf(first - 0.5))
-        return max(0.0, self._cdf(iv.hi) - self._cdf(iv.lo))
+            first, last = _integer_range(iv)
+            return self._mass(first - 0.5, last + 0.5) if first <= last else 0.0
+        return self._mass(iv.lo, iv.hi)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         values = rng.normal(self.mu, self.sigma, size=n)
@@ -109,6 +136,19 @@ class Choice(Distribution):
 
     values: tuple[float, ...]
     weights: tuple[float, ...] | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "values", tuple(float(v) for v in self.values))
+        if not self.values:
+            raise ValueError("choice: no values")
+        _check_finite("choice", *self.values)
+        if self.weights is not None:
+            object.__setattr__(self, "weights", tuple(float(w) for w in self.weights))
+            if len(self.weights) != len(self.values):
+                raise ValueError(f"choice: {len(self.weights)} weights for {len(self.values)} values")
+            _check_finite("choice", *self.weights)
+            if min(self.weights) < 0 or math.fsum(self.weights) <= 0:
+                raise ValueError(f"choice: weights must be non-negative with a positive sum, got {self.weights}")
 
     def _probs(self) -> tuple[float, ...]:
         if self.weights is None:
@@ -133,15 +173,23 @@ class Choice(Distribution):
 class Empirical(Distribution):
     """The distribution of a finite sample (e.g. a replayed CSV column); sampling draws with replacement."""
 
-    values: np.ndarray  # sorted float64
+    values: np.ndarray  # sorted float64 (sorted on construction)
+
+    def __post_init__(self):
+        values = np.sort(np.asarray(self.values, dtype=np.float64).ravel())
+        if len(values) == 0:
+            raise ValueError("empirical: no values")
+        if np.isnan(values).any():
+            raise ValueError("empirical: values must not be NaN")
+        object.__setattr__(self, "values", values)
 
     @staticmethod
     def of(values) -> Empirical:
-        return Empirical(np.sort(np.asarray(values, dtype=np.float64)))
+        return Empirical(values)
 
     def prob(self, iv: Interval) -> float:
         n = len(self.values)
-        if n == 0 or iv.is_empty():
+        if iv.is_empty():
             return 0.0
         lo = np.searchsorted(self.values, iv.lo, side="left" if iv.lo_closed else "right")
         hi = np.searchsorted(self.values, iv.hi, side="right" if iv.hi_closed else "left")

@@ -5,13 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from matcher.predicate import Predicate
+from matcher.text import name_to_text
 
 
 class QueryError(ValueError):
     """A query or condition does not parse; ``position`` is the 0-based offset of ``token`` in the text."""
 
     def __init__(self, message: str, position: int, token: str):
-        super().__init__(f"{message} at position {position} (near {token!r})")
+        near = f"near {token!r}" if token else "at the end of the input"
+        super().__init__(f"{message} at position {position} ({near})")
         self.position = position
         self.token = token
 
@@ -37,6 +39,7 @@ class Query:
         return tuple(sorted(set(self.select or ()) | set(self.where.dims)))
 
     def to_text(self) -> str:
-        select = "*" if self.select is None else ", ".join(self.select)
-        where = "" if self.where.is_true() and len(self.where.boxes) == 1 else f" WHERE {self.where.to_text()}"
-        return f"SELECT {select} FROM {self.stream}{where}"
+        """Query text that :func:`matcher.parser.parse_query` reads back to an equal query."""
+        select = "*" if self.select is None else ", ".join(name_to_text(a) for a in self.select)
+        where = "" if self.where == Predicate.TRUE else f" WHERE {self.where.to_text()}"
+        return f"SELECT {select} FROM {name_to_text(self.stream)}{where}"

@@ -7,10 +7,23 @@ The text parses back to the very same structure: ``parse_condition(predicate.to_
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from matcher.predicate import Box, Interval, Predicate
+
+KEYWORDS = frozenset({"SELECT", "FROM", "WHERE", "AND", "OR", "NOT", "BETWEEN", "IN", "TRUE", "FALSE"})
+"""Reserved words of the query language (case-insensitive); a name spelled like one must be quoted."""
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def name_to_text(name: str) -> str:
+    """``name`` as written in a query: bare when it is a plain identifier, else in double quotes."""
+    if _PLAIN_NAME.fullmatch(name) and name.upper() not in KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
 
 
 def number_to_text(x: float) -> str:
@@ -21,6 +34,7 @@ def number_to_text(x: float) -> str:
 
 
 def interval_to_text(dim: str, iv: Interval) -> str:
+    dim = name_to_text(dim)
     if iv.lo == iv.hi and iv.lo_closed and iv.hi_closed:
         return f"{dim} = {number_to_text(iv.lo)}"
     if iv.lo_closed and iv.hi_closed:

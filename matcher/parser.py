@@ -1,0 +1,386 @@
+"""The query language of SPEC section 2, parsed into a :class:`Query` whose condition is in DNF.
+
+Grammar (keywords case-insensitive; ``TRUE``/``FALSE`` and ``NOT BETWEEN``/``NOT IN`` are extensions)::
+
+    query      := SELECT ( '*' | name { ',' name } ) FROM name [ WHERE condition ]
+    condition  := conjunct { OR conjunct }
+    conjunct   := negation { AND negation }
+    negation   := NOT negation | '(' condition ')' | TRUE | FALSE | comparison
+    comparison := name ( '=' | '!=' | '<>' | '<' | '<=' | '>' | '>=' ) number
+                | name [ NOT ] BETWEEN number AND number
+                | name [ NOT ] IN '(' number { ',' number } ')'
+    name       := identifier | '"' characters, with '""' for a quote '"'
+    number     := [ '+' | '-' ] digits [ '.' digits ] [ ( 'e' | 'E' ) [ '+' | '-' ] digits ]
+
+Parsing builds a small expression tree; :func:`_dnf` then pushes NOT down to the comparisons (each
+comparison is a set of intervals on one attribute, so its negation is the complement of that set) and
+distributes AND over OR left to right.  Within a conjunction, intervals on the same attribute intersect
+and empty boxes are dropped, so a contradiction yields ``Predicate.FALSE``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from matcher.predicate import UNBOUNDED, Box, Interval, Predicate, interval
+from matcher.query import Query, QueryError
+from matcher.text import KEYWORDS
+
+MAX_BOXES = 10_000
+"""A condition whose DNF has more boxes than this is rejected (the DNF of a CNF grows exponentially)."""
+
+MAX_PAIRS = 1_000_000
+"""Distributing AND over OR may try at most this many box pairs at one AND (bounds the work even when
+most pairs turn out empty)."""
+
+
+_COMPARISONS = ("<=", ">=", "!=", "<>", "=", "<", ">")
+_PUNCTUATION = frozenset("(),*+-")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_NUMBER_TAIL = re.compile(r"[A-Za-z0-9_.]+")
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str  # "name", "number", "keyword", "op", "punct" or "end"
+    text: str  # the keyword upper-cased, the unquoted name, else the source text
+    position: int
+    source: str  # as written, for error messages
+
+
+def _tokenize(text: str) -> list[_Token]:
+    """Split ``text`` into tokens, ending with an "end" token.  Raises QueryError on a bad character."""
+    tokens: list[_Token] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c.isspace():
+            i += 1
+            continue
+        if word := _WORD.match(text, i):
+            upper = word.group().upper()
+            kind = "keyword" if upper in KEYWORDS else "name"
+            tokens.append(_Token(kind, upper if kind == "keyword" else word.group(), i, word.group()))
+            i = word.end()
+        elif number := _NUMBER.match(text, i):
+            end = number.end()
+            if end < n and (text[end].isalnum() or text[end] in "._"):
+                tail = _NUMBER_TAIL.match(text, i)
+                raise QueryError("malformed number", i, tail.group() if tail else text[i:end])
+            tokens.append(_Token("number", number.group(), i, number.group()))
+            i = end
+        elif c == '"':
+            name, end = _quoted_name(text, i)
+            tokens.append(_Token("name", name, i, text[i:end]))
+            i = end
+        elif op := next((o for o in _COMPARISONS if text.startswith(o, i)), None):
+            tokens.append(_Token("op", op, i, op))
+            i += len(op)
+        elif c in _PUNCTUATION:
+            tokens.append(_Token("punct", c, i, c))
+            i += 1
+        else:
+            raise QueryError("unexpected character", i, c)
+    tokens.append(_Token("end", "", n, ""))
+    return tokens
+
+
+def _quoted_name(text: str, start: int) -> tuple[str, int]:
+    """The name of the double-quoted identifier at ``start`` and the offset just past it."""
+    parts: list[str] = []
+    i = start + 1
+    while True:
+        close = text.find('"', i)
+        if close < 0:
+            raise QueryError("unterminated quoted name", start, text[start : start + 20])
+        parts.append(text[i:close])
+        if text.startswith('"', close + 1):  # '""' stands for one quote character
+            parts.append('"')
+            i = close + 2
+            continue
+        if close == start + 1 and not parts[0]:
+            raise QueryError("empty quoted name", start, '""')
+        return "".join(parts), close + 1
+
+
+# The expression tree: what was written, before NOT push-down and DNF.
+
+
+@dataclass(frozen=True)
+class _Constant:
+    value: bool
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """``dim`` lies in the union of ``intervals`` (one comparison: a ray, a point, two rays, points...)."""
+
+    dim: str
+    intervals: tuple[Interval, ...]
+
+
+@dataclass(frozen=True)
+class _Not:
+    operand: _Node
+
+
+@dataclass(frozen=True)
+class _Junction:
+    """AND (``conjunctive``) or OR of ``operands``; ``position`` is the first operator's offset."""
+
+    conjunctive: bool
+    operands: tuple[_Node, ...]
+    position: int
+    operator: str
+
+
+_Node = _Constant | _Comparison | _Not | _Junction
+
+
+class _Parser:
+    """Recursive descent over the token list; each method consumes one grammar rule."""
+
+    def __init__(self, text: str):
+        self.tokens = _tokenize(text)
+        self.index = 0
+
+    @property
+    def current(self) -> _Token:
+        return self.tokens[self.index]
+
+    def advance(self) -> _Token:
+        token = self.tokens[self.index]
+        if token.kind != "end":
+            self.index += 1
+        return token
+
+    def error(self, message: str, token: _Token | None = None) -> QueryError:
+        token = token or self.current
+        return QueryError(message, token.position, token.source)
+
+    def at_keyword(self, keyword: str) -> bool:
+        return self.current.kind == "keyword" and self.current.text == keyword
+
+    def at_punct(self, char: str) -> bool:
+        return self.current.kind == "punct" and self.current.text == char
+
+    def expect_keyword(self, keyword: str, context: str) -> _Token:
+        if not self.at_keyword(keyword):
+            raise self.error(f"expected {keyword} {context}")
+        return self.advance()
+
+    def expect_punct(self, char: str, context: str) -> _Token:
+        if not self.at_punct(char):
+            raise self.error(f"expected {char!r} {context}")
+        return self.advance()
+
+    def expect_end(self, what: str) -> None:
+        if self.current.kind != "end":
+            raise self.error(f"unexpected {self.current.source!r} after the end of the {what}")
+
+    def name(self, what: str) -> str:
+        token = self.current
+        if token.kind == "name":
+            self.advance()
+            return token.text
+        if token.kind == "keyword":
+            raise self.error(f'expected {what}, found the keyword {token.text} (quote it as "{token.source}")')
+        raise self.error(f"expected {what}")
+
+    def number(self, after: str) -> float:
+        sign_token = self.current if self.at_punct("-") or self.at_punct("+") else None
+        if sign_token is not None:
+            self.advance()
+        token = self.current
+        if token.kind != "number":
+            raise self.error(f"expected a number after {after!r}")
+        self.advance()
+        value = float(token.text)
+        if math.isinf(value):
+            raise self.error("number out of range", token)
+        return -value if sign_token is not None and sign_token.text == "-" else value
+
+    # query := SELECT ( '*' | name { ',' name } ) FROM name [ WHERE condition ]
+    def query(self, text: str) -> Query:
+        self.expect_keyword("SELECT", "at the start of the query")
+        select: tuple[str, ...] | None
+        if self.at_punct("*"):
+            self.advance()
+            select = None
+        else:
+            names = [self.name("an attribute name after SELECT")]
+            while self.at_punct(","):
+                self.advance()
+                start = self.current
+                attr = self.name("an attribute name after ','")
+                if attr in names:
+                    raise self.error(f"attribute {attr!r} is selected twice", start)
+                names.append(attr)
+            select = tuple(names)
+        self.expect_keyword("FROM", "after the select list")
+        stream = self.name("a stream name after FROM")
+        condition: _Node = _Constant(True)
+        if self.at_keyword("WHERE"):
+            self.advance()
+            condition = self.condition()
+        self.expect_end("query")
+        return Query(select, stream, Predicate(_dnf(condition, negated=False)), text)
+
+    # condition := conjunct { OR conjunct }
+    def condition(self) -> _Node:
+        return self.junction("OR", self.conjunct)
+
+    # conjunct := negation { AND negation }
+    def conjunct(self) -> _Node:
+        return self.junction("AND", self.negation)
+
+    def junction(self, keyword: str, operand) -> _Node:
+        first = operand()
+        if not self.at_keyword(keyword):
+            return first
+        position = self.current.position
+        operands = [first]
+        while self.at_keyword(keyword):
+            self.advance()
+            operands.append(operand())
+        return _Junction(keyword == "AND", tuple(operands), position, keyword)
+
+    # negation := NOT negation | '(' condition ')' | TRUE | FALSE | comparison
+    def negation(self) -> _Node:
+        token = self.current
+        if self.at_keyword("NOT"):
+            self.advance()
+            return _Not(self.negation())
+        if self.at_punct("("):
+            self.advance()
+            inner = self.condition()
+            if not self.at_punct(")"):
+                raise self.error(f"expected ')' to close the '(' opened at offset {token.position}")
+            self.advance()
+            return inner
+        if self.at_keyword("TRUE") or self.at_keyword("FALSE"):
+            self.advance()
+            return _Constant(token.text == "TRUE")
+        if token.kind not in ("name", "keyword"):
+            raise self.error("expected a condition (an attribute name, NOT, '(', TRUE or FALSE)")
+        return self.comparison()
+
+    def comparison(self) -> _Node:
+        dim = self.name("an attribute name")
+        token = self.current
+        if token.kind == "op":
+            self.advance()
+            return _Comparison(dim, _comparison_intervals(token.text, self.number(token.text)))
+        negated = self.at_keyword("NOT")
+        if negated:
+            self.advance()
+        if self.at_keyword("BETWEEN"):
+            self.advance()
+            lo = self.number("BETWEEN")
+            self.expect_keyword("AND", "between the bounds of BETWEEN")
+            hi = self.number("AND")
+            node: _Node = _Comparison(dim, (interval(lo, hi, True, True),))
+        elif self.at_keyword("IN"):
+            self.advance()
+            self.expect_punct("(", "after IN")
+            if self.at_punct(")"):
+                raise self.error("the IN list is empty")
+            values = [self.number("(")]
+            while self.at_punct(","):
+                self.advance()
+                values.append(self.number(","))
+            self.expect_punct(")", "to close the IN list")
+            unique = dict.fromkeys(values)  # duplicates add nothing; first occurrence keeps the order
+            node = _Comparison(dim, tuple(Interval.point(v) for v in unique))
+        elif negated:
+            raise self.error("expected BETWEEN or IN after NOT")
+        else:
+            raise self.error(f"expected a comparison operator, BETWEEN or IN after {dim!r}")
+        return _Not(node) if negated else node
+
+
+def _comparison_intervals(op: str, value: float) -> tuple[Interval, ...]:
+    if op == "=":
+        return (Interval.point(value),)
+    if op in ("!=", "<>"):
+        return (Interval.below(value), Interval.above(value))
+    if op == "<":
+        return (Interval.below(value),)
+    if op == "<=":
+        return (Interval.below(value, inclusive=True),)
+    if op == ">":
+        return (Interval.above(value),)
+    return (Interval.above(value, inclusive=True),)
+
+
+def _complement(iv: Interval) -> tuple[Interval, ...]:
+    """The values outside ``iv``: at most two rays (everything when ``iv`` is empty)."""
+    if iv.is_empty():
+        return (UNBOUNDED,)
+    left, right = UNBOUNDED.minus(iv)
+    return tuple(piece for piece in (left, right) if piece is not None)
+
+
+def _dnf(node: _Node, negated: bool) -> list[Box]:
+    """The boxes of ``node`` (of ``NOT node`` when ``negated``) in DNF, left-to-right order.
+
+    Raises QueryError when the DNF exceeds :data:`MAX_BOXES` boxes or an AND needs more than
+    :data:`MAX_PAIRS` box pairs.
+    """
+    if isinstance(node, _Constant):
+        return [Box()] if node.value != negated else []
+    if isinstance(node, _Not):
+        return _dnf(node.operand, not negated)
+    if isinstance(node, _Comparison):
+        if not negated:
+            return [box for iv in node.intervals if not (box := Box({node.dim: iv})).is_empty()]
+        # NOT (x in I1 or ... or Ik) = (x not in I1) and ... and (x not in Ik)
+        result = [Box()]
+        for iv in node.intervals:
+            rays = [Box({node.dim: piece}) for piece in _complement(iv)]
+            result = [joined for box in result for ray in rays if not (joined := box.intersect(ray)).is_empty()]
+        return result
+    conjunctive = node.conjunctive != negated  # De Morgan: NOT flips AND and OR
+    parts = (_dnf(operand, negated) for operand in node.operands)
+    if not conjunctive:
+        result = [box for part in parts for box in part]
+        _check_size(len(result), node)
+        return result
+    result = [Box()]
+    for part in parts:
+        if len(result) * len(part) > MAX_PAIRS:
+            raise QueryError(
+                f"condition too complex: its DNF needs over {MAX_PAIRS:,} box pairs", node.position, node.operator
+            )
+        result = [joined for left in result for right in part if not (joined := left.intersect(right)).is_empty()]
+        _check_size(len(result), node)
+    return result
+
+
+def _check_size(count: int, node: _Junction) -> None:
+    if count > MAX_BOXES:
+        raise QueryError(f"condition too complex: its DNF has over {MAX_BOXES:,} boxes", node.position, node.operator)
+
+
+def parse_condition(text: str) -> Predicate:
+    """The condition ``text`` (a WHERE clause without the keyword) as a DNF predicate.
+
+    Raises QueryError (with the 0-based position and the offending token) on a syntax error or a DNF
+    larger than :data:`MAX_BOXES`.
+    """
+    parser = _Parser(text)
+    node = parser.condition()
+    parser.expect_end("condition")
+    return Predicate(_dnf(node, negated=False))
+
+
+def parse_query(text: str) -> Query:
+    """``SELECT <attrs | *> FROM <stream> [WHERE <condition>]`` as a :class:`Query` (``text`` kept).
+
+    Raises QueryError (with the 0-based position and the offending token) on a syntax error, an
+    attribute selected twice, or a DNF larger than :data:`MAX_BOXES`.
+    """
+    return _Parser(text).query(text)
