@@ -1,0 +1,121 @@
+"""The command line as a user meets it: exit codes, one-line errors, files written whole or not at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIGURE1 = os.path.join(ROOT, "topologies", "figure1.yaml")
+
+
+def cli(*args: str, cwd: str = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.fixture(scope="module")
+def figure1_out(tmp_path_factory):
+    out = tmp_path_factory.mktemp("figure1") / "report"
+    result = cli("run", FIGURE1, "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    return out, result
+
+
+def test_run_writes_the_report_and_prints_the_comparison(figure1_out):
+    out, result = figure1_out
+    assert sorted(os.listdir(out)) == sorted(
+        [
+            "report.json",
+            "links.csv",
+            "summary.md",
+            "plans.json",
+            "bytes.png",
+            "timeline.png",
+            "latency.png",
+            "topology.png",
+        ]
+    )
+    for name in ("data-shipping", "query-shipping", "multicast", "ideal", "sharing-em"):
+        assert name in result.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["scenario"] == "figure1" and report["engine"] == "local"
+    assert report["duration"] > 0
+    for entry in report["strategies"].values():
+        assert {"backbone_bytes", "access_bytes", "links", "subscriptions"} <= set(entry)
+        for link in entry["links"]:
+            assert set(link) >= {"from", "to", "bytes", "tuples"}
+        for sub in entry["subscriptions"]:
+            assert set(sub) >= {"id", "delivered", "expected", "missing", "extra"}
+            assert sub["missing"] == sub["extra"] == 0
+    csv_lines = (out / "links.csv").read_text().splitlines()
+    assert csv_lines[0] == "strategy,from,to,bytes,tuples"
+    assert len(csv_lines) - 1 == sum(len(e["links"]) for e in report["strategies"].values())
+
+
+def test_run_is_reproducible(figure1_out, tmp_path):
+    out, _ = figure1_out
+    again = tmp_path / "again"
+    result = cli("run", FIGURE1, "--out", str(again), "--quiet", "--no-plots")
+    assert result.returncode == 0, result.stderr
+    assert (again / "report.json").read_text() == (out / "report.json").read_text()
+    assert (again / "links.csv").read_text() == (out / "links.csv").read_text()
+
+
+def test_strategy_selection(tmp_path):
+    result = cli(
+        "run",
+        FIGURE1,
+        "--out",
+        str(tmp_path / "o"),
+        "--strategy",
+        "ideal",
+        "--strategy",
+        "multicast",
+        "--quiet",
+        "--no-plots",
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert list(report["strategies"]) == ["multicast", "ideal"]
+
+
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(re.sub(r"rate: *[0-9.]+", "rate: -5", Path(FIGURE1).read_text(), count=1))
+    out = tmp_path / "out"
+    result = cli("run", str(bad), "--out", str(out))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "bad.yaml" in result.stderr and "rate" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists() and os.listdir(tmp_path) == ["bad.yaml"]
+
+
+def test_unknown_strategy_is_exit_2(tmp_path):
+    result = cli("run", FIGURE1, "--out", str(tmp_path / "o"), "--strategy", "teleport")
+    assert result.returncode == 2
+    assert "teleport" in result.stderr and result.stderr.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_missing_file_is_exit_2(tmp_path):
+    result = cli("validate", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2 and "nope.yaml" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_validate_and_schema_and_plan():
+    result = cli("validate", FIGURE1)
+    assert result.returncode == 0 and result.stdout.count("\n") == 1 and "figure1" in result.stdout
+    schema = json.loads(cli("schema").stdout)
+    assert schema["type"] == "object" and "network" in schema["properties"]
+    plan = cli("plan", FIGURE1)
+    assert plan.returncode == 0 and "sharing-em" in plan.stdout
+    as_json = json.loads(cli("plan", FIGURE1, "--json").stdout)
+    assert as_json["strategy"] == "sharing-em" and as_json["epochs"]
