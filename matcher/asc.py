@@ -1,0 +1,385 @@
+"""Attribute Selection Constructs with adaptive two-level ordering (seeds 001 and 000).
+
+One ASC per p-attribute (seed 001, Definition 1): the sorted distinct constants of all conjuncts on that
+attribute split its domain into ``2m+1`` regions (``(-inf,c1), [c1], (c1,c2), ..., [cm], (cm,inf)``), and
+each region stores the precomputed query-result bitmap (one bit per conjunct: can a value of this region
+satisfy the conjunct's constraint on this attribute; 1 when the conjunct does not use it).  A tuple is
+evaluated by AND-ing the bitmaps of the regions its values fall in into the global result bitmap, and is
+dropped as soon as that bitmap is zero (seed 000, section 3.2).  Disjunctive predicates get one bit per
+conjunct (box); a label matches when any of its bits survives.
+
+The order of the ASCs is learned at run time (seed 000, sections 4-5):
+
+* the **macro-sequence**: first the minimal cover set, greedily by conditional selectivity over the
+  conjuncts not yet covered, then the remaining ASCs by tuple dropping ratio (ties: lowest individual
+  selectivity);
+* the **hybrid sequence**: the macro-sequence plus **micro-arrows** from single regions to the ASC that
+  filters the tuples landing there best (candidates from the region's candidate-arrow bitmap), kept only
+  when better than the macro-arrow on the same tuples.  A per-tuple evaluated-ASC bitmap (the paper's
+  GEB) makes a micro-arrow to an already evaluated ASC fall back to the macro order.
+
+Statistics come from a monitor sample of about ``sample`` tuples per period of ``period`` tuples (lambda);
+at the end of each period the sequence is rebuilt when the tuple dropping ratio or the cost (ASCs per
+tuple) moved by at least ``threshold`` (mu) relative to their values after the last rebuild.  The
+paper's drop-ratio trigger alone cannot see a drift that keeps the overall drop rate (digest 2.5), hence
+the cost term.  ``threshold=0`` rebuilds every period, as in the paper's main experiments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from matcher.grouped import ConjunctTable, pack, row_count, unpack
+from matcher.predicate import Predicate
+
+ORDERINGS = ("hybrid", "macro", "fixed")
+MIN_GROUP = 16  # tuples a region must receive in the monitor sample before it gets a micro-arrow
+
+
+class _Construct:
+    """The ASC of one attribute: region constants, query-usage bitmap, query-result bitmaps."""
+
+    def __init__(self, table: ConjunctTable, k: int):
+        lo, hi = table.lo[:, k], table.hi[:, k]
+        self.constants = np.unique(np.concatenate([lo[np.isfinite(lo)], hi[np.isfinite(hi)]]))
+        c = self.constants
+        # one representative value per region decides its bits: the truth of every constraint is constant inside
+        ends = ([np.nextafter(c[0], -np.inf)], [np.nextafter(c[-1], np.inf)]) if len(c) else ([0.0], [])
+        gaps = np.concatenate([ends[0], (c[:-1] + c[1:]) / 2, ends[1]])
+        representatives = np.empty(2 * len(c) + 1)
+        representatives[0::2] = gaps[: len(c) + 1]
+        representatives[1::2] = c
+        self.uses = table.uses(k)
+        bits = table.contains(k, representatives) | ~self.uses[None, :]
+        self.qrb = pack(bits)
+        self.qub = pack(self.uses[None, :])[0]
+
+    @property
+    def n_regions(self) -> int:
+        return 2 * len(self.constants) + 1
+
+    def region(self, values: np.ndarray) -> np.ndarray:
+        c = self.constants
+        i = np.searchsorted(c, values, side="left")
+        hit = c[np.minimum(i, len(c) - 1)] == values if len(c) else np.zeros(len(values), dtype=bool)
+        return 2 * i + hit
+
+
+def _popcount(bitmaps: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(bitmaps).sum(axis=-1, dtype=np.int64)
+
+
+class ASCMatcher:
+    """Shared filtering by ASCs, with the MultiMatcher interface and run-time ordering.
+
+    ``ordering`` is ``"hybrid"`` (macro-sequence plus micro-arrows), ``"macro"`` or ``"fixed"`` (the
+    attribute ``order`` given, never changed).  ``evaluations`` counts ASCs evaluated by the executor (the
+    papers' cost); ``monitor_evaluations`` counts the monitor's extra evaluations.
+
+    Raises ValueError for an unknown ordering or a fixed order that is not a permutation of ``dims``.
+    """
+
+    unit = "ASCs"
+
+    def __init__(
+        self,
+        labelled: Sequence[tuple[str, Predicate]],
+        *,
+        ordering: str = "hybrid",
+        order: Sequence[str] | None = None,
+        period: int = 10_000,
+        threshold: float = 0.0,
+        sample: int = 2_000,
+        seed: int = 0,
+    ):
+        self._build(ConjunctTable.of(labelled), ordering, order, period, threshold, sample, seed)
+
+    def _build(self, table, ordering, order, period, threshold, sample, seed) -> None:
+        if ordering not in ORDERINGS:
+            raise ValueError(f"ordering {ordering!r}: expected one of {', '.join(ORDERINGS)}")
+        self.table = table
+        self.labels = table.labels
+        self.dims = table.dims
+        self.constructs = [_Construct(table, k) for k in range(len(table.dims))]
+        self.ordering, self.period, self.threshold, self.sample = ordering, int(period), float(threshold), int(sample)
+        self.seed = int(seed)
+        self._rng = np.random.default_rng(seed)
+        self.all_bits = pack(np.ones((1, table.n_conjuncts), dtype=bool))[0]
+        covering = np.zeros(table.n_conjuncts, dtype=bool)
+        for asc in self.constructs:
+            covering |= asc.uses
+        self.coverable = pack(covering[None, :])[0]
+        if order is not None:
+            if sorted(order) != sorted(self.dims):
+                raise ValueError(f"fixed order {list(order)}: must be a permutation of {list(self.dims)}")
+            self.macro = [self.dims.index(d) for d in order]
+        else:
+            self.macro = sorted(range(len(self.dims)), key=lambda a: (-int(self.constructs[a].uses.sum()), a))
+        self.micro = [np.full(asc.n_regions, -1, dtype=np.int64) for asc in self.constructs]
+        self.evaluations = self.monitor_evaluations = self.tuples_seen = self.rebuilds = 0
+        self._period_tuples = self._period_evaluations = self._period_dropped = 0
+        self._monitor: list[np.ndarray] = []
+        self._reference: tuple[float, float] | None = None
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        arrays = self.table.to_arrays()
+        arrays["asc_macro"] = np.array(self.macro, dtype=np.int64)
+        arrays["asc_micro"] = np.concatenate(self.micro) if self.micro else np.zeros(0, np.int64)
+        arrays["asc_settings"] = np.array(
+            [self.ordering, self.period, self.threshold, self.sample, self.seed], dtype=object
+        )
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> ASCMatcher:
+        self = cls.__new__(cls)
+        ordering, period, threshold, sample, seed = arrays["asc_settings"]
+        self._build(ConjunctTable.from_arrays(arrays), str(ordering), None, period, threshold, sample, seed)
+        self.macro = [int(a) for a in arrays["asc_macro"]]
+        self.micro = np.split(np.asarray(arrays["asc_micro"]), np.cumsum([a.n_regions for a in self.constructs])[:-1])
+        return self
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """The macro-sequence, as attribute names."""
+        return tuple(self.dims[a] for a in self.macro)
+
+    @property
+    def evaluations_per_tuple(self) -> float:
+        return self.evaluations / self.tuples_seen if self.tuples_seen else 0.0
+
+    def match(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+        n = row_count(columns)
+        values = [np.asarray(columns[d], dtype=np.float64) for d in self.dims]
+        grb = np.broadcast_to(self.all_bits, (n, len(self.all_bits))).copy()
+        start = 0
+        while start < n:
+            stop = n if self.ordering == "fixed" else min(n, start + self.period - self._period_tuples)
+            chunk = np.arange(start, stop)
+            self._execute(values, chunk, grb)
+            if self.ordering != "fixed":
+                self._observe(values, chunk, grb)
+            start = stop
+        self.tuples_seen += n
+        return self.table.label_matrix(unpack(grb, self.table.n_conjuncts))
+
+    def _execute(self, values: list[np.ndarray], rows: np.ndarray, grb: np.ndarray) -> None:
+        """Run the current hybrid sequence over ``rows``, AND-ing into ``grb`` (early drop)."""
+        n_asc = len(self.constructs)
+        done_mask = (1 << n_asc) - 1
+        macro = np.array(self.macro, dtype=np.int64)
+        evaluated = np.zeros(len(rows), dtype=np.int64)
+        target = np.full(len(rows), macro[0] if n_asc else 0)
+        live = np.arange(len(rows)) if n_asc else np.zeros(0, dtype=np.int64)
+        for _ in range(n_asc):
+            if len(live) == 0:
+                break
+            current = target[live]
+            for a in np.unique(current):
+                sel = live[current == a]
+                region = self.constructs[a].region(values[a][rows[sel]])
+                grb[rows[sel]] &= self.constructs[a].qrb[region]
+                evaluated[sel] |= 1 << int(a)
+                target[sel] = self._next(a, region, evaluated[sel], macro)
+            self.evaluations += len(live)
+            self._period_evaluations += len(live)
+            live = live[(grb[rows[live]] != 0).any(axis=1) & (evaluated[live] != done_mask)]
+
+    def _next(self, a: int, region: np.ndarray, evaluated: np.ndarray, macro: np.ndarray) -> np.ndarray:
+        """The next ASC: the region's micro-arrow if its target is unevaluated, else the macro order."""
+        pending = ((evaluated[:, None] >> macro[None, :]) & 1) == 0
+        fallback = macro[np.argmax(pending, axis=1)]
+        arrow = self.micro[a][region]
+        usable = (arrow >= 0) & (((evaluated >> np.maximum(arrow, 0)) & 1) == 0)
+        return np.where(usable, arrow, fallback)
+
+    def _observe(self, values: list[np.ndarray], rows: np.ndarray, grb: np.ndarray) -> None:
+        """Monitor: sample tuples for the statistics; at the end of a period maybe rebuild the sequence."""
+        self._period_tuples += len(rows)
+        self._period_dropped += int((grb[rows] == 0).all(axis=1).sum())
+        take = rows[self._rng.random(len(rows)) < self.sample / self.period]
+        if len(take) and self.constructs:
+            self._monitor.append(np.stack([asc.region(values[a][take]) for a, asc in enumerate(self.constructs)], 1))
+            self.monitor_evaluations += len(take) * len(self.constructs)
+        if self._period_tuples < self.period:
+            return
+        drop = self._period_dropped / self._period_tuples
+        cost = self._period_evaluations / self._period_tuples
+        if self.threshold == 0 or self.rebuilds == 0:
+            self._relearn_from_monitor()
+        elif self._reference is None:
+            # the first full period under a newly adopted sequence gives its reference figures
+            self._reference = (drop, cost)
+        elif _moved(self._reference, (drop, cost), self.threshold):
+            self._relearn_from_monitor()
+            self._reference = None
+        self._period_tuples = self._period_evaluations = self._period_dropped = 0
+        self._monitor = []
+
+    def _relearn_from_monitor(self) -> None:
+        if self._monitor and self.constructs:
+            self.relearn(np.concatenate(self._monitor))
+
+    def relearn(self, regions: np.ndarray) -> None:
+        """Rebuild the macro-sequence (and micro-arrows for ``hybrid``) from monitored region indices.
+
+        ``regions`` is int ``(tuples, n_asc)``: the region each sampled tuple falls in, per ASC.
+        """
+        self.rebuilds += 1
+        bitmaps = [asc.qrb[regions[:, a]] for a, asc in enumerate(self.constructs)]
+        self.macro = self._macro_sequence(bitmaps)
+        self.micro = [np.full(asc.n_regions, -1, dtype=np.int64) for asc in self.constructs]
+        if self.ordering == "hybrid":
+            self._micro_arrows(regions, bitmaps)
+
+    def _macro_sequence(self, bitmaps: list[np.ndarray]) -> list[int]:
+        remaining = list(range(len(bitmaps)))
+        single = {a: float(_popcount(bitmaps[a]).sum()) for a in remaining}
+        grb = np.broadcast_to(self.all_bits, bitmaps[0].shape).copy()
+        covered = np.zeros_like(self.all_bits)
+        sequence: list[int] = []
+        while remaining:
+            uncovered = self.coverable & ~covered
+            if uncovered.any():
+                # phase 1: lowest conditional selectivity over the conjuncts not yet covered
+                best = min(remaining, key=lambda a: (float(_popcount(grb & bitmaps[a] & uncovered).sum()), a))
+            else:
+                # phase 2: highest tuple dropping ratio, ties by lowest individual selectivity
+                best = min(remaining, key=lambda a: (-int(((grb & bitmaps[a]) == 0).all(axis=1).sum()), single[a], a))
+            grb &= bitmaps[best]
+            covered |= self.constructs[best].qub
+            sequence.append(best)
+            remaining.remove(best)
+        return sequence
+
+    def _micro_arrows(self, regions: np.ndarray, bitmaps: list[np.ndarray]) -> None:
+        """Greedy micro-arrows, one region at a time, scored on the sample tuples that reach it."""
+        n, n_asc = regions.shape
+        macro = np.array(self.macro, dtype=np.int64)
+        done_mask = (1 << n_asc) - 1
+        grb = np.broadcast_to(self.all_bits, bitmaps[0].shape).copy()
+        evaluated = np.zeros(n, dtype=np.int64)
+        at = np.full(n, macro[0])
+        live = np.arange(n)
+        for _ in range(n_asc):
+            current = at[live]
+            for a in np.unique(current):
+                sel = live[current == a]
+                grb[sel] &= bitmaps[a][sel]
+                evaluated[sel] |= 1 << int(a)
+            live = live[(grb[live] != 0).any(axis=1) & (evaluated[live] != done_mask)]
+            if len(live) == 0:
+                break
+            last, region = at[live], regions[live, at[live]]
+            for a, r in sorted({(int(x), int(y)) for x, y in zip(last, region, strict=True)}):
+                group = live[(last == a) & (region == r)]
+                if self.micro[a][r] < 0 and len(group) >= MIN_GROUP:
+                    self.micro[a][r] = self._best_arrow(a, r, group, grb, evaluated, bitmaps, macro)
+            for a in np.unique(at[live]):
+                sel = live[at[live] == a]
+                at[sel] = self._next(int(a), regions[sel, a], evaluated[sel], macro)
+
+    def _best_arrow(self, a, r, group, grb, evaluated, bitmaps, macro) -> int:
+        """The candidate ASC that filters ``group`` best, or -1 when the macro-arrow is as good."""
+
+        def score(next_bitmaps: np.ndarray) -> tuple[int, int]:
+            after = grb[group] & next_bitmaps
+            return -int((after == 0).all(axis=1).sum()), int(_popcount(after).sum())
+
+        pending = ((evaluated[group][:, None] >> macro[None, :]) & 1) == 0
+        default = macro[np.argmax(pending, axis=1)]
+        rows = np.arange(len(group))
+        stacked = np.stack([bitmaps[b][group] for b in range(len(bitmaps))], axis=0)
+        best, best_score = -1, score(stacked[default, rows])
+        region_bits = self.constructs[a].qrb[r]
+        evaluated_by_any = int(np.bitwise_or.reduce(evaluated[group]))
+        for c in range(len(bitmaps)):
+            candidate = (evaluated_by_any >> c) & 1 == 0 and (region_bits & self.constructs[c].qub).any()
+            if candidate:
+                s = score(stacked[c])
+                if s < best_score:
+                    best, best_score = c, s
+        return best
+
+
+def _moved(reference: tuple[float, float], now: tuple[float, float], threshold: float) -> bool:
+    return any(abs(x - r) / r >= threshold if r > 0 else x > 0 for r, x in zip(reference, now, strict=True))
+
+
+def fixed_order_costs(matcher: ASCMatcher, columns: Mapping[str, np.ndarray]) -> tuple[tuple[str, ...], float]:
+    """The best fixed ASC order for ``columns`` and its ASCs per tuple, by exhaustive search.
+
+    Whether a tuple is still alive after a set of ASCs does not depend on their order, so the cost of an
+    order is the sum, over its prefixes, of the fraction of tuples alive after the prefix; a dynamic
+    program over subsets finds the optimum of all ``n!`` orders exactly in ``O(2^n)`` set evaluations.
+    Raises ValueError above 16 ASCs (use :func:`local_search_order`).
+    """
+    n_asc = len(matcher.constructs)
+    if n_asc > 16:
+        raise ValueError(f"{n_asc} ASCs: exhaustive search is limited to 16")
+    bitmaps = _sample_bitmaps(matcher, columns)
+    n = len(bitmaps[0]) if bitmaps else 0
+    alive = np.zeros(1 << n_asc)
+
+    def visit(subset: int, grb: np.ndarray, start: int) -> None:
+        alive[subset] = (grb != 0).any(axis=1).sum() / max(n, 1)
+        for a in range(start, n_asc):
+            visit(subset | 1 << a, grb & bitmaps[a], a + 1)
+
+    visit(0, np.broadcast_to(matcher.all_bits, (n, len(matcher.all_bits))), 0)
+    best = np.full(1 << n_asc, np.inf)
+    choice = np.zeros(1 << n_asc, dtype=np.int64)
+    best[0] = 0.0
+    for subset in range(1, 1 << n_asc):
+        for a in range(n_asc):
+            if subset >> a & 1:
+                cost = best[subset ^ (1 << a)] + alive[subset ^ (1 << a)]
+                if cost < best[subset]:
+                    best[subset], choice[subset] = cost, a
+    order, subset = [], (1 << n_asc) - 1
+    while subset:
+        order.append(int(choice[subset]))
+        subset ^= 1 << int(choice[subset])
+    return tuple(matcher.dims[a] for a in reversed(order)), float(best[-1])
+
+
+def order_cost(matcher: ASCMatcher, columns: Mapping[str, np.ndarray], order: Sequence[str]) -> float:
+    """ASCs per tuple that the fixed ``order`` evaluates on ``columns`` (immediate drop)."""
+    bitmaps = _sample_bitmaps(matcher, columns)
+    n = len(bitmaps[0]) if bitmaps else 0
+    grb = np.broadcast_to(matcher.all_bits, (n, len(matcher.all_bits))).copy()
+    total = 0.0
+    for d in order:
+        alive = (grb != 0).any(axis=1)
+        total += alive.sum() / max(n, 1)
+        grb &= bitmaps[matcher.dims.index(d)]
+    return total
+
+
+def local_search_order(
+    matcher: ASCMatcher, columns: Mapping[str, np.ndarray], start: Sequence[str]
+) -> tuple[tuple[str, ...], float]:
+    """The best order reachable from ``start`` by moving one ASC at a time (for too many ASCs to search)."""
+    order, cost = tuple(start), order_cost(matcher, columns, start)
+    improved = True
+    while improved:
+        improved = False
+        for i in range(len(order)):
+            for j in range(len(order)):
+                if i == j:
+                    continue
+                moved = list(order)
+                moved.insert(j, moved.pop(i))
+                c = order_cost(matcher, columns, moved)
+                if c < cost - 1e-12:
+                    order, cost, improved = tuple(moved), c, True
+    return order, cost
+
+
+def _sample_bitmaps(matcher: ASCMatcher, columns: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    return [
+        asc.qrb[asc.region(np.asarray(columns[matcher.dims[a]], dtype=np.float64))]
+        for a, asc in enumerate(matcher.constructs)
+    ]
