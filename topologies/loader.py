@@ -1,0 +1,506 @@
+"""Load and validate a scenario file (SPEC section 1) into the frozen :class:`Scenario`.
+
+Validation happens here, once: every error is a :class:`ScenarioError` with one line
+``<file>: <key path>: <problem>, got <value>``, e.g. ``a.yaml: network.links[3][1]: unknown super-peer
+'SP9'``.  Nothing is auto-created and nothing is silently ignored; a contradictory WHERE is allowed but
+recorded in ``Scenario.warnings``.
+
+Extensions to SPEC section 1: thin-peers may give ``bandwidth``/``latency`` for their access link
+(default ``network.defaults``, whose own defaults are 100Mbit and 0); an attribute's ``type`` defaults to
+float; ``seed`` defaults to 0, ``header_bytes`` to 16, ``subscriptions`` to none.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any, NoReturn
+
+import yaml
+
+from matcher import Choice, Distribution, Empirical, Normal, Query, QueryError, Uniform
+from topologies import generators
+from topologies.errors import ScenarioError
+from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
+from topologies.replay import ATTRIBUTE_NAME, ReplayFileError, read_replay
+from topologies.units import parse_bandwidth, parse_latency
+
+PEER_ID = re.compile(r"[A-Za-z0-9_-]+")
+# Words of the query language (SPEC section 2) cannot name a stream or an attribute
+KEYWORDS = frozenset({"select", "from", "where", "and", "or", "not", "between", "in"})
+DEFAULT_BANDWIDTH = 100e6
+DEFAULT_LATENCY = Fraction(0)
+DEFAULT_HEADER_BYTES = 16
+
+TOP_KEYS = {"name": True, "seed": False, "duration": True, "header_bytes": False, "network": True}
+TOP_KEYS |= {"thin_peers": True, "streams": True, "subscriptions": False}
+NETWORK_KEYS = {"defaults": False, "super_peers": False, "links": False, "generate": False}
+LINK_KEYS = {"bandwidth": False, "latency": False}
+THIN_PEER_KEYS = {"id": True, "attach": True, "bandwidth": False, "latency": False}
+STREAM_KEYS = {"id": True, "source": True, "rate": True, "schema": False, "replay": False}
+ATTRIBUTE_KEYS = {"type": False, "distribution": True}
+SUBSCRIPTION_KEYS = {"id": True, "peer": True, "at": True, "until": False, "query": True}
+DISTRIBUTION_KINDS = ("uniform", "normal", "choice")
+
+
+def _describe(value: object) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class _Reader:
+    """Reads one file; every check names ``self.file`` and the key path of the value it looks at."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.base_dir = os.path.dirname(os.path.abspath(file))
+        self.warnings: list[str] = []
+
+    def fail(self, path: str, message: str) -> NoReturn:
+        raise ScenarioError(f"{self.file}: {path}: {message}" if path else f"{self.file}: {message}")
+
+    # --- shapes -------------------------------------------------------------------------------------
+
+    def mapping(self, value: object, path: str, keys: dict[str, bool]) -> dict[str, Any]:
+        """``value`` as a mapping with only ``keys`` (name -> required)."""
+        if not isinstance(value, dict):
+            self.fail(path, f"expected a mapping, got {_describe(value)}")
+        for key in value:
+            if key not in keys:
+                expected = ", ".join(sorted(keys))
+                self.fail(path, f"unknown key {key!r} (expected one of: {expected})")
+        for key, required in keys.items():
+            if required and key not in value:
+                self.fail(path, f"missing required key {key!r}")
+        return value
+
+    def sequence(self, value: object, path: str) -> list:
+        if not isinstance(value, list):
+            self.fail(path, f"expected a list, got {_describe(value)}")
+        return value
+
+    def identifier(self, value: object, path: str, pattern: re.Pattern = PEER_ID) -> str:
+        if not isinstance(value, str):
+            self.fail(path, f"expected a string id, got {_describe(value)}")
+        if not pattern.fullmatch(value):
+            self.fail(path, f"bad id {value!r} (expected {pattern.pattern})")
+        if pattern is ATTRIBUTE_NAME and value.lower() in KEYWORDS:
+            self.fail(path, f"bad id {value!r} (a query keyword)")
+        return value
+
+    def reference(self, value: object, known: set[str] | dict[str, Any], path: str, what: str) -> str:
+        """``value`` if it names one of ``known`` (ids of ``what``)."""
+        if not isinstance(value, str) or value not in known:
+            self.fail(path, f"unknown {what} {value!r}")
+        return value
+
+    def number(self, value: object, path: str, *, minimum: float | None = None, positive: bool = False) -> float:
+        """A finite int or float (not a bool, not a string), optionally >= ``minimum`` or > 0."""
+        if not _is_number(value):
+            self.fail(path, f"expected a number, got {_describe(value)}")
+        if not math.isfinite(value):
+            self.fail(path, f"expected a finite number, got {value!r}")
+        if positive and value <= 0:
+            self.fail(path, f"must be positive, got {value!r}")
+        if minimum is not None and value < minimum:
+            self.fail(path, f"must be >= {minimum:g}, got {value!r}")
+        return float(value)
+
+    def integer(self, value: object, path: str, *, minimum: int = 0) -> int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.fail(path, f"expected an integer, got {_describe(value)}")
+        if value < minimum:
+            self.fail(path, f"must be >= {minimum}, got {value!r}")
+        return value
+
+    def unit(self, parse: Callable[[object], Any], value: object, path: str) -> Any:
+        try:
+            return parse(value)
+        except ValueError as err:
+            self.fail(path, str(err))
+
+    def bandwidth(self, spec: dict[str, Any], path: str, default: float) -> float:
+        """``spec["bandwidth"]`` in bit/s, or ``default`` when absent."""
+        return self.unit(parse_bandwidth, spec["bandwidth"], f"{path}.bandwidth") if "bandwidth" in spec else default
+
+    def latency(self, spec: dict[str, Any], path: str, default: Fraction) -> Fraction:
+        """``spec["latency"]`` in exact seconds, or ``default`` when absent."""
+        return self.unit(parse_latency, spec["latency"], f"{path}.latency") if "latency" in spec else default
+
+    def unique(self, seen: dict[str, str], value: str, path: str, what: str) -> None:
+        if value in seen:
+            self.fail(path, f"duplicate {what} {value!r} (also {seen[value]})")
+        seen[value] = path
+
+    # --- sections -----------------------------------------------------------------------------------
+
+    def scenario(self, doc: object) -> Scenario:
+        if not isinstance(doc, dict):
+            self.fail("", f"expected a mapping of scenario keys at the top level, got {_describe(doc)}")
+        doc = self.mapping(doc, "", TOP_KEYS)
+        name = doc["name"]
+        if not isinstance(name, str) or not PEER_ID.fullmatch(name):
+            self.fail("name", f"expected [A-Za-z0-9_-]+, got {_describe(name)}")
+        seed = self.integer(doc.get("seed", 0), "seed")
+        duration = self.number(doc["duration"], "duration", positive=True)
+        header_bytes = self.integer(doc.get("header_bytes", DEFAULT_HEADER_BYTES), "header_bytes")
+        bandwidth, latency, super_peers, links = self.network(doc["network"], seed)
+        thin_peers = self.thin_peers(doc["thin_peers"], set(super_peers), bandwidth, latency)
+        streams = self.streams(doc["streams"], {p.id for p in thin_peers})
+        subscriptions = self.subscriptions(doc.get("subscriptions", []), thin_peers, streams, duration)
+        return Scenario(
+            name=name,
+            seed=seed,
+            duration=duration,
+            header_bytes=header_bytes,
+            super_peers=super_peers,
+            links=links,
+            thin_peers=thin_peers,
+            streams=streams,
+            subscriptions=subscriptions,
+            path=os.path.abspath(self.file),
+            warnings=tuple(self.warnings),
+        )
+
+    def network(self, value: object, seed: int) -> tuple[float, Fraction, tuple[str, ...], tuple[LinkSpec, ...]]:
+        net = self.mapping(value, "network", NETWORK_KEYS)
+        defaults = self.mapping(net.get("defaults", {}), "network.defaults", LINK_KEYS)
+        bandwidth = self.bandwidth(defaults, "network.defaults", DEFAULT_BANDWIDTH)
+        latency = self.latency(defaults, "network.defaults", DEFAULT_LATENCY)
+        if "generate" in net:
+            for key in ("super_peers", "links"):
+                if key in net:
+                    self.fail(f"network.{key}", "not allowed together with network.generate")
+            super_peers, links = self.generate(net["generate"], seed, bandwidth, latency)
+        else:
+            if "super_peers" not in net:
+                self.fail("network", "missing required key 'super_peers' (or 'generate')")
+            super_peers = self.super_peers(net["super_peers"])
+            links = self.links(net.get("links", []), super_peers, bandwidth, latency)
+        self.connected(super_peers, links)
+        return bandwidth, latency, super_peers, links
+
+    def super_peers(self, value: object) -> tuple[str, ...]:
+        items = self.sequence(value, "network.super_peers")
+        if not items:
+            self.fail("network.super_peers", "expected at least one super-peer, got []")
+        seen: dict[str, str] = {}
+        for i, sp in enumerate(items):
+            path = f"network.super_peers[{i}]"
+            self.unique(seen, self.identifier(sp, path), path, "super-peer")
+        return tuple(items)
+
+    def links(
+        self, value: object, super_peers: tuple[str, ...], bandwidth: float, latency: Fraction
+    ) -> tuple[LinkSpec, ...]:
+        known = set(super_peers)
+        seen: dict[tuple[str, str], str] = {}
+        links = []
+        for i, item in enumerate(self.sequence(value, "network.links")):
+            path = f"network.links[{i}]"
+            if not isinstance(item, list) or len(item) not in (2, 3):
+                self.fail(path, f"expected [a, b] or [a, b, {{bandwidth, latency}}], got {item!r}")
+            a, b = (self.reference(item[end], known, f"{path}[{end}]", "super-peer") for end in (0, 1))
+            if a == b:
+                self.fail(path, f"self-loop on {a!r}")
+            key = (min(a, b), max(a, b))
+            if key in seen:
+                self.fail(path, f"duplicate link {a}-{b} (also {seen[key]})")
+            seen[key] = path
+            options = self.mapping(item[2], f"{path}[2]", LINK_KEYS) if len(item) == 3 else {}
+            links.append(
+                LinkSpec(
+                    a,
+                    b,
+                    self.bandwidth(options, f"{path}[2]", bandwidth),
+                    self.latency(options, f"{path}[2]", latency),
+                )
+            )
+        return tuple(links)
+
+    def generate(
+        self, value: object, seed: int, bandwidth: float, latency: Fraction
+    ) -> tuple[tuple[str, ...], tuple[LinkSpec, ...]]:
+        path = "network.generate"
+        if not isinstance(value, dict):
+            self.fail(path, f"expected a mapping, got {_describe(value)}")
+        model = value.get("model")
+        if model not in generators.MODELS:
+            expected = ", ".join(sorted(generators.MODELS))
+            self.fail(f"{path}.model", f"unknown model {model!r} (expected one of: {expected})")
+        accepted = generators.parameters(model)
+        spec = self.mapping(value, path, {"model": True} | accepted)
+        params: dict[str, Any] = {"seed": seed, "bandwidth": bandwidth, "latency": latency}
+        params = {k: v for k, v in params.items() if k in accepted}
+        for key, raw in spec.items():
+            if key == "model":
+                continue
+            params[key] = self.parameter(generators.PARAMETER_KINDS[key], raw, f"{path}.{key}")
+        try:
+            return generators.generate(model, **params)
+        except ValueError as err:
+            self.fail(path, str(err))
+
+    def parameter(self, kind: str, value: object, path: str) -> Any:
+        if kind in ("size", "seed"):
+            return self.integer(value, path)
+        if kind == "probability":
+            probability = self.number(value, path, minimum=0)
+            if probability > 1:
+                self.fail(path, f"must lie in [0, 1], got {value!r}")
+            return probability
+        return self.unit(parse_bandwidth if kind == "bandwidth" else parse_latency, value, path)
+
+    def connected(self, super_peers: tuple[str, ...], links: tuple[LinkSpec, ...]) -> None:
+        adjacent: dict[str, list[str]] = {sp: [] for sp in super_peers}
+        for link in links:
+            adjacent[link.a].append(link.b)
+            adjacent[link.b].append(link.a)
+        reached = {super_peers[0]}
+        frontier = [super_peers[0]]
+        while frontier:
+            for nxt in adjacent[frontier.pop()]:
+                if nxt not in reached:
+                    reached.add(nxt)
+                    frontier.append(nxt)
+        missing = [sp for sp in super_peers if sp not in reached]
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            self.fail("network.links", f"backbone is disconnected: {shown} unreachable from {super_peers[0]}")
+
+    def thin_peers(
+        self, value: object, super_peers: set[str], bandwidth: float, latency: Fraction
+    ) -> tuple[ThinPeerSpec, ...]:
+        peers = []
+        ids: dict[str, str] = {}
+        for i, item in enumerate(self.sequence(value, "thin_peers")):
+            path = f"thin_peers[{i}]"
+            spec = self.mapping(item, path, THIN_PEER_KEYS)
+            peer_id = self.identifier(spec["id"], f"{path}.id")
+            if peer_id in super_peers:
+                self.fail(f"{path}.id", f"{peer_id!r} is already a super-peer id")
+            self.unique(ids, peer_id, f"{path}.id", "thin-peer")
+            attach = self.reference(spec["attach"], super_peers, f"{path}.attach", "super-peer")
+            peers.append(
+                ThinPeerSpec(
+                    peer_id,
+                    attach,
+                    self.bandwidth(spec, path, bandwidth),
+                    self.latency(spec, path, latency),
+                )
+            )
+        return tuple(peers)
+
+    def streams(self, value: object, thin_peers: set[str]) -> tuple[StreamSpec, ...]:
+        streams = []
+        seen: dict[str, str] = {}
+        for i, item in enumerate(self.sequence(value, "streams")):
+            path = f"streams[{i}]"
+            spec = self.mapping(item, path, STREAM_KEYS)
+            stream_id = self.identifier(spec["id"], f"{path}.id", ATTRIBUTE_NAME)
+            self.unique(seen, stream_id, f"{path}.id", "stream")
+            source = self.reference(spec["source"], thin_peers, f"{path}.source", "thin-peer")
+            rate = self.number(spec["rate"], f"{path}.rate", positive=True)
+            if ("schema" in spec) == ("replay" in spec):
+                self.fail(path, "expected exactly one of 'schema' and 'replay'")
+            if "replay" in spec:
+                replay, attributes = self.replay(spec["replay"], f"{path}.replay")
+            else:
+                replay, attributes = None, self.schema(spec["schema"], f"{path}.schema")
+            streams.append(StreamSpec(stream_id, source, rate, attributes, replay))
+        return tuple(streams)
+
+    def schema(self, value: object, path: str) -> tuple[AttributeSpec, ...]:
+        if not isinstance(value, dict) or not value:
+            self.fail(path, f"expected a non-empty mapping of attributes, got {_describe(value)}")
+        attributes = []
+        for name, item in value.items():
+            attr_path = f"{path}.{name}"
+            self.identifier(name, attr_path, ATTRIBUTE_NAME)
+            spec = self.mapping(item, attr_path, ATTRIBUTE_KEYS)
+            kind = spec.get("type", "float")
+            if kind not in ("float", "int"):
+                self.fail(f"{attr_path}.type", f"expected 'float' or 'int', got {kind!r}")
+            dist = self.distribution(spec["distribution"], f"{attr_path}.distribution", kind == "int")
+            attributes.append(AttributeSpec(name, kind, dist))
+        return tuple(attributes)
+
+    def distribution(self, value: object, path: str, integer: bool) -> Distribution:
+        if not isinstance(value, dict) or len(value) != 1:
+            self.fail(
+                path,
+                f"expected one of {{uniform: [lo, hi]}}, {{normal: [mu, sigma]}}, {{choice: [...]}}, got {value!r}",
+            )
+        ((kind, args),) = value.items()
+        inner = f"{path}.{kind}"
+        if kind not in DISTRIBUTION_KINDS:
+            self.fail(path, f"unknown distribution {kind!r} (expected one of: {', '.join(DISTRIBUTION_KINDS)})")
+        if kind == "choice":
+            return self.choice(args, inner, integer)
+        if not isinstance(args, list) or len(args) != 2:
+            self.fail(inner, f"expected a list of two numbers, got {args!r}")
+        first, second = (self.number(x, f"{inner}[{k}]") for k, x in enumerate(args))
+        if kind == "uniform":
+            if first >= second:
+                self.fail(inner, f"needs lo < hi, got {args!r}")
+            if integer and math.ceil(first) > math.floor(second):
+                self.fail(inner, f"contains no integer, got {args!r}")
+            return Uniform(first, second, integer)
+        if second <= 0:
+            self.fail(f"{inner}[1]", f"sigma must be positive, got {args[1]!r}")
+        return Normal(first, second, integer)
+
+    def choice(self, value: object, path: str, integer: bool) -> Choice:
+        if isinstance(value, dict):
+            spec = self.mapping(value, path, {"values": True, "weights": False})
+            values_path, values = f"{path}.values", spec["values"]
+        else:
+            spec, values_path, values = {}, path, value
+        values = self.sequence(values, values_path)
+        if not values:
+            self.fail(values_path, "expected at least one value, got []")
+        numbers = tuple(self.number(x, f"{values_path}[{k}]") for k, x in enumerate(values))
+        if integer:
+            for k, x in enumerate(numbers):
+                if not x.is_integer():
+                    self.fail(f"{values_path}[{k}]", f"an int attribute needs integer values, got {values[k]!r}")
+        if "weights" not in spec:
+            return Choice(numbers)
+        weights_path = f"{path}.weights"
+        raw = self.sequence(spec["weights"], weights_path)
+        if len(raw) != len(numbers):
+            self.fail(weights_path, f"expected {len(numbers)} weights (one per value), got {len(raw)}")
+        weights = tuple(self.number(w, f"{weights_path}[{k}]", minimum=0) for k, w in enumerate(raw))
+        if sum(weights) <= 0:
+            self.fail(weights_path, f"weights must not all be zero, got {raw!r}")
+        return Choice(numbers, weights)
+
+    def replay(self, value: object, path: str) -> tuple[str, tuple[AttributeSpec, ...]]:
+        if not isinstance(value, str) or not value:
+            self.fail(path, f"expected a CSV file path, got {_describe(value)}")
+        full = os.path.normpath(os.path.join(self.base_dir, value))
+        try:
+            table = read_replay(full)
+        except FileNotFoundError:
+            self.fail(path, f"replay file not found: {value!r}")
+        except OSError as err:
+            self.fail(path, f"cannot read replay file {value!r}: {err.strerror}")
+        except (ReplayFileError, UnicodeDecodeError) as err:
+            self.fail(path, f"{value}: {err}")
+        for name in table.names:
+            if name.lower() in KEYWORDS:
+                self.fail(path, f"{value}: row 1: attribute name {name!r} is a query keyword")
+        return full, tuple(AttributeSpec(n, "float", Empirical.of(table.columns[n])) for n in table.names)
+
+    def subscriptions(
+        self, value: object, thin_peers: tuple[ThinPeerSpec, ...], streams: tuple[StreamSpec, ...], duration: float
+    ) -> tuple[SubscriptionSpec, ...]:
+        peers = {p.id for p in thin_peers}
+        schemas = {s.id: s.attribute_names for s in streams}
+        seen: dict[str, str] = {}
+        subscriptions = []
+        for i, item in enumerate(self.sequence(value, "subscriptions")):
+            path = f"subscriptions[{i}]"
+            spec = self.mapping(item, path, SUBSCRIPTION_KEYS)
+            sub_id = self.identifier(spec["id"], f"{path}.id")
+            self.unique(seen, sub_id, f"{path}.id", "subscription")
+            peer = self.reference(spec["peer"], peers, f"{path}.peer", "thin-peer")
+            at = self.number(spec["at"], f"{path}.at")
+            if not 0 <= at < duration:
+                self.fail(f"{path}.at", f"must lie in [0, duration) = [0, {duration:g}), got {spec['at']!r}")
+            until = None
+            if spec.get("until") is not None:
+                until = self.number(spec["until"], f"{path}.until")
+                if until <= at:
+                    self.fail(f"{path}.until", f"must be greater than at ({spec['at']!r}), got {spec['until']!r}")
+            query = self.query(spec["query"], f"{path}.query", schemas)
+            if query.where.is_empty():
+                self.warnings.append(f"{self.file}: {path}.query: WHERE is always false; {sub_id} receives nothing")
+            subscriptions.append(SubscriptionSpec(sub_id, peer, at, until, query))
+        return tuple(subscriptions)
+
+    def query(self, value: object, path: str, schemas: dict[str, tuple[str, ...]]) -> Query:
+        from matcher.parser import parse_query  # the parser is the matcher's; imported where it is used
+
+        if not isinstance(value, str):
+            self.fail(path, f"expected a query string, got {_describe(value)}")
+        try:
+            query = parse_query(value)
+        except QueryError as err:
+            self.fail(path, f"query does not parse: {err}")
+        if query.stream not in schemas:
+            self.fail(path, f"unknown stream {query.stream!r}")
+        schema = schemas[query.stream]
+        for name in (*(query.select or ()), *query.where.dims):
+            if name not in schema:
+                self.fail(path, f"unknown attribute {name!r} of stream {query.stream!r}")
+        return query
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys (PyYAML keeps the last one silently)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, list | dict):
+            raise yaml.constructor.ConstructorError(None, None, f"unhashable key {key!r}", key_node.start_mark)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _read_yaml(path: str) -> object:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScenarioError(f"{path}: cannot read: {err}") from err
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader: builds no arbitrary objects
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = " ".join(str(err.problem or err.context or "syntax error").split())
+        raise ScenarioError(f"{path}: {where}YAML error: {problem}") from err
+    except yaml.YAMLError as err:
+        raise ScenarioError(f"{path}: YAML error: {' '.join(str(err).split())}") from err
+
+
+def load_scenario(path: str | os.PathLike) -> Scenario:
+    """Read, validate and freeze the scenario at ``path``.
+
+    Raises ScenarioError (one line: file, key path, value) for any invalid input, including YAML
+    syntax errors (with their line), missing files and invalid replay CSVs.
+    """
+    file = os.fspath(path)
+    return _Reader(file).scenario(_read_yaml(file))
+
+
+def summary(scenario: Scenario) -> str:
+    """One line for ``run.py validate``: name, sizes, duration, tuples, warnings."""
+    from topologies.workload import tuple_count
+
+    tuples = sum(tuple_count(s, scenario.duration) for s in scenario.streams)
+    text = (
+        f"{scenario.name}: {len(scenario.super_peers)} super-peers, {len(scenario.links)} links, "
+        f"{len(scenario.thin_peers)} thin-peers, {len(scenario.streams)} streams, "
+        f"{len(scenario.subscriptions)} subscriptions, {scenario.duration:g} s, {tuples} tuples"
+    )
+    if scenario.warnings:
+        text += f", {len(scenario.warnings)} warning(s)"
+    return text
