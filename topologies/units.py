@@ -13,9 +13,9 @@ import math
 import re
 from fractions import Fraction
 
-_NUMBER = r"(?P<number>[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?))"
-_BANDWIDTH = re.compile(rf"\s*{_NUMBER}\s*(?P<unit>[kmg]?bit)(?:/s)?\s*", re.IGNORECASE)
-_LATENCY = re.compile(rf"\s*{_NUMBER}\s*(?P<unit>s|ms|us)\s*")
+NUMBER_PATTERN = r"(?P<number>[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?))"
+_BANDWIDTH = re.compile(rf"\s*{NUMBER_PATTERN}\s*(?P<unit>[kmg]?bit)(?:/s)?\s*", re.IGNORECASE)
+_LATENCY = re.compile(rf"\s*{NUMBER_PATTERN}\s*(?P<unit>s|ms|us)\s*")
 _BANDWIDTH_FACTORS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
 _LATENCY_FACTORS = {"s": Fraction(1), "ms": Fraction(1, 10**3), "us": Fraction(1, 10**6)}
 

@@ -1,0 +1,179 @@
+"""JSON Schema (draft 2020-12) of scenario files, for editors (``python run.py schema``).
+
+It mirrors :mod:`topologies.loader`: the same keys, types, units and ranges.  Checks that need the
+whole document (ids that must exist, duplicates, a connected backbone, queries that parse, CSV files)
+are the loader's alone.
+"""
+
+from __future__ import annotations
+
+from topologies import generators
+from topologies.loader import KEYWORDS
+from topologies.units import NUMBER_PATTERN
+
+_NUMBER_TEXT = NUMBER_PATTERN.replace("(?P<number>", "(?:")
+BANDWIDTH = {
+    "description": "bit/s, or a string with Kbit, Mbit or Gbit",
+    "oneOf": [
+        {"type": "number", "exclusiveMinimum": 0},
+        {"type": "string", "pattern": rf"^\s*{_NUMBER_TEXT}\s*[KkMmGg]?[Bb][Ii][Tt](/s)?\s*$"},
+    ],
+}
+LATENCY = {
+    "description": "seconds, or a string with s, ms or us",
+    "oneOf": [
+        {"type": "number", "minimum": 0},
+        {"type": "string", "pattern": rf"^\s*{_NUMBER_TEXT}\s*(s|ms|us)\s*$"},
+    ],
+}
+PEER_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"}
+NAME = {
+    "type": "string",
+    "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+    "not": {"enum": sorted(KEYWORDS | {k.upper() for k in KEYWORDS})},
+}
+NUMBER = {"type": "number"}
+LINK_OPTIONS = {
+    "type": "object",
+    "properties": {"bandwidth": BANDWIDTH, "latency": LATENCY},
+    "additionalProperties": False,
+}
+PARAMETER_KINDS = {
+    "size": {"type": "integer", "minimum": 0},
+    "seed": {"type": "integer", "minimum": 0},
+    "probability": {"type": "number", "minimum": 0, "maximum": 1},
+    "bandwidth": BANDWIDTH,
+    "latency": LATENCY,
+}
+
+
+def _pair(minimum_second: float | None = None) -> dict:
+    second = dict(NUMBER) if minimum_second is None else {"type": "number", "exclusiveMinimum": minimum_second}
+    return {"type": "array", "prefixItems": [NUMBER, second], "minItems": 2, "maxItems": 2}
+
+
+def _generate() -> dict:
+    """One alternative per generator model, with exactly its parameters."""
+    alternatives = []
+    for model in sorted(generators.MODELS):
+        params = generators.parameters(model)
+        properties = {"model": {"const": model}}
+        properties |= {name: PARAMETER_KINDS[generators.PARAMETER_KINDS[name]] for name in params}
+        alternatives.append(
+            {
+                "type": "object",
+                "properties": properties,
+                "required": ["model", *(name for name, required in params.items() if required)],
+                "additionalProperties": False,
+            }
+        )
+    return {"oneOf": alternatives}
+
+
+def _distribution() -> dict:
+    choice_values = {"type": "array", "items": NUMBER, "minItems": 1}
+    forms = {
+        "uniform": _pair(),
+        "normal": _pair(minimum_second=0),
+        "choice": {
+            "oneOf": [
+                choice_values,
+                {
+                    "type": "object",
+                    "properties": {"values": choice_values, "weights": {"type": "array", "items": NUMBER}},
+                    "required": ["values"],
+                    "additionalProperties": False,
+                },
+            ]
+        },
+    }
+    return {
+        "oneOf": [
+            {"type": "object", "properties": {kind: form}, "required": [kind], "additionalProperties": False}
+            for kind, form in forms.items()
+        ]
+    }
+
+
+def json_schema() -> dict:
+    """The schema as a plain dict (JSON-serialisable)."""
+    attribute = {
+        "type": "object",
+        "properties": {"type": {"enum": ["float", "int"]}, "distribution": _distribution()},
+        "required": ["distribution"],
+        "additionalProperties": False,
+    }
+    stream = {
+        "type": "object",
+        "properties": {
+            "id": NAME,
+            "source": PEER_ID,
+            "rate": {"type": "number", "exclusiveMinimum": 0},
+            "schema": {
+                "type": "object",
+                "propertyNames": NAME,
+                "additionalProperties": attribute,
+                "minProperties": 1,
+            },
+            "replay": {"type": "string", "minLength": 1, "description": "CSV path relative to this file"},
+        },
+        "required": ["id", "source", "rate"],
+        "oneOf": [{"required": ["schema"]}, {"required": ["replay"]}],
+        "additionalProperties": False,
+    }
+    link = {
+        "type": "array",
+        "prefixItems": [PEER_ID, PEER_ID, LINK_OPTIONS],
+        "minItems": 2,
+        "maxItems": 3,
+    }
+    network = {
+        "type": "object",
+        "properties": {
+            "defaults": LINK_OPTIONS,
+            "super_peers": {"type": "array", "items": PEER_ID, "minItems": 1, "uniqueItems": True},
+            "links": {"type": "array", "items": link},
+            "generate": _generate(),
+        },
+        "oneOf": [
+            {"required": ["super_peers"], "not": {"required": ["generate"]}},
+            {"required": ["generate"], "not": {"anyOf": [{"required": ["super_peers"]}, {"required": ["links"]}]}},
+        ],
+        "additionalProperties": False,
+    }
+    thin_peer = {
+        "type": "object",
+        "properties": {"id": PEER_ID, "attach": PEER_ID, "bandwidth": BANDWIDTH, "latency": LATENCY},
+        "required": ["id", "attach"],
+        "additionalProperties": False,
+    }
+    subscription = {
+        "type": "object",
+        "properties": {
+            "id": PEER_ID,
+            "peer": PEER_ID,
+            "at": {"type": "number", "minimum": 0},
+            "until": {"type": ["number", "null"]},
+            "query": {"type": "string", "description": "SELECT attrs FROM stream [WHERE condition]"},
+        },
+        "required": ["id", "peer", "at", "query"],
+        "additionalProperties": False,
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://streamglobe-emulator.invalid/scenario.schema.json",
+        "title": "Stream-sharing emulator scenario",
+        "type": "object",
+        "properties": {
+            "name": PEER_ID,
+            "seed": {"type": "integer", "minimum": 0},
+            "duration": {"type": "number", "exclusiveMinimum": 0},
+            "header_bytes": {"type": "integer", "minimum": 0},
+            "network": network,
+            "thin_peers": {"type": "array", "items": thin_peer},
+            "streams": {"type": "array", "items": stream},
+            "subscriptions": {"type": "array", "items": subscription},
+        },
+        "required": ["name", "duration", "network", "thin_peers", "streams"],
+        "additionalProperties": False,
+    }
