@@ -5,6 +5,7 @@ Sharing").  This package imports nothing from the other top-level packages.
 """
 
 from matcher.distributions import Choice, Distribution, Empirical, Normal, Uniform
+from matcher.matching import MATCHERS, match_em, match_hcr, match_hsr, quick_check
 from matcher.multi import MultiMatcher
 from matcher.parser import MAX_BOXES, parse_condition, parse_query
 from matcher.predicate import INF, UNBOUNDED, Box, Interval, Predicate, interval
@@ -13,6 +14,7 @@ from matcher.selectivity import selectivity, volume
 
 __all__ = [
     "INF",
+    "MATCHERS",
     "MAX_BOXES",
     "UNBOUNDED",
     "Box",
@@ -27,8 +29,12 @@ __all__ = [
     "QueryError",
     "Uniform",
     "interval",
+    "match_em",
+    "match_hcr",
+    "match_hsr",
     "parse_condition",
     "parse_query",
+    "quick_check",
     "selectivity",
     "volume",
 ]

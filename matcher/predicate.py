@@ -185,22 +185,12 @@ class Box:
         Dimensions are split in ``order`` (default: ``other``'s dimensions by name).  Returns
         ``[self]`` when the two do not overlap and ``[]`` when ``other`` covers ``self``.
         """
-        dims = tuple(order) if order is not None else other.dims
         if not self.overlaps(other):
             return [self]
-        rest: list[Box] = []
-        current = self
-        for d in dims:
-            mine, theirs = current.get(d), other.get(d)
-            if theirs.covers(mine):
-                continue
-            left, right = mine.minus(theirs)
-            if left is not None:
-                rest.append(current.with_interval(d, left))
-            if right is not None:
-                rest.append(current.with_interval(d, right))
-            current = current.with_interval(d, mine.intersect(theirs))
-        return rest
+        grid = CellGrid((self, other))
+        part = grid.encode(self)
+        pieces = split_cells(part, grid.constraint(other, order))
+        return [grid.decode(piece) for piece in pieces]
 
     def contains_point(self, values: Mapping[str, float]) -> bool:
         return all(iv.contains_value(values[d]) for d, iv in self._items)
@@ -255,22 +245,38 @@ class Predicate:
         return Predicate(a.intersect(b) for a in self.boxes for b in other.boxes)
 
     def implies(self, other: Predicate) -> bool:
-        """Exact implication ``self => other`` (every point of self lies in some box of other)."""
-        return all(not _remainder(b, other.boxes) for b in self.boxes)
+        """Exact implication ``self => other`` (every point of self lies in some box of other).
+
+        The exact-matching kernel of seed 004 (depth-first split, Algorithm 11) without the relaxation.
+        """
+        if not self.boxes:
+            return True
+        grid = CellGrid(self.boxes + other.boxes)
+        ordered = sorted(other.boxes, key=decreasing_size_key)
+        constraints = [grid.constraint(b, by_interval_length(b)) for b in ordered]
+        return all(covered_depth_first(grid.encode(b), constraints) for b in self.boxes)
 
     def equivalent(self, other: Predicate) -> bool:
         return self.implies(other) and other.implies(self)
 
     def minus(self, other: Predicate) -> Predicate:
         """The points of ``self`` outside ``other``, as disjoint pieces of ``self``'s boxes."""
-        return Predicate(piece for b in self.boxes for piece in _remainder(b, other.boxes))
+        grid = CellGrid(self.boxes + other.boxes)
+        constraints = [grid.constraint(b) for b in other.boxes]
+        return Predicate(
+            grid.decode(piece) for b in self.boxes for piece in uncovered_breadth_first(grid.encode(b), constraints)
+        )
 
     def disjoint(self) -> Predicate:
         """An equivalent predicate whose boxes are pairwise disjoint (exact decomposition)."""
-        done: list[Box] = []
+        grid = CellGrid(self.boxes)
+        done: list[tuple[int, ...]] = []
+        constraints: list[Constraint] = []
         for b in self.boxes:
-            done.extend(_remainder(b, tuple(done)))
-        return Predicate(done)
+            pieces = uncovered_breadth_first(grid.encode(b), constraints)
+            done.extend(pieces)
+            constraints.extend(grid.constraint_of_cells(piece) for piece in pieces)
+        return Predicate(grid.decode(piece) for piece in done)
 
     def canonical(self) -> Predicate:
         """Equivalent normal form: duplicates and boxes inside another single box removed, sorted."""
@@ -300,11 +306,167 @@ Predicate.TRUE = Predicate([Box()])
 Predicate.FALSE = Predicate([])
 
 
-def _remainder(box: Box, others: tuple[Box, ...]) -> list[Box]:
-    """The parts of ``box`` covered by none of ``others``, as disjoint boxes (depth-first split)."""
-    parts = [box]
-    for other in others:
-        parts = [piece for part in parts for piece in part.subtract(other)]
-        if not parts:
+# --- The exact box kernel shared by Box.subtract, Predicate.implies/minus/disjoint and QC/HSR/HCR/EM ---------
+
+Constraint = tuple[tuple[int, int, int], ...]
+"""A box as the kernels read it: ``(j, lo, hi)`` per constraining dimension, in comparison order, where
+``j`` is the offset of the dimension's range in a cell tuple and ``lo..hi`` its closed range of cells."""
+
+
+class CellGrid:
+    """Exact integer coordinates for a set of boxes.
+
+    The distinct finite bounds ``v_0 < ... < v_{k-1}`` of the boxes cut every dimension into the cells
+    ``(-inf, v_0), {v_0}, (v_0, v_1), {v_1}, ..., {v_{k-1}}, (v_{k-1}, inf)``, numbered ``0 .. 2k``.  Any
+    interval whose ends are among the ``v_r`` (open, closed or infinite) is a contiguous, closed range of
+    cells, so a box becomes the flat tuple ``(lo_0, hi_0, lo_1, hi_1, ...)`` over :attr:`dims` and containment,
+    overlap and splitting become integer comparisons: open and closed ends are dealt with here, once, and
+    the inner loops of the matching algorithms stay small.
+    """
+
+    __slots__ = ("_offset", "_rank", "dims", "full", "top", "values")
+
+    def __init__(self, boxes: Iterable[Box]):
+        boxes = tuple(boxes)
+        self.dims: tuple[str, ...] = tuple(sorted({d for b in boxes for d in b.dims}))
+        finite = {x for b in boxes for _, iv in b.items() for x in (iv.lo, iv.hi) if -INF < x < INF}
+        self.values: tuple[float, ...] = tuple(sorted(finite))
+        self._rank = {v: r for r, v in enumerate(self.values)}
+        self._offset = {d: 2 * k for k, d in enumerate(self.dims)}
+        self.top = 2 * len(self.values)
+        self.full: tuple[int, ...] = (0, self.top) * len(self.dims)
+
+    def cells(self, iv: Interval) -> tuple[int, int]:
+        """The closed range of cells making up ``iv`` (``lo > hi`` when ``iv`` is empty)."""
+        lo = 0 if iv.lo == -INF else 2 * self._rank[iv.lo] + (1 if iv.lo_closed else 2)
+        hi = self.top if iv.hi == INF else 2 * self._rank[iv.hi] + (1 if iv.hi_closed else 0)
+        return lo, hi
+
+    def encode(self, box: Box) -> tuple[int, ...]:
+        """``box`` as a cell tuple over :attr:`dims` (raises KeyError for a dimension or bound not in the grid)."""
+        cells = list(self.full)
+        for d, iv in box.items():
+            j = self._offset[d]
+            cells[j], cells[j + 1] = self.cells(iv)
+        return tuple(cells)
+
+    def decode(self, cells: tuple[int, ...]) -> Box:
+        """The box a cell tuple stands for; an odd cell number is a bound itself, so the end is closed."""
+        values, top = self.values, self.top
+        intervals = []
+        for k, d in enumerate(self.dims):
+            lo, hi = cells[2 * k], cells[2 * k + 1]
+            lower = -INF if lo == 0 else values[(lo - 1) // 2]
+            upper = INF if hi == top else values[hi // 2]
+            intervals.append((d, Interval(lower, upper, lo % 2 == 1, hi % 2 == 1)))
+        return Box(intervals)
+
+    def constraint(self, box: Box, order: Iterable[str] | None = None) -> Constraint:
+        """``box``'s constraining ranges, compared in ``order`` (then any other dimension, by name)."""
+        ranked = list(order) if order is not None else []
+        ranked += [d for d in box.dims if d not in ranked]
+        return tuple((self._offset[d], *self.cells(box.get(d))) for d in ranked if not box.get(d).is_unbounded())
+
+    def constraint_of_cells(self, cells: tuple[int, ...]) -> Constraint:
+        """The constraining ranges of a cell tuple, by dimension name."""
+        top = self.top
+        return tuple((j, cells[j], cells[j + 1]) for j in range(0, len(cells), 2) if cells[j] or cells[j + 1] != top)
+
+
+def decreasing_size_key(box: Box) -> tuple[int, float]:
+    """Sort key putting larger boxes first (seed 004 section 6.1).
+
+    A box is smaller than another when it has fewer unbounded ends, or as many and less volume over its
+    finite dimensions.  Counting finite ends instead of unbounded ones needs no data space: over any space
+    of ``n`` dimensions a box has ``2n - finite ends`` unbounded ends.
+    """
+    finite_ends = 0
+    volume = 1.0
+    for _, iv in box.items():
+        finite_ends += (iv.lo != -INF) + (iv.hi != INF)
+        if iv.lo != -INF and iv.hi != INF:
+            volume *= iv.hi - iv.lo
+    return finite_ends, -volume
+
+
+def by_interval_length(box: Box) -> tuple[str, ...]:
+    """``box``'s dimensions by increasing interval length, ties by name (seed 004 section 6.1): a short
+    interval is the likeliest to be disjoint from the other box's, which ends the comparison early."""
+    return tuple(d for _, d in sorted((iv.hi - iv.lo, d) for d, iv in box.items()))
+
+
+def split_cells(part: tuple[int, ...], constraint: Constraint) -> list[tuple[int, ...]]:
+    """Compare Dimensions (seed 004 Algorithm 9): the pieces of ``part`` outside ``constraint``.
+
+    Returns ``[part]`` itself when the two are disjoint, ``[]`` when ``constraint`` covers ``part``, else
+    the disjoint pieces cut off dimension by dimension in ``constraint``'s order (below, then above).
+    """
+    pieces = []
+    current = part
+    for j, lo, hi in constraint:
+        part_lo = current[j]
+        part_hi = current[j + 1]
+        if lo > part_hi or part_lo > hi:
+            return [part]
+        if lo <= part_lo and part_hi <= hi:
+            continue
+        head = current[:j]
+        tail = current[j + 2 :]
+        if part_lo < lo:
+            pieces.append((*head, part_lo, lo - 1, *tail))
+            part_lo = lo
+        if hi < part_hi:
+            pieces.append((*head, hi + 1, part_hi, *tail))
+            part_hi = hi
+        current = (*head, part_lo, part_hi, *tail)
+    return pieces
+
+
+def cover_state(constraint: Constraint, part: tuple[int, ...]) -> int:
+    """1 when ``constraint`` covers ``part``, 0 when they only overlap, -1 when they are disjoint."""
+    state = 1
+    for j, lo, hi in constraint:
+        part_lo = part[j]
+        part_hi = part[j + 1]
+        if lo > part_hi or part_lo > hi:
+            return -1
+        if part_lo < lo or hi < part_hi:
+            state = 0
+    return state
+
+
+def covered_depth_first(part: tuple[int, ...], constraints: list[Constraint]) -> bool:
+    """Whether the union of ``constraints`` covers ``part`` (depth-first split strategy, Algorithm 11).
+
+    Each unmatched piece is split against the next box before its siblings are looked at, so the first
+    piece left over after the last box proves the mismatch and nothing else is split.
+    """
+    last = len(constraints) - 1
+    if last < 0:
+        return False
+    stack = [(part, 0)]
+    while stack:
+        piece, i = stack.pop()
+        while True:
+            pieces = split_cells(piece, constraints[i])
+            if not pieces:
+                break
+            if i == last:
+                return False
+            i += 1
+            if len(pieces) == 1:
+                piece = pieces[0]
+                continue
+            stack.extend((p, i) for p in reversed(pieces[1:]))
+            piece = pieces[0]
+    return True
+
+
+def uncovered_breadth_first(part: tuple[int, ...], constraints: list[Constraint]) -> list[tuple[int, ...]]:
+    """The pieces of ``part`` outside every constraint (breadth-first split strategy, Algorithm 10)."""
+    pieces = [part]
+    for constraint in constraints:
+        pieces = [rest for piece in pieces for rest in split_cells(piece, constraint)]
+        if not pieces:
             break
-    return parts
+    return pieces
