@@ -1,0 +1,130 @@
+"""Traffic meters: what an engine measured for one strategy (SPEC section 3 accounting).
+
+:class:`StrategyRun` is the engine-independent result every data plane returns (local simulator, Spark,
+MQTT).  :class:`TrafficMeter` accumulates it: bytes and tuples per backbone link direction, access bytes,
+a per-direction timeline, and the delivered tuple indices with their latencies.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+Direction = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class StrategyRun:
+    """One strategy executed by one engine.
+
+    ``link_bytes`` / ``link_tuples`` hold every backbone link direction (zeros included); ``access_bytes``
+    is the thin-peer traffic (each emitted tuple uploaded once with all attributes, plus every delivered
+    tuple); ``access_link_bytes`` splits it per access-link direction.  ``delivered[sub]`` lists the tuple
+    indices delivered (one entry per delivered copy) and ``latencies[sub]`` the seconds from emission to
+    arrival at the thin-peer, aligned with it.  ``timeline[direction]`` is bytes per backbone direction per
+    bin of ``bin_s`` seconds (all arrays of equal length; empty when the engine has no clock).
+    """
+
+    strategy: str
+    engine: str
+    link_bytes: dict[Direction, int]
+    link_tuples: dict[Direction, int]
+    access_bytes: int
+    access_link_bytes: dict[Direction, int]
+    delivered: dict[str, np.ndarray]
+    delivered_attrs: dict[str, tuple[str, ...]]
+    latencies: dict[str, np.ndarray]
+    timeline: dict[Direction, np.ndarray]
+    bin_s: float
+
+    @property
+    def backbone_bytes(self) -> int:
+        return sum(self.link_bytes.values())
+
+    @property
+    def backbone_tuples(self) -> int:
+        return sum(self.link_tuples.values())
+
+
+def bin_width(duration: float) -> float:
+    """A round timeline bin (1, 2 or 5 times a power of ten) giving about 100 bins over ``duration``."""
+    target = max(duration, 1e-9) / 100
+    exponent = math.floor(math.log10(target))
+    for mantissa in (1, 2, 5, 10):
+        width = mantissa * 10.0**exponent
+        if width >= target * (1 - 1e-12):
+            return width
+    raise AssertionError("unreachable: 10 * 10**floor(log10(x)) >= x")
+
+
+class TrafficMeter:
+    """Accumulates one strategy's traffic; :meth:`result` freezes it into a :class:`StrategyRun`."""
+
+    def __init__(self, backbone: Iterable[Direction], subscriptions: dict[str, tuple[str, ...]], bin_s: float):
+        self.bin_s = bin_s
+        self._bytes: dict[Direction, int] = {d: 0 for d in sorted(backbone)}
+        self._tuples: dict[Direction, int] = dict.fromkeys(self._bytes, 0)
+        self._bins: dict[Direction, np.ndarray] = {d: np.zeros(0) for d in self._bytes}
+        self._access: dict[Direction, int] = {}
+        self._default_attrs = dict(subscriptions)
+        self._attrs: dict[str, tuple[str, ...]] = {}
+        # (order key, indices, latencies) per subscription, sorted at the end so that the event order of
+        # the engine never reaches the output
+        self._parts: dict[str, list[tuple[tuple, np.ndarray, np.ndarray]]] = {s: [] for s in subscriptions}
+
+    def cross(self, direction: Direction, wire_bytes: np.ndarray, departures: np.ndarray | None = None) -> None:
+        """Tuples of ``wire_bytes`` bytes each crossed ``direction`` (finishing at ``departures``, if timed)."""
+        total = int(wire_bytes.sum())
+        if direction not in self._bytes:
+            self._access[direction] = self._access.get(direction, 0) + total
+            return
+        self._bytes[direction] += total
+        self._tuples[direction] += len(wire_bytes)
+        if departures is not None and len(departures):
+            bins = np.floor(departures / self.bin_s).astype(np.int64)
+            counts = np.bincount(bins, weights=wire_bytes.astype(np.float64))
+            old = self._bins[direction]
+            if len(counts) > len(old):
+                counts[: len(old)] += old
+                self._bins[direction] = counts
+            else:
+                old[: len(counts)] += counts
+
+    def deliver(
+        self, subscription: str, attrs: tuple[str, ...], order: tuple, indices: np.ndarray, latencies: np.ndarray
+    ) -> None:
+        """``subscription`` received ``indices`` (with ``attrs``) after ``latencies`` seconds; ``order`` sorts
+        the parts of one subscription deterministically (e.g. ``(window, lane)``)."""
+        self._attrs.setdefault(subscription, attrs)
+        self._parts.setdefault(subscription, []).append((order, indices, latencies))
+
+    def result(self, strategy: str, engine: str) -> StrategyRun:
+        delivered, latencies = {}, {}
+        for sub, parts in self._parts.items():
+            parts.sort(key=lambda part: part[0])
+            delivered[sub] = np.concatenate([p[1] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
+            latencies[sub] = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
+        length = max((len(b) for b in self._bins.values()), default=0)
+        timeline = {}
+        for d, b in self._bins.items():
+            padded = np.zeros(length, dtype=np.int64)
+            padded[: len(b)] = np.rint(b).astype(np.int64)
+            timeline[d] = padded
+        attrs = {sub: self._attrs.get(sub, default) for sub, default in self._default_attrs.items()}
+        attrs.update(self._attrs)
+        return StrategyRun(
+            strategy=strategy,
+            engine=engine,
+            link_bytes=dict(self._bytes),
+            link_tuples=dict(self._tuples),
+            access_bytes=sum(self._access.values()),
+            access_link_bytes=dict(sorted(self._access.items())),
+            delivered=delivered,
+            delivered_attrs=attrs,
+            latencies=latencies,
+            timeline=timeline if length else {},
+            bin_s=self.bin_s,
+        )

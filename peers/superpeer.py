@@ -1,0 +1,204 @@
+"""The in-network operators a super-peer installs for one epoch of a Plan.
+
+For each incoming flow (or raw stream) a super-peer runs ONE :class:`FlowOperator`: a single
+``MultiMatcher`` over every child flow and delivery reading that input there (and the ``trim`` entries of
+``ideal`` flows), then, per reader, filter and project.  The class is plain numpy over column batches, no
+clock: the simpy simulator, Spark tasks and the MQTT services all call :meth:`FlowOperator.process`.
+
+Channel keys name what a batch belongs to: ``("raw", stream)``, ``("flow", flow id)`` and
+``("delivery", position in the epoch)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from matcher import MultiMatcher, Predicate
+from sharing.plan import Delivery, Epoch, Flow
+from topologies.errors import EmulatorError
+from topologies.model import Scenario
+
+
+def raw_key(stream: str) -> tuple[str, str]:
+    return ("raw", stream)
+
+
+def flow_key(flow_id: str) -> tuple[str, str]:
+    return ("flow", flow_id)
+
+
+def delivery_key(position: int) -> tuple[str, int]:
+    return ("delivery", position)
+
+
+class Output(NamedTuple):
+    """The tuples an operator sends on one channel: their positions in the input batch, their values
+    (projected) and their size on the wire."""
+
+    target: Hashable
+    positions: np.ndarray
+    columns: dict[str, np.ndarray]
+    wire_bytes: np.ndarray
+
+
+@dataclass(frozen=True)
+class Reader:
+    """One consumer of an input at a super-peer: a child flow or a delivery.
+
+    It keeps the tuples satisfying ``predicate``; it forwards ``attrs``, or every input column when
+    ``full_values`` (a ``trim`` flow: the ideal bound evaluates its children on full tuples), and its tuples
+    weigh ``len(attrs)`` attributes, or for a trim flow the union of the attributes of the ``trim`` entries
+    each tuple satisfies.
+    """
+
+    target: Hashable
+    name: str  # for error messages: "flow F3", "delivery of Q1"
+    predicate: Predicate
+    attrs: tuple[str, ...]
+    full_values: bool = False
+    trim: tuple[tuple[Predicate, tuple[str, ...]], ...] = ()
+
+
+class FlowOperator:
+    """Filter + project for every reader of one input at one super-peer.
+
+    ``available`` is the attributes the input batches carry.  Raises :class:`EmulatorError` naming the
+    reader when a predicate or a projected attribute needs an attribute the input does not carry (a plan bug).
+    """
+
+    def __init__(self, node: str, source: str, available: Sequence[str], readers: Sequence[Reader], header_bytes: int):
+        self.node, self.source = node, source
+        self.readers = tuple(readers)
+        self.targets = tuple(r.target for r in self.readers)
+        self.header_bytes = header_bytes
+        have = set(available)
+        labelled: list[tuple[str, Predicate]] = []
+        self._label_of: list[int] = []  # per reader: its column in the matcher's output
+        self._trim: list[tuple[np.ndarray, np.ndarray] | None] = []  # per reader: (label columns, entry x attr)
+        for j, reader in enumerate(self.readers):
+            needed = [*reader.predicate.dims, *reader.attrs, *(d for p, _ in reader.trim for d in p.dims)]
+            missing = sorted(set(needed) - have)
+            if missing:
+                raise EmulatorError(
+                    f"{reader.name} at {node} needs attribute {missing[0]!r}, which {source} does not carry there"
+                )
+            self._label_of.append(len(labelled))
+            labelled.append((f"r{j}", reader.predicate))
+            if reader.trim:
+                first = len(labelled)
+                labelled.extend((f"r{j}t{k}", p) for k, (p, _) in enumerate(reader.trim))
+                union = sorted({a for _, attrs in reader.trim for a in attrs})
+                carries = np.array([[a in attrs for a in union] for _, attrs in reader.trim], dtype=np.int64)
+                self._trim.append((np.arange(first, len(labelled)), carries))
+            else:
+                self._trim.append(None)
+        self.matcher = MultiMatcher(labelled)
+
+    def process(self, count: int, columns: Mapping[str, np.ndarray]) -> list[Output]:
+        """The outputs, one per reader in order, for a batch of ``count`` tuples with these ``columns``."""
+        satisfied = self.matcher.match(columns) if count else np.zeros((0, len(self.matcher.labels)), dtype=bool)
+        outputs = []
+        for j, reader in enumerate(self.readers):
+            positions = np.flatnonzero(satisfied[:, self._label_of[j]])
+            kept = columns if reader.full_values else {a: columns[a] for a in reader.attrs}
+            values = {a: v[positions] for a, v in kept.items()}
+            trim = self._trim[j]
+            if trim is None:
+                width = np.full(len(positions), len(reader.attrs), dtype=np.int64)
+            else:
+                labels, carries = trim
+                width = ((satisfied[np.ix_(positions, labels)].astype(np.int64) @ carries) > 0).sum(axis=1)
+            outputs.append(Output(reader.target, positions, values, self.header_bytes + 8 * width))
+        return outputs
+
+
+def install(scenario: Scenario, epoch: Epoch) -> dict[tuple[str, Hashable], FlowOperator]:
+    """The operators of every super-peer for ``epoch``: ``{(super-peer, input channel key): operator}``.
+
+    Raises :class:`EmulatorError` naming the flow or subscription when the epoch is inconsistent: a parent
+    flow missing, listed later, or not passing through the child's origin; a raw read away from the source's
+    super-peer; a delivery at a super-peer its thin-peer is not attached to.
+    """
+    flows: dict[str, Flow] = {}
+    readers: dict[tuple[str, Hashable], list[Reader]] = {}
+    carried: dict[Hashable, tuple[str, ...]] = {}
+    for stream in scenario.streams:
+        carried[raw_key(stream.id)] = stream.attribute_names
+
+    def attach(node: str, source: Hashable, reader: Reader) -> None:
+        readers.setdefault((node, source), []).append(reader)
+
+    for flow in epoch.flows:
+        stream = _stream(scenario, flow.stream, f"flow {flow.id}")
+        if flow.id in flows:
+            raise EmulatorError(f"flow {flow.id} is defined twice in the epoch starting at {epoch.start:g}")
+        if not flow.path or flow.path[0] != flow.origin:
+            raise EmulatorError(f"flow {flow.id}: path {flow.path} does not start at its origin {flow.origin}")
+        if flow.parent is None:
+            source_home = scenario.home(stream.source)
+            if flow.origin != source_home:
+                raise EmulatorError(f"flow {flow.id} reads raw {flow.stream} at {flow.origin}, not at {source_home}")
+            source: Hashable = raw_key(flow.stream)
+        else:
+            parent = flows.get(flow.parent)
+            if parent is None:
+                raise EmulatorError(f"flow {flow.id}: parent {flow.parent} is not an earlier flow of the epoch")
+            if flow.origin not in parent.path:
+                raise EmulatorError(f"flow {flow.id}: parent {flow.parent} does not pass through {flow.origin}")
+            source = flow_key(parent.id)
+        flows[flow.id] = flow
+        full = bool(flow.trim)
+        carried[flow_key(flow.id)] = carried[source] if full else flow.attrs
+        attach(
+            flow.origin,
+            source,
+            Reader(flow_key(flow.id), f"flow {flow.id}", flow.predicate, flow.attrs, full, flow.trim),
+        )
+
+    for k, delivery in enumerate(epoch.deliveries):
+        attach(*_delivery_input(scenario, flows, delivery), _delivery_reader(k, delivery))
+
+    return {
+        (node, source): FlowOperator(node, _describe(source), carried[source], rs, scenario.header_bytes)
+        for (node, source), rs in readers.items()
+    }
+
+
+def _delivery_input(scenario: Scenario, flows: Mapping[str, Flow], delivery: Delivery) -> tuple[str, Hashable]:
+    what = f"delivery of {delivery.subscription}"
+    try:
+        sub = scenario.subscription(delivery.subscription)
+        home = scenario.home(delivery.peer)
+    except StopIteration:
+        raise EmulatorError(f"{what}: unknown subscription or thin-peer {delivery.peer}") from None
+    if delivery.peer != sub.peer or delivery.home != home:
+        raise EmulatorError(f"{what}: {delivery.peer} at {delivery.home}, but the subscriber is {sub.peer} at {home}")
+    if delivery.flow is None:
+        source_home = scenario.home(_stream(scenario, sub.stream, what).source)
+        if delivery.home != source_home:
+            raise EmulatorError(f"{what} reads raw {sub.stream} at {delivery.home}, not at {source_home}")
+        return delivery.home, raw_key(sub.stream)
+    flow = flows.get(delivery.flow)
+    if flow is None or delivery.home not in flow.path:
+        raise EmulatorError(f"{what}: flow {delivery.flow} is not available at {delivery.home}")
+    return delivery.home, flow_key(flow.id)
+
+
+def _delivery_reader(position: int, delivery: Delivery) -> Reader:
+    return Reader(delivery_key(position), f"delivery of {delivery.subscription}", delivery.predicate, delivery.attrs)
+
+
+def _stream(scenario: Scenario, stream_id: str, what: str):
+    try:
+        return scenario.stream(stream_id)
+    except StopIteration:
+        raise EmulatorError(f"{what}: unknown stream {stream_id!r}") from None
+
+
+def _describe(source: Hashable) -> str:
+    kind, name = source
+    return f"raw stream {name}" if kind == "raw" else f"flow {name}"
