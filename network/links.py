@@ -72,7 +72,8 @@ class LinkQueue:
             if len(parcels) < rounds[r]:
                 break
             self._waiting.pop((w, r), None)
-            served.append(self._serve(parcels))
+            if parcels:
+                served.append(self._serve(parcels))
             self._cursor = (w, r + 1)
         return served
 
