@@ -17,6 +17,7 @@ on the exact integer kernel of :mod:`matcher.predicate` (:class:`~matcher.predic
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Callable
 from functools import partial
 
@@ -28,10 +29,8 @@ from matcher.predicate import (
     Constraint,
     Interval,
     Predicate,
-    by_interval_length,
     cover_state,
     covered_depth_first,
-    decreasing_size_key,
     split_cells,
     uncovered_breadth_first,
 )
@@ -51,17 +50,17 @@ class _Stream:
         self.grid = grid
         self.boxes: list[Box] = list(p.boxes)
         self.changed = False
-        entries = sorted((decreasing_size_key(b), slot) for slot, b in enumerate(self.boxes))
+        entries = sorted((b.size_key(), slot) for slot, b in enumerate(self.boxes))
         self.order: list[tuple[tuple[int, float], int]] = entries
         self.constraint_of = {slot: self._constraint(b) for slot, b in enumerate(self.boxes)}
         self.constraints: list[Constraint] = [self.constraint_of[slot] for _, slot in entries]
 
     def _constraint(self, box: Box) -> Constraint:
-        return self.grid.constraint(box, by_interval_length(box))
+        return self.grid.constraint_of(box.items_by_length())
 
     def _place(self, slot: int) -> None:
         box = self.boxes[slot]
-        entry = (decreasing_size_key(box), slot)
+        entry = (box.size_key(), slot)
         at = bisect.bisect(self.order, entry)
         self.order.insert(at, entry)
         self.constraint_of[slot] = self._constraint(box)
@@ -78,7 +77,7 @@ class _Stream:
     def replace(self, slot: int, box: Box) -> None:
         """Put the relaxed ``box`` in place of the box in ``slot``."""
         self.changed = True
-        at = self.order.index((decreasing_size_key(self.boxes[slot]), slot))
+        at = self.order.index((self.boxes[slot].size_key(), slot))
         del self.order[at]
         del self.constraints[at]
         self.boxes[slot] = box
@@ -142,20 +141,25 @@ def match_hcr(p: Predicate, q: Predicate, quick_check: bool = True) -> MatchResu
     grid = CellGrid(p.boxes + q.boxes)
     stream = _Stream(p, grid)
     space = len(set(p.dims) | set(q.dims))
-    ordered = {slot: tuple((d, b.get(d)) for d in by_interval_length(b)) for slot, b in enumerate(stream.boxes)}
+    ordered = {slot: b.items_by_length() for slot, b in enumerate(stream.boxes)}
     for query_box in q.boxes:
         if quick_check and _quick_check(stream.constraints, grid.encode(query_box)) == 1:
             continue
         if not stream.boxes:
             stream.add(query_box)
             continue
-        best = _least_relaxation(stream, ordered, query_box.as_dict(), space)
-        if best is None:
-            continue
-        slot, relaxed = best
-        stream.replace(slot, relaxed)
-        ordered[slot] = tuple((d, relaxed.get(d)) for d in by_interval_length(relaxed))
+        best = _least_relaxation(stream, ordered, dict(query_box.items()), space)
+        if best is not None:
+            slot, relaxed = best
+            stream.replace(slot, relaxed)
+            ordered[slot] = relaxed.items_by_length()
     return stream.result(p)
+
+
+def _extent(iv: Interval) -> float:
+    """An interval's factor in HCR's volume ``v``: its length when finite and non-zero, else 1."""
+    length = iv.hi - iv.lo
+    return length if 0.0 < length < INF else 1.0
 
 
 def _least_relaxation(
@@ -172,27 +176,24 @@ def _least_relaxation(
         unbounded = 2 * (space - len(items))
         extension = 0.0
         intervals = [iv for _, iv in items]
-        contained = True
+        extents: list[float] | None = None
         for k, (dim, iv) in enumerate(items):
             wanted = query.get(dim, UNBOUNDED)
             unbounded += (iv.lo == -INF or wanted.lo == -INF) + (iv.hi == INF or wanted.hi == INF)
             if iv.covers(wanted):
                 continue
-            contained = False
+            if extents is None:
+                extents = [_extent(other) for other in intervals]
             grow = (iv.lo - wanted.lo if wanted.lo < iv.lo else 0.0) + (wanted.hi - iv.hi if wanted.hi > iv.hi else 0.0)
-            others = 1.0
-            for m, other in enumerate(intervals):
-                length = other.hi - other.lo
-                if m != k and 0.0 < length < INF:
-                    others *= length
-            extension += grow * others
+            extension += grow * math.prod(extents[:k]) * math.prod(extents[k + 1 :])
             intervals[k] = iv.hull(wanted)
-        if contained:
+            extents[k] = _extent(intervals[k])
+        if extents is None:
             return None
         if unbounded < best_unbounded or (unbounded == best_unbounded and extension < best_extension):
-            best_unbounded, best_extension = unbounded, extension
-            best = (slot, Box(zip((d for d, _ in items), intervals, strict=True)))
-    return best
+            best_unbounded, best_extension, best = unbounded, extension, (slot, items, intervals)
+    slot, items, intervals = best
+    return slot, Box(zip((d for d, _ in items), intervals, strict=True))
 
 
 def _covered_breadth_first(part: tuple[int, ...], constraints: list[Constraint]) -> bool:

@@ -128,7 +128,7 @@ class Box:
     set of constraints compare equal.  A box with an empty interval is empty (contradiction).
     """
 
-    __slots__ = ("_hash", "_items")
+    __slots__ = ("_hash", "_items", "_profile")
 
     def __init__(self, intervals: Mapping[str, Interval] | Iterable[tuple[str, Interval]] = ()):
         pairs = intervals.items() if isinstance(intervals, Mapping) else intervals
@@ -139,10 +139,37 @@ class Box:
             sorted((d, iv) for d, iv in merged.items() if not iv.is_unbounded())
         )
         self._hash = hash(self._items)
+        self._profile: tuple[tuple[int, float], tuple[tuple[str, Interval], ...]] | None = None
 
     @property
     def dims(self) -> tuple[str, ...]:
         return tuple(d for d, _ in self._items)
+
+    def size_key(self) -> tuple[int, float]:
+        """Sort key putting larger boxes first (seed 004 section 6.1).
+
+        A box is smaller than another when it has fewer unbounded ends, or as many and less volume over
+        its finite dimensions.  Counting finite ends instead of unbounded ones needs no data space: over
+        any space of ``n`` dimensions a box has ``2n - finite ends`` unbounded ends.
+        """
+        return (self._profile or self._compute_profile())[0]
+
+    def items_by_length(self) -> tuple[tuple[str, Interval], ...]:
+        """The constraining intervals by increasing length, ties by name (seed 004 section 6.1): a short
+        interval is the likeliest to be disjoint from another box's, ending a comparison early."""
+        return (self._profile or self._compute_profile())[1]
+
+    def _compute_profile(self) -> tuple[tuple[int, float], tuple[tuple[str, Interval], ...]]:
+        # cached because the matchers sort the same stream boxes for every query they are matched with
+        finite_ends = 0
+        volume = 1.0
+        for _, iv in self._items:
+            finite_ends += (iv.lo != -INF) + (iv.hi != INF)
+            if iv.lo != -INF and iv.hi != INF:
+                volume *= iv.hi - iv.lo
+        by_length = tuple(item for _, item in sorted(((iv.hi - iv.lo, d), (d, iv)) for d, iv in self._items))
+        self._profile = ((finite_ends, -volume), by_length)
+        return self._profile
 
     def items(self) -> tuple[tuple[str, Interval], ...]:
         return self._items
@@ -252,8 +279,8 @@ class Predicate:
         if not self.boxes:
             return True
         grid = CellGrid(self.boxes + other.boxes)
-        ordered = sorted(other.boxes, key=decreasing_size_key)
-        constraints = [grid.constraint(b, by_interval_length(b)) for b in ordered]
+        ordered = sorted(other.boxes, key=Box.size_key)
+        constraints = [grid.constraint_of(b.items_by_length()) for b in ordered]
         return all(covered_depth_first(grid.encode(b), constraints) for b in self.boxes)
 
     def equivalent(self, other: Predicate) -> bool:
@@ -327,9 +354,11 @@ class CellGrid:
     __slots__ = ("_offset", "_rank", "dims", "full", "top", "values")
 
     def __init__(self, boxes: Iterable[Box]):
-        boxes = tuple(boxes)
-        self.dims: tuple[str, ...] = tuple(sorted({d for b in boxes for d in b.dims}))
-        finite = {x for b in boxes for _, iv in b.items() for x in (iv.lo, iv.hi) if -INF < x < INF}
+        intervals = [item for b in boxes for item in b.items()]
+        self.dims: tuple[str, ...] = tuple(sorted({d for d, _ in intervals}))
+        finite = {iv.lo for _, iv in intervals} | {iv.hi for _, iv in intervals}
+        finite.discard(-INF)
+        finite.discard(INF)
         self.values: tuple[float, ...] = tuple(sorted(finite))
         self._rank = {v: r for r, v in enumerate(self.values)}
         self._offset = {d: 2 * k for k, d in enumerate(self.dims)}
@@ -345,8 +374,9 @@ class CellGrid:
     def encode(self, box: Box) -> tuple[int, ...]:
         """``box`` as a cell tuple over :attr:`dims` (raises KeyError for a dimension or bound not in the grid)."""
         cells = list(self.full)
+        offset = self._offset
         for d, iv in box.items():
-            j = self._offset[d]
+            j = offset[d]
             cells[j], cells[j + 1] = self.cells(iv)
         return tuple(cells)
 
@@ -363,36 +393,30 @@ class CellGrid:
 
     def constraint(self, box: Box, order: Iterable[str] | None = None) -> Constraint:
         """``box``'s constraining ranges, compared in ``order`` (then any other dimension, by name)."""
-        ranked = list(order) if order is not None else []
-        ranked += [d for d in box.dims if d not in ranked]
-        return tuple((self._offset[d], *self.cells(box.get(d))) for d in ranked if not box.get(d).is_unbounded())
+        if order is None:
+            return self.constraint_of(box.items())
+        intervals = dict(box.items())
+        order = tuple(order)
+        ranked = (*order, *(d for d in intervals if d not in order))
+        return self.constraint_of([(d, intervals[d]) for d in ranked if d in intervals])
+
+    def constraint_of(self, items: Iterable[tuple[str, Interval]]) -> Constraint:
+        """The constraint of constraining ``(dimension, interval)`` pairs, compared in their order."""
+        offset, rank, top = self._offset, self._rank, self.top
+        # the body of cells(), inlined: this runs for every box of every matched pair
+        return tuple(
+            (
+                offset[d],
+                0 if iv.lo == -INF else 2 * rank[iv.lo] + (1 if iv.lo_closed else 2),
+                top if iv.hi == INF else 2 * rank[iv.hi] + (1 if iv.hi_closed else 0),
+            )
+            for d, iv in items
+        )
 
     def constraint_of_cells(self, cells: tuple[int, ...]) -> Constraint:
         """The constraining ranges of a cell tuple, by dimension name."""
         top = self.top
         return tuple((j, cells[j], cells[j + 1]) for j in range(0, len(cells), 2) if cells[j] or cells[j + 1] != top)
-
-
-def decreasing_size_key(box: Box) -> tuple[int, float]:
-    """Sort key putting larger boxes first (seed 004 section 6.1).
-
-    A box is smaller than another when it has fewer unbounded ends, or as many and less volume over its
-    finite dimensions.  Counting finite ends instead of unbounded ones needs no data space: over any space
-    of ``n`` dimensions a box has ``2n - finite ends`` unbounded ends.
-    """
-    finite_ends = 0
-    volume = 1.0
-    for _, iv in box.items():
-        finite_ends += (iv.lo != -INF) + (iv.hi != INF)
-        if iv.lo != -INF and iv.hi != INF:
-            volume *= iv.hi - iv.lo
-    return finite_ends, -volume
-
-
-def by_interval_length(box: Box) -> tuple[str, ...]:
-    """``box``'s dimensions by increasing interval length, ties by name (seed 004 section 6.1): a short
-    interval is the likeliest to be disjoint from the other box's, which ends the comparison early."""
-    return tuple(d for _, d in sorted((iv.hi - iv.lo, d) for d, iv in box.items()))
 
 
 def split_cells(part: tuple[int, ...], constraint: Constraint) -> list[tuple[int, ...]]:
