@@ -106,9 +106,9 @@ class AdaptiveMultiMatcher:
             result = self.engines[name].match(columns)
             self.cost[name] = (time.perf_counter() - began) / max(n, 1)
         best = min(self.cost, key=lambda e: (self.cost[e], e))
-        if self.choice not in self.cost or self.cost[best] < (1 - SWITCH_MARGIN) * self.cost[self.choice]:
-            if best != self.choice or not self.history:
-                self.history.append((self.tuples_seen, best))
+        current = self.cost.get(self.choice, np.inf)
+        if not self.history or (best != self.choice and self.cost[best] < (1 - SWITCH_MARGIN) * current):
+            self.history.append((self.tuples_seen, best))
             self.choice = best
         for name in due:
             # a slow engine is probed less often: its probes cost ratio x the chosen engine's time

@@ -138,7 +138,8 @@ class ASCMatcher:
         ordering, period, threshold, sample, seed = arrays["asc_settings"]
         self._build(ConjunctTable.from_arrays(arrays), str(ordering), None, period, threshold, sample, seed)
         self.macro = [int(a) for a in arrays["asc_macro"]]
-        self.micro = np.split(np.asarray(arrays["asc_micro"]), np.cumsum([a.n_regions for a in self.constructs])[:-1])
+        offsets = np.cumsum([a.n_regions for a in self.constructs])[:-1]
+        self.micro = np.split(np.asarray(arrays["asc_micro"]), offsets) if self.constructs else []
         return self
 
     @property
@@ -257,6 +258,7 @@ class ASCMatcher:
     def _micro_arrows(self, regions: np.ndarray, bitmaps: list[np.ndarray]) -> None:
         """Greedy micro-arrows, one region at a time, scored on the sample tuples that reach it."""
         n, n_asc = regions.shape
+        stacked = np.stack(bitmaps)
         macro = np.array(self.macro, dtype=np.int64)
         done_mask = (1 << n_asc) - 1
         grb = np.broadcast_to(self.all_bits, bitmaps[0].shape).copy()
@@ -276,31 +278,28 @@ class ASCMatcher:
             for a, r in sorted({(int(x), int(y)) for x, y in zip(last, region, strict=True)}):
                 group = live[(last == a) & (region == r)]
                 if self.micro[a][r] < 0 and len(group) >= MIN_GROUP:
-                    self.micro[a][r] = self._best_arrow(a, r, group, grb, evaluated, bitmaps, macro)
+                    self.micro[a][r] = self._best_arrow(a, r, group, grb, evaluated, stacked, macro)
             for a in np.unique(at[live]):
                 sel = live[at[live] == a]
                 at[sel] = self._next(int(a), regions[sel, a], evaluated[sel], macro)
 
-    def _best_arrow(self, a, r, group, grb, evaluated, bitmaps, macro) -> int:
+    def _best_arrow(self, a, r, group, grb, evaluated, stacked, macro) -> int:
         """The candidate ASC that filters ``group`` best, or -1 when the macro-arrow is as good."""
 
-        def score(next_bitmaps: np.ndarray) -> tuple[int, int]:
-            after = grb[group] & next_bitmaps
-            return -int((after == 0).all(axis=1).sum()), int(_popcount(after).sum())
-
+        after = grb[group][None] & stacked[:, group]  # (asc, tuples, words)
+        drops = (after == 0).all(axis=2).sum(axis=1)
+        alive_bits = _popcount(after).sum(axis=1)
         pending = ((evaluated[group][:, None] >> macro[None, :]) & 1) == 0
         default = macro[np.argmax(pending, axis=1)]
-        rows = np.arange(len(group))
-        stacked = np.stack([bitmaps[b][group] for b in range(len(bitmaps))], axis=0)
-        best, best_score = -1, score(stacked[default, rows])
+        default_after = after[default, np.arange(len(group))]
+        best, best_score = -1, (-int((default_after == 0).all(axis=1).sum()), int(_popcount(default_after).sum()))
         region_bits = self.constructs[a].qrb[r]
         evaluated_by_any = int(np.bitwise_or.reduce(evaluated[group]))
-        for c in range(len(bitmaps)):
-            candidate = (evaluated_by_any >> c) & 1 == 0 and (region_bits & self.constructs[c].qub).any()
-            if candidate:
-                s = score(stacked[c])
-                if s < best_score:
-                    best, best_score = c, s
+        for c in range(len(stacked)):
+            if (evaluated_by_any >> c) & 1 == 0 and (region_bits & self.constructs[c].qub).any():
+                score = (-int(drops[c]), int(alive_bits[c]))
+                if score < best_score:
+                    best, best_score = c, score
         return best
 
 
