@@ -4,7 +4,11 @@ Seed 004 (Kuntschke & Kemper, "Matching and Evaluation of Disjunctive Predicates
 Sharing").  This package imports nothing from the other top-level packages.
 """
 
+from matcher.adaptive import AdaptiveMultiMatcher
+from matcher.agreedy import AGreedy, PipelinedFilter
+from matcher.asc import ASCMatcher
 from matcher.distributions import Choice, Distribution, Empirical, Normal, Uniform
+from matcher.grouped import GroupedFilter
 from matcher.matching import MATCHERS, match_em, match_hcr, match_hsr, quick_check
 from matcher.multi import MultiMatcher
 from matcher.parser import MAX_BOXES, parse_condition, parse_query
@@ -17,13 +21,18 @@ __all__ = [
     "MATCHERS",
     "MAX_BOXES",
     "UNBOUNDED",
+    "AGreedy",
+    "ASCMatcher",
+    "AdaptiveMultiMatcher",
     "Box",
     "Choice",
     "Distribution",
     "Empirical",
+    "GroupedFilter",
     "Interval",
     "MultiMatcher",
     "Normal",
+    "PipelinedFilter",
     "Predicate",
     "Query",
     "QueryError",
