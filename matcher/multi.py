@@ -1,8 +1,11 @@
 """Multi-predicate batch matching: for each tuple, every labelled predicate it satisfies.
 
 A super-peer evaluates, per incoming batch, the predicates of all the flows and deliveries that read that
-batch.  ``MultiMatcher`` compiles the labelled predicates into flat arrays (one row per box) and evaluates
-them with numpy, one vectorised comparison per constrained bound.
+batch.  ``MultiMatcher`` compiles the labelled predicates into one table of boxes and picks a strategy
+by size: a handful of boxes is cheapest as a plain numpy scan (one vectorised comparison per bound);
+more boxes go to the region bitmaps of :mod:`matcher._eval_bitmap`, evaluated by the compiled numba
+kernels (one binary search per dimension and a few word ANDs per tuple, whatever the number of boxes
+up to the table budget).  ``python run.py bench pubsub`` measures the bitmap path on 20,000 labels.
 """
 
 from __future__ import annotations
@@ -11,64 +14,86 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from matcher._eval_bitmap import RegionBitmap, build_bitmap
+from matcher._eval_boxes import ARRAY_KEYS, BoxTable, stack_columns
 from matcher.predicate import Predicate
+
+SCAN_MAX_BOXES = 4
+"""Up to this many boxes the numpy scan beats the bitmap kernel (no stacking, no numba import)."""
 
 
 class MultiMatcher:
     """Labelled predicates evaluated together over columns of tuples.
 
-    ``match(columns)`` returns a bool array of shape ``(n_tuples, n_labels)``.  ``to_arrays()`` gives plain
-    numpy arrays from which ``from_arrays`` rebuilds an equal matcher in another process.
+    ``match(columns)`` returns a bool array of shape ``(n_tuples, n_labels)``; ``match_csr(columns)`` the
+    same as CSR ``(indptr, indices)``.  ``to_arrays()`` gives plain numpy arrays from which
+    ``from_arrays`` rebuilds an equal matcher in another process; pickling goes through them too.
     """
 
     def __init__(self, labelled: Sequence[tuple[str, Predicate]]):
-        self.labels: tuple[str, ...] = tuple(label for label, _ in labelled)
-        self.dims: tuple[str, ...] = tuple(sorted({d for _, p in labelled for d in p.dims}))
-        rows = [(j, box) for j, (_, p) in enumerate(labelled) for box in p.boxes]
-        n, d = len(rows), len(self.dims)
-        self.owner = np.array([j for j, _ in rows], dtype=np.int64)
-        self.lo = np.full((n, d), -np.inf)
-        self.hi = np.full((n, d), np.inf)
-        self.lo_closed = np.zeros((n, d), dtype=bool)
-        self.hi_closed = np.zeros((n, d), dtype=bool)
-        index = {dim: k for k, dim in enumerate(self.dims)}
-        for r, (_, box) in enumerate(rows):
-            for dim, iv in box.items():
-                k = index[dim]
-                self.lo[r, k], self.hi[r, k] = iv.lo, iv.hi
-                self.lo_closed[r, k], self.hi_closed[r, k] = iv.lo_closed, iv.hi_closed
+        labels = tuple(label for label, _ in labelled)
+        self._setup(labels, BoxTable.of([p for _, p in labelled]))
+
+    def _setup(self, labels: tuple[str, ...], table: BoxTable) -> None:
+        self.labels = labels
+        self.table = table
+        self.dims = table.dims
+        self.strategy = "scan" if table.n_boxes <= SCAN_MAX_BOXES else "bitmap"
+        self._bitmap: RegionBitmap | None = build_bitmap(table) if self.strategy == "bitmap" else None
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {
-            "labels": np.array(self.labels, dtype=object),
-            "dims": np.array(self.dims, dtype=object),
-            "owner": self.owner,
-            "lo": self.lo,
-            "hi": self.hi,
-            "lo_closed": self.lo_closed,
-            "hi_closed": self.hi_closed,
+            "labels": np.array(self.labels, dtype=str),
+            "dims": np.array(self.dims, dtype=str),
+            **self.table.arrays(),
         }
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> MultiMatcher:
+        """Rebuild from :meth:`to_arrays`; raises KeyError for a missing array, ValueError for bad shapes."""
+        missing = [key for key in ("labels", "dims", *ARRAY_KEYS) if key not in arrays]
+        if missing:
+            raise KeyError(f"MultiMatcher arrays lack {', '.join(missing)}")
+        labels = tuple(str(x) for x in arrays["labels"])
+        dims = tuple(str(x) for x in arrays["dims"])
         self = cls.__new__(cls)
-        self.labels = tuple(str(x) for x in arrays["labels"])
-        self.dims = tuple(str(x) for x in arrays["dims"])
-        for key in ("owner", "lo", "hi", "lo_closed", "hi_closed"):
-            setattr(self, key, np.asarray(arrays[key]))
+        self._setup(labels, BoxTable.from_arrays(dims, len(labels), arrays))
         return self
 
+    def __reduce__(self):
+        return (MultiMatcher.from_arrays, (self.to_arrays(),))
+
     def match(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
-        n = len(next(iter(columns.values()))) if columns else 0
-        out = np.zeros((n, len(self.labels)), dtype=bool)
-        for r in range(len(self.owner)):
-            inside = np.ones(n, dtype=bool)
-            for k, dim in enumerate(self.dims):
-                values = columns[dim]
-                lo, hi = self.lo[r, k], self.hi[r, k]
-                if lo != -np.inf:
-                    inside &= values >= lo if self.lo_closed[r, k] else values > lo
-                if hi != np.inf:
-                    inside &= values <= hi if self.hi_closed[r, k] else values < hi
-            out[:, self.owner[r]] |= inside
+        """``(n_tuples, n_labels)`` bool; raises KeyError naming a constrained attribute the columns lack."""
+        if self._bitmap is None:
+            values = stack_columns(columns, self.dims)
+            out = np.zeros((values.shape[1], len(self.labels)), dtype=bool)
+            inside = self.table.scan(values)
+            for r, label in enumerate(self.table.owner):
+                out[:, label] |= inside[r]
+            return out
+        values = stack_columns(columns, self._bitmap.dims)
+        out = np.zeros((values.shape[1], len(self.labels)), dtype=bool)
+        if not self._bitmap.dims:  # only TRUE and FALSE labels: the kernel needs a dimension
+            out[:, np.unique(self.table.owner)] = True
+            return out
+        from matcher._eval_kernels import bitmap_tuple, dense_kernel
+
+        dense_kernel(values, bitmap_tuple(self._bitmap), self.table.owner, out)
         return out
+
+    def match_csr(self, columns: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Satisfied labels per tuple: label indices ``indices[indptr[i]:indptr[i + 1]]``, ascending.
+
+        Compact when each tuple satisfies few of many labels (no ``(n_tuples, n_labels)`` matrix).
+        """
+        if self._bitmap is None or not self._bitmap.dims:
+            rows, labels = np.nonzero(self.match(columns))
+            n = len(next(iter(columns.values()))) if columns else 0
+            indptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+            return indptr, labels.astype(np.int64)
+        from matcher._eval_kernels import bitmap_tuple, csr_kernel
+
+        values = stack_columns(columns, self._bitmap.dims)
+        return csr_kernel(values, bitmap_tuple(self._bitmap), self.table.owner, len(self.labels))
