@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 
 import numpy as np
 
 from network.meter import StrategyRun, TrafficMeter, bin_width
 from network.routing import Network
-from network.simulator import Channel, Feed, Layout, Simulator, Span
+from network.simulator import Channel, Feed, Layout, Operator, Simulator, Span
 from peers.superpeer import delivery_key, flow_key, install, raw_key
 from sharing.plan import Epoch, Plan
 from topologies import workload
@@ -16,6 +16,7 @@ from topologies.errors import EmulatorError
 from topologies.model import Scenario
 
 Values = Callable[[str, int, int], dict[str, np.ndarray]]
+Install = Callable[[Scenario, Epoch], Mapping[tuple[str, Hashable], Operator]]
 
 
 def run_local(
@@ -25,13 +26,16 @@ def run_local(
     *,
     window: float = 1.0,
     values: Values | None = None,
+    operators: Install = install,
 ) -> StrategyRun:
     """Simulate ``plan`` over ``scenario``: traffic per link direction, deliveries and their latencies.
 
     ``window`` is the batch length in seconds of emission time (it changes no count, only how closely the
     FIFO queues interleave batches, see network/simulator.py); ``values(stream, start, stop)`` replaces the
-    scenario's workload (tests).  Raises :class:`EmulatorError` for an inconsistent plan (naming the flow or
-    subscription) and for epochs that overlap or are not in order.
+    scenario's workload (tests); ``operators(scenario, epoch)`` installs the super-peers' operators (the
+    Spark engine passes stand-ins replaying what the operators computed on Spark).  Raises
+    :class:`EmulatorError` for an inconsistent plan (naming the flow or subscription) and for epochs that
+    overlap or are not in order.
     """
     network = Network.of(scenario)
     links = {d: (network.link(*d).bandwidth, float(network.link(*d).latency)) for d in network.directions}
@@ -52,14 +56,14 @@ def run_local(
         feeds.append(Feed(stream.id, workload.emission_times(stream, 0, count), columns, scenario.header_bytes))
     attrs = {s.id: s.query.select or scenario.stream(s.stream).attribute_names for s in scenario.subscriptions}
     meter = TrafficMeter(network.directions, attrs, bin_width(scenario.duration))
-    spans = _spans(scenario, network, plan)
+    spans = _spans(scenario, network, plan, operators)
     Simulator(links, feeds, spans, meter, window, progress).run()
     return meter.result(plan.strategy, "local")
 
 
-def _spans(scenario: Scenario, network: Network, plan: Plan) -> list[Span]:
+def _spans(scenario: Scenario, network: Network, plan: Plan, operators: Install) -> list[Span]:
     """Spans covering ``[0, duration)``: each epoch's layout, and upload-only layouts between epochs."""
-    uploads = _layout(scenario, network, None)
+    uploads = _layout(scenario, network, None, operators)
     spans, now = [], 0.0
     previous_end = -np.inf
     for epoch in plan.epochs:
@@ -73,16 +77,16 @@ def _spans(scenario: Scenario, network: Network, plan: Plan) -> list[Span]:
             continue
         if now < start:
             spans.append(Span(now, start, uploads))
-        spans.append(Span(start, end, _layout(scenario, network, epoch)))
+        spans.append(Span(start, end, _layout(scenario, network, epoch, operators)))
         now = end
     if now < scenario.duration:
         spans.append(Span(now, scenario.duration, uploads))
     return spans
 
 
-def _layout(scenario: Scenario, network: Network, epoch: Epoch | None) -> Layout:
+def _layout(scenario: Scenario, network: Network, epoch: Epoch | None, install_operators: Install) -> Layout:
     """The channels of one epoch (``None``: only the uploads) with the super-peers' operators as taps."""
-    operators = install(scenario, epoch) if epoch is not None else {}
+    operators = install_operators(scenario, epoch) if epoch is not None else {}
     channels: dict = {}
     sources = {}
     for stream in scenario.streams:

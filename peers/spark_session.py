@@ -1,0 +1,140 @@
+"""The one SparkSession of this process: created lazily, quiet, pointed at the project's interpreter.
+
+Starting Spark costs seconds (a JVM and its Python workers), so every caller shares one session per process:
+:func:`spark_session` creates it on first use and returns it afterwards; asking for another master stops the
+old session first.  Executors run the same interpreter as the driver (``PYSPARK_PYTHON``) and find this
+repository's packages through ``spark.executorEnv.PYTHONPATH``, which is all a standalone cluster on this
+machine needs to run our operators.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+import tempfile
+import zlib
+
+from topologies.errors import EngineError, InputError
+
+DEFAULT_MASTER = "local[*]"
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONNECT_TIMEOUT_S = 5.0
+
+_LOCAL_MASTER = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?")
+_STANDALONE_MASTER = re.compile(r"spark://([A-Za-z0-9.\-]+):([0-9]{1,5})")
+
+# Spark's own log4j2 defaults print INFO lines on startup; this keeps the console to errors only.  The
+# explicit org.apache.spark logger matters: a shell-launched driver announces "Setting default log level"
+# whenever its logger's level differs from the root's.
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark: %p %c{1}: %m%n
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+"""
+
+_session = None
+_session_master: str | None = None
+
+
+def parse_master(url: str | None) -> str:
+    """The master URL to use: ``local``, ``local[N]``, ``local[*]``, ``local[N,F]`` or ``spark://host:port``.
+
+    ``None`` means :data:`DEFAULT_MASTER`.  Raises InputError naming ``--spark-master`` for anything else.
+    """
+    if url is None:
+        return DEFAULT_MASTER
+    if _LOCAL_MASTER.fullmatch(url):
+        return url
+    found = _STANDALONE_MASTER.fullmatch(url)
+    if found and 0 < int(found.group(2)) < 65536:
+        return url
+    raise InputError(f"--spark-master: {url!r} is not local, local[N], local[*] or spark://host:port")
+
+
+def _check_reachable(master: str) -> None:
+    """Fail fast on a standalone master nobody listens on (Spark itself retries for a minute)."""
+    found = _STANDALONE_MASTER.fullmatch(master)
+    if not found:
+        return
+    host, port = found.group(1), int(found.group(2))
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as err:
+        raise EngineError(f"Spark master {master} is not reachable: {err}") from err
+
+
+def _log_config_path() -> str:
+    path = os.path.join(
+        tempfile.gettempdir(), f"streamglobe-spark-log4j2-{os.getuid()}-{zlib.crc32(_LOG4J2.encode()):08x}.properties"
+    )
+    if not os.path.exists(path):
+        with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(path), delete=False, suffix=".tmp") as fh:
+            fh.write(_LOG4J2)
+        os.replace(fh.name, path)
+    return path
+
+
+def _executor_pythonpath() -> str:
+    inherited = os.environ.get("PYTHONPATH", "")
+    return os.pathsep.join(p for p in (REPO_ROOT, inherited) if p)
+
+
+def spark_session(master: str | None = None):
+    """The process's SparkSession on ``master`` (validated by :func:`parse_master`), created on first use.
+
+    Raises InputError for a malformed master URL and EngineError when Java or Spark cannot start or the
+    standalone master cannot be reached.
+    """
+    global _session, _session_master
+    master = parse_master(master)
+    if _session is not None and _session_master == master:
+        return _session
+    stop_session()
+    _check_reachable(master)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    log_option = f"-Dlog4j2.configurationFile=file:{_log_config_path()}"
+    try:
+        from pyspark.sql import SparkSession
+
+        session = (
+            SparkSession.builder.master(master)
+            .appName("streamglobe-emulator")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.extraJavaOptions", log_option)
+            .config("spark.executor.extraJavaOptions", log_option)
+            .config("spark.pyspark.python", sys.executable)
+            .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+            .config("spark.executorEnv.PYTHONPATH", _executor_pythonpath())
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.sql.shuffle.partitions", "4")
+            .getOrCreate()
+        )
+        session.sparkContext.setLogLevel("ERROR")
+    except Exception as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise EngineError(f"Spark could not start on {master}: {first_line}") from err
+    _session, _session_master = session, master
+    return session
+
+
+def stop_session() -> None:
+    """Stop the process's session, if any (the next :func:`spark_session` starts a new one)."""
+    global _session, _session_master
+    if _session is not None:
+        _session.stop()
+    _session, _session_master = None, None
