@@ -1,1 +1,39 @@
-"""sharing package."""
+"""Stream sharing: the frozen Plan, the StreamGlobe planner, the baselines and the cost model.
+
+``make_plan(scenario, strategy)`` is the one entry point every data plane uses.
+"""
+
+from __future__ import annotations
+
+from network.routing import Network
+from sharing.plan import Decision, Delivery, Epoch, Flow, Plan
+from topologies.errors import InputError
+from topologies.model import Scenario
+
+STRATEGIES = ("data-shipping", "query-shipping", "multicast", "ideal", "sharing-hsr", "sharing-hcr", "sharing-em")
+
+
+def make_plan(scenario: Scenario, strategy: str, network: Network | None = None) -> Plan:
+    """The plan of ``strategy`` for ``scenario``: one epoch per interval between subscription events.
+
+    Raises InputError for an unknown strategy name.
+    """
+    from sharing.baselines import BASELINES, baseline_epoch
+    from sharing.cost import CostModel
+    from sharing.epochs import is_active, timeline
+    from sharing.planner import plan_sharing
+
+    if strategy not in STRATEGIES:
+        raise InputError(f"unknown strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}")
+    network = network or Network.of(scenario)
+    if strategy not in BASELINES:
+        return plan_sharing(scenario, strategy, network, CostModel(scenario))
+    epochs = []
+    for start, end, _ in timeline(scenario):
+        active = [s for s in scenario.subscriptions if is_active(s, start, end)]
+        flows, deliveries = baseline_epoch(scenario, network, strategy, active)
+        epochs.append(Epoch(start, end, flows, deliveries))
+    return Plan(strategy, scenario.name, tuple(epochs))
+
+
+__all__ = ["STRATEGIES", "Decision", "Delivery", "Epoch", "Flow", "Plan", "make_plan"]

@@ -1,0 +1,464 @@
+"""The StreamGlobe stream-sharing planner (seed 004 section 1): reuse and widen in-network streams.
+
+State: per source stream, a tree of installed flows rooted at the raw stream (available at the source's
+super-peer).  Each flow is (predicate, attributes, path); it is available at every super-peer of its path.
+
+A new subscription ``S`` (stream ``X``, WHERE ``q``, SELECT attributes ``A``) at super-peer ``home`` looks
+at every flow ``F`` of ``X`` and at the super-peer ``v`` of ``F``'s path nearest to ``home`` (widening
+costs the same wherever ``F`` is tapped, so only the branch length varies along ``F``):
+
+* reuse: the strategy's matcher says ``q => F.predicate`` and ``F`` carries the attributes ``S`` needs
+  (``A``, plus ``q``'s attributes unless ``F`` holds exactly ``q``'s result);
+* widen: relax ``F.predicate`` with the strategy's matching algorithm (HSR, HCR or EM), add the missing
+  attributes, and propagate upward: each ancestor that no longer covers its widened child (by the same
+  matcher's verdict) is relaxed in turn, up to the raw stream, which covers everything.
+
+Then a branch flow ``v -> home`` with predicate ``q`` and attributes ``A`` (none when ``v == home``).  The
+option with the least estimated added bytes per second (sharing.cost) wins; ties go to the shorter
+branch, then the smaller super-peer id, then the older flow.  Candidates are visited nearest first and
+the search stops once the branch lower bound alone exceeds the best option found.  Reusing the raw
+stream at the source is always an option and costs exactly the query-shipping flow, so each arrival adds
+at most what query-shipping would.
+
+Deliveries always apply the subscription's own WHERE and SELECT (HCR's false drops are filtered there),
+except that a delivery from a flow holding exactly its result needs no filter.
+
+A departure removes the delivery, removes flows nobody reads and narrows the flows whose consumers no
+longer need their width: predicate, attributes and path are recomputed bottom-up from the remaining
+consumers, the predicate by folding the consumers' predicates with the strategy's matcher.  Narrowing
+can leave a tree dearer than shipping each remaining result separately (a widened stream's consumers
+may sit off the direct routes); the planner then re-plans that stream's remaining subscriptions in
+arrival order, which restores the bound above.
+
+EM runs with the DFS split strategy: seed 004 (sections 3.5 and 6.2) finds DFS detects mismatches
+earliest, which is the common case when a new query is matched against many installed streams, with the
+least space, and index support does not pay off for the per-flow predicates the planner matches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import count
+
+from matcher import Predicate
+from network.routing import Network
+from sharing.cost import BoxBounds, CostModel, added_boxes
+from sharing.epochs import timeline
+from sharing.plan import Decision, Delivery, Epoch, Flow, Plan
+from topologies.model import Scenario, SubscriptionSpec
+
+Matcher = Callable[[Predicate, Predicate], tuple[bool, Predicate]]
+_RELATIVE_SLACK = 1e-9  # float slack when comparing estimated costs and selectivities
+
+
+def strategy_matcher(strategy: str) -> Matcher:
+    """The matching function ``(stream predicate, query predicate) -> (matched, relaxed)`` of a strategy."""
+    from matcher import matching
+
+    if strategy == "sharing-hsr":
+        return matching.match_hsr
+    if strategy == "sharing-hcr":
+        return matching.match_hcr
+    return lambda p, q: matching.match_em(p, q, strategy="dfs")
+
+
+@dataclass(eq=False)
+class _Flow:
+    """A mutable installed flow; ``id`` None is the raw stream (its ``sel`` is 1, its cost 0)."""
+
+    id: str | None
+    stream: str
+    parent: _Flow | None
+    origin: str
+    path: tuple[str, ...]
+    predicate: Predicate
+    sel: float
+    attrs: int  # bit mask over the stream's schema
+    full_needs: int  # attributes the consumers would need if none could skip its filter
+    seq: int  # creation order, the last tie-breaker
+    children: list[_Flow] = field(default_factory=list)
+    deliveries: list[_Sub] = field(default_factory=list)
+    frozen: Flow | None = None
+    bounds: BoxBounds | None = None  # of ``predicate``, refreshed lazily when the predicate changes
+
+    @property
+    def hops(self) -> int:
+        return len(self.path) - 1
+
+
+@dataclass(eq=False)
+class _Sub:
+    spec: SubscriptionSpec
+    home: str
+    where: Predicate
+    sel: float
+    select: int  # bit mask of SELECT attributes
+    where_attrs: int  # bit mask of the attributes WHERE mentions
+    arrival: int  # arrival order, for re-planning a stream
+    flow: _Flow | None = None
+    delivery: Delivery | None = None  # last snapshot, valid while read from the same flow and predicate
+    delivery_of: Predicate | None = None
+
+
+@dataclass
+class _Option:
+    key: tuple  # (cost, branch hops, tap super-peer, flow seq): smaller is better
+    flow: _Flow
+    tap: str
+    changes: list[tuple[_Flow, Predicate, float, int, int]]  # (flow, predicate, sel, attrs, full_needs)
+
+
+class Planner:
+    """Incremental planner for one scenario and one sharing strategy."""
+
+    def __init__(self, scenario: Scenario, strategy: str, network: Network, cost: CostModel):
+        self.scenario = scenario
+        self.strategy = strategy
+        self.network = network
+        self.cost = cost
+        self.match = strategy_matcher(strategy)
+        self._ids = count(1)
+        self._seq = count()
+        self._arrivals = count()
+        self._schema = {s.id: s.attribute_names for s in scenario.streams}
+        self._roots: dict[str, _Flow] = {}
+        self._at: dict[str, dict[str, list[_Flow]]] = {}  # stream -> super-peer -> flows available there
+        self._subs: dict[str, _Sub] = {}
+        self._total: dict[str, float] = {}  # stream -> estimated bytes/s of its flows
+        self._shipping: dict[str, float] = {}  # stream -> what query-shipping its active subs would cost
+        self._hop_order: dict[str, list[tuple[int, str]]] = {}
+        for s in scenario.streams:
+            source = scenario.home(s.source)
+            everything = (1 << len(s.attributes)) - 1
+            root = _Flow(None, s.id, None, source, (source,), Predicate.TRUE, 1.0, everything, everything, -1)
+            self._roots[s.id] = root
+            self._at[s.id] = {source: [root]}
+            self._total[s.id] = 0.0
+            self._shipping[s.id] = 0.0
+
+    # -- attribute masks -------------------------------------------------------------------------------
+    def _mask(self, stream: str, names) -> int:
+        schema = self._schema[stream]
+        wanted = set(names)
+        return sum(1 << i for i, a in enumerate(schema) if a in wanted)
+
+    def _names(self, stream: str, mask: int) -> tuple[str, ...]:
+        return tuple(a for i, a in enumerate(self._schema[stream]) if mask >> i & 1)
+
+    def _flow_cost(self, stream: str, sel: float, attrs: int, hops: int) -> float:
+        return self.cost.flow_cost(stream, sel, attrs.bit_count(), hops)
+
+    def _holds_exactly(self, pred: Predicate, sel: float, target: Predicate, target_sel: float) -> bool:
+        """``pred`` (known to cover ``target``) equals it, so a consumer of ``target`` needs no filter.
+        A larger selectivity settles it without the (costlier) exact implication test."""
+        if sel > target_sel * (1 + _RELATIVE_SLACK) + 1e-300:
+            return False
+        return pred.implies(target)
+
+    # -- arrivals --------------------------------------------------------------------------------------
+    def subscribe(self, spec: SubscriptionSpec, time: float) -> Decision:
+        stream = spec.stream
+        where = spec.query.where
+        sub = _Sub(
+            spec,
+            self.scenario.home(spec.peer),
+            where,
+            self.cost.selectivity(stream, where),
+            self._mask(stream, spec.query.attributes(self._schema[stream])),
+            self._mask(stream, where.dims),
+            next(self._arrivals),
+        )
+        self._subs[spec.id] = sub
+        source = self._roots[stream].origin
+        self._shipping[stream] += self._flow_cost(
+            stream, sub.sel, sub.select, len(self.network.route(source, sub.home)) - 1
+        )
+        option = self._best_option(sub)
+        added, widened, branch = self._apply(sub, option)
+        return Decision(
+            time,
+            "subscribe",
+            spec.id,
+            self._describe(sub, option, widened, branch),
+            option.flow.id,
+            tuple(widened),
+            (),
+            added,
+        )
+
+    def _hops_from(self, home: str) -> list[tuple[int, str]]:
+        """Every super-peer as (route hops to ``home``, id), nearest first (cached per home).  Route hop
+        counts are symmetric: the least latency and, among those routes, the fewest hops do not depend on
+        the direction."""
+        order = self._hop_order.get(home)
+        if order is None:
+            order = sorted((len(path) - 1, node) for node, path in self.network.routes_from(home).items())
+            self._hop_order[home] = order
+        return order
+
+    def _best_option(self, sub: _Sub) -> _Option:
+        stream = sub.spec.stream
+        unit = self._flow_cost(stream, sub.sel, sub.select, 1)  # a branch's cost per hop
+        available = self._at[stream]
+        best: _Option | None = None
+        seen: set[int] = set()
+        for hops, node in self._hops_from(sub.home):
+            flows = available.get(node)
+            if not flows:
+                continue
+            if best is not None and (unit * hops, hops) > best.key[:2]:
+                break
+            for flow in flows:
+                if flow.seq in seen:
+                    continue
+                seen.add(flow.seq)  # a flow is tried once, at its super-peer nearest to home
+                option = self._evaluate(sub, flow, node, hops, unit * hops, best)
+                if option is not None and (best is None or option.key < best.key):
+                    best = option
+        assert best is not None, "the raw stream is always available at its source"
+        return best
+
+    def _evaluate(self, sub: _Sub, flow: _Flow, tap: str, hops: int, branch: float, best: _Option | None):
+        """The option of tapping ``flow`` at ``tap``, or None when it cannot beat ``best``."""
+        stream = sub.spec.stream
+        limit = best.key[0] * (1 + _RELATIVE_SLACK) if best is not None else float("inf")
+        total = branch
+        changes: list[tuple[_Flow, Predicate, float, int, int]] = []
+        # The consumer added to ``node`` (first the branch flow or the delivery, then the widened child):
+        # its predicate and selectivity, the part of it ``node`` may not cover yet (``node`` covered the
+        # child before it was widened), the attributes it needs and would need if it had to filter.
+        child_pred, child_sel, uncovered = sub.where, sub.sel, sub.where
+        child_attrs, child_full = sub.select, sub.select | sub.where_attrs
+        node = flow
+        while node.id is not None:
+            matched, relaxed = self.match(node.predicate, uncovered)
+            if matched:
+                pred, sel, fresh = node.predicate, node.sel, Predicate.FALSE
+                need = child_attrs
+                if not self._holds_exactly(pred, sel, child_pred, child_sel):
+                    need |= child_full
+                attrs, full = node.attrs | need, node.full_needs | child_full
+            else:
+                pred = relaxed
+                fresh = added_boxes(relaxed, node.predicate)
+                sel = node.sel + self.cost.added_selectivity(stream, fresh, self._bounds(node))
+                # a relaxed predicate no longer holds any consumer's exact result: all need their filters
+                full = node.full_needs | child_full
+                attrs = full
+            if matched and attrs == node.attrs:
+                if full != node.full_needs:
+                    changes.append((node, pred, sel, attrs, full))
+                break
+            before = self._flow_cost(stream, node.sel, node.attrs, node.hops)
+            total += self._flow_cost(stream, sel, attrs, node.hops) - before
+            if total > limit:
+                return None
+            changes.append((node, pred, sel, attrs, full))
+            child_pred, child_sel, uncovered = pred, sel, fresh
+            child_attrs, child_full = attrs, attrs | self._mask(stream, pred.dims)
+            node = node.parent
+        return _Option((total, hops, tap, flow.seq), flow, tap, changes)
+
+    @staticmethod
+    def _bounds(flow: _Flow) -> BoxBounds:
+        if flow.bounds is None:
+            flow.bounds = BoxBounds(flow.predicate)
+        elif flow.bounds.predicate is not flow.predicate:
+            flow.bounds = flow.bounds.widened(flow.predicate)
+        return flow.bounds
+
+    def _apply(self, sub: _Sub, option: _Option) -> tuple[float, list[str], _Flow | None]:
+        stream = sub.spec.stream
+        before = self._total[stream]
+        widened = []
+        for node, pred, sel, attrs, full in option.changes:
+            if (pred, attrs) != (node.predicate, node.attrs):
+                widened.append(node.id)
+                node.frozen = None
+            self._total[stream] -= self._flow_cost(stream, node.sel, node.attrs, node.hops)
+            node.predicate, node.sel, node.attrs, node.full_needs = pred, sel, attrs, full
+            self._total[stream] += self._flow_cost(stream, sel, attrs, node.hops)
+        branch = None
+        host = option.flow
+        if option.tap != sub.home:
+            path = self.network.route(option.tap, sub.home)
+            branch = self._install(stream, host, path, sub.where, sub.sel, sub.select, sub.select | sub.where_attrs)
+            host = branch
+        host.deliveries.append(sub)
+        sub.flow = host
+        return self._total[stream] - before, widened, branch
+
+    def _install(self, stream, parent, path, pred, sel, attrs, full) -> _Flow:
+        flow = _Flow(f"F{next(self._ids)}", stream, parent, path[0], path, pred, sel, attrs, full, next(self._seq))
+        parent.children.append(flow)
+        for node in path:
+            self._at[stream].setdefault(node, []).append(flow)
+        self._total[stream] += self._flow_cost(stream, sel, attrs, flow.hops)
+        return flow
+
+    def _describe(self, sub: _Sub, option: _Option, widened: list[str], branch: _Flow | None) -> str:
+        stream = sub.spec.stream
+        host = option.flow
+        source = f"{host.id}" if host.id is not None else f"raw {stream}"
+        if widened:
+            parts = [
+                f"widens {', '.join(widened)} (now WHERE {host.predicate.to_text()}"
+                f" SELECT {','.join(self._names(stream, host.attrs))})"
+            ]
+            verb = "taps"
+        else:
+            parts = []
+            verb = "reuses"
+        parts.append(f"{verb} {source} at {option.tap}")
+        if branch is not None:
+            parts.append(f"new flow {branch.id} {' -> '.join(branch.path)}")
+        else:
+            parts.append("delivers there")
+        return "; ".join(parts) + f" (+{option.key[0]:.6g} B/s)"
+
+    # -- departures ------------------------------------------------------------------------------------
+    def unsubscribe(self, spec: SubscriptionSpec, time: float) -> Decision:
+        sub = self._subs.pop(spec.id)
+        stream = spec.stream
+        source = self._roots[stream].origin
+        self._shipping[stream] -= self._flow_cost(
+            stream, sub.sel, sub.select, len(self.network.route(source, sub.home)) - 1
+        )
+        before = self._total[stream]
+        node = sub.flow
+        node.deliveries.remove(sub)
+        removed, narrowed = [], []
+        while node.id is not None:
+            parent = node.parent
+            if not node.children and not node.deliveries:
+                self._uninstall(node)
+                removed.append(node.id)
+            elif self._narrow(node):
+                narrowed.append(node.id)
+            else:
+                break
+            node = parent
+        summary = (
+            "; ".join(
+                [f"removed {', '.join(removed)}"] * bool(removed) + [f"narrowed {', '.join(narrowed)}"] * bool(narrowed)
+            )
+            or "no flow changed"
+        )
+        changed = removed + narrowed
+        if self._total[stream] > self._shipping[stream] * (1 + _RELATIVE_SLACK) + 1e-9:
+            replaced = self._replan(stream)
+            changed += replaced
+            summary += f"; re-planned {stream} (tree dearer than query-shipping), replacing {', '.join(replaced)}"
+        added = self._total[stream] - before
+        return Decision(time, "unsubscribe", spec.id, summary + f" ({added:+.6g} B/s)", None, (), tuple(changed), added)
+
+    def _uninstall(self, flow: _Flow) -> None:
+        stream = flow.stream
+        flow.parent.children.remove(flow)
+        for node in flow.path:
+            self._at[stream][node].remove(flow)
+        self._total[stream] -= self._flow_cost(stream, flow.sel, flow.attrs, flow.hops)
+
+    def _narrow(self, flow: _Flow) -> bool:
+        """Recompute ``flow`` from its consumers; True if anything changed."""
+        stream = flow.stream
+        consumers = [
+            (c.predicate, c.sel, c.attrs, c.attrs | self._mask(stream, c.predicate.dims), c.origin)
+            for c in flow.children
+        ]
+        consumers += [(s.where, s.sel, s.select, s.select | s.where_attrs, s.home) for s in flow.deliveries]
+        pred, sel = consumers[0][:2]
+        bounds = BoxBounds(pred)
+        for other, *_ in consumers[1:]:
+            matched, relaxed = self.match(pred, other)
+            if not matched:  # sel(pred OR fresh) by difference: far cheaper than a full decomposition
+                sel += self.cost.added_selectivity(stream, added_boxes(relaxed, pred), bounds)
+                pred = relaxed
+                bounds = bounds.widened(pred)
+        attrs = full = 0
+        for c_pred, c_sel, c_attrs, c_full, _ in consumers:
+            full |= c_full
+            attrs |= c_attrs if self._holds_exactly(pred, sel, c_pred, c_sel) else c_full
+        last = max(flow.path.index(where) for *_, where in consumers)
+        path = flow.path[: last + 1]
+        if (pred, attrs, path) == (flow.predicate, flow.attrs, flow.path):
+            flow.full_needs = full
+            return False
+        self._total[stream] -= self._flow_cost(stream, flow.sel, flow.attrs, flow.hops)
+        for node in flow.path[last + 1 :]:
+            self._at[stream][node].remove(flow)
+        flow.predicate, flow.sel, flow.attrs, flow.full_needs, flow.path = pred, sel, attrs, full, path
+        flow.frozen = None
+        self._total[stream] += self._flow_cost(stream, sel, attrs, flow.hops)
+        return True
+
+    def _replan(self, stream: str) -> list[str]:
+        """Drop ``stream``'s tree and plan its active subscriptions again in arrival order."""
+        root = self._roots[stream]
+        replaced = []
+        pending = [root]
+        while pending:
+            flow = pending.pop()
+            pending.extend(flow.children)
+            if flow.id is not None:
+                replaced.append(flow.id)
+        root.children.clear()
+        root.deliveries.clear()
+        self._at[stream] = {root.origin: [root]}
+        self._total[stream] = 0.0
+        for sub in sorted((s for s in self._subs.values() if s.spec.stream == stream), key=lambda s: s.arrival):
+            self._apply(sub, self._best_option(sub))
+        return sorted(replaced, key=lambda i: int(i[1:]))
+
+    # -- snapshots -------------------------------------------------------------------------------------
+    def epoch(self, start: float, end: float) -> Epoch:
+        flows: list[Flow] = []
+        for s in self.scenario.streams:
+            pending = list(reversed(self._roots[s.id].children))
+            while pending:  # depth-first, parents before children
+                flow = pending.pop()
+                flows.append(self._freeze(flow))
+                pending.extend(reversed(flow.children))
+        deliveries = []
+        for spec in self.scenario.subscriptions:
+            sub = self._subs.get(spec.id)
+            if sub is None:
+                continue
+            host = sub.flow
+            cached = sub.delivery
+            if cached is None or cached.flow != host.id or sub.delivery_of is not host.predicate:
+                exact = host.id is not None and self._holds_exactly(host.predicate, host.sel, sub.where, sub.sel)
+                predicate = Predicate.TRUE if exact else sub.where
+                names = self._names(spec.stream, sub.select)
+                sub.delivery = Delivery(spec.id, spec.peer, sub.home, host.id, predicate, names)
+                sub.delivery_of = host.predicate
+            deliveries.append(sub.delivery)
+        return Epoch(start, end, tuple(flows), tuple(deliveries))
+
+    def _freeze(self, flow: _Flow) -> Flow:
+        if flow.frozen is None:
+            flow.frozen = Flow(
+                flow.id,
+                flow.stream,
+                flow.parent.id,
+                flow.origin,
+                flow.path,
+                flow.predicate,
+                self._names(flow.stream, flow.attrs),
+            )
+        return flow.frozen
+
+
+def plan_sharing(scenario: Scenario, strategy: str, network: Network, cost: CostModel) -> Plan:
+    """Run the planner over the scenario's subscription events; one epoch per interval between them."""
+    planner = Planner(scenario, strategy, network, cost)
+    epochs, decisions = [], []
+    for start, end, events in timeline(scenario):
+        for event in events:
+            if event.kind == "subscribe":
+                decisions.append(planner.subscribe(event.subscription, event.time))
+            else:
+                decisions.append(planner.unsubscribe(event.subscription, event.time))
+        epochs.append(planner.epoch(start, end))
+    return Plan(strategy, scenario.name, tuple(epochs), tuple(decisions))
