@@ -18,7 +18,7 @@ def make_plan(scenario: Scenario, strategy: str, network: Network | None = None)
 
     Raises InputError for an unknown strategy name.
     """
-    from sharing.baselines import BASELINES, baseline_epoch
+    from sharing.baselines import BASELINES, Baseline
     from sharing.cost import CostModel
     from sharing.epochs import is_active, timeline
     from sharing.planner import plan_sharing
@@ -28,10 +28,11 @@ def make_plan(scenario: Scenario, strategy: str, network: Network | None = None)
     network = network or Network.of(scenario)
     if strategy not in BASELINES:
         return plan_sharing(scenario, strategy, network, CostModel(scenario))
+    baseline = Baseline(scenario, network, strategy)
     epochs = []
     for start, end, _ in timeline(scenario):
         active = [s for s in scenario.subscriptions if is_active(s, start, end)]
-        flows, deliveries = baseline_epoch(scenario, network, strategy, active)
+        flows, deliveries = baseline.epoch(active)
         epochs.append(Epoch(start, end, flows, deliveries))
     return Plan(strategy, scenario.name, tuple(epochs))
 
