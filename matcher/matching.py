@@ -146,7 +146,7 @@ def match_hcr(p: Predicate, q: Predicate, quick_check: bool = True) -> MatchResu
         if quick_check and _quick_check(stream.constraints, grid.encode(query_box)) == 1:
             continue
         if not stream.boxes:
-            stream.add(query_box)
+            ordered[stream.add(query_box)] = query_box.items_by_length()
             continue
         best = _least_relaxation(stream, ordered, dict(query_box.items()), space)
         if best is not None:

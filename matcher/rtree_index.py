@@ -32,6 +32,8 @@ class BoxIndex:
         properties.leaf_capacity = _CAPACITY
         properties.index_capacity = _CAPACITY
         properties.fill_factor = _FILL_FACTOR
+        # libspatialindex rejects its default (32) unless it is below both capacities
+        properties.near_minimum_overlap_factor = _CAPACITY // 2
         properties.variant = rtree.index.RT_Quadratic
         if entries:
             ids = np.array([i for i, _ in entries], dtype=np.int64)
