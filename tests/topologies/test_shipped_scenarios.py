@@ -1,0 +1,151 @@
+"""The shipped scenarios: they load, match the JSON Schema, stay small, and figure1 tells seed 004's story."""
+
+from __future__ import annotations
+
+import copy
+import glob
+import itertools
+import os
+from fractions import Fraction
+
+import jsonschema
+import networkx as nx
+import pytest
+import yaml
+
+from topologies import make_large
+from topologies.loader import load_scenario, summary
+from topologies.schema import json_schema
+from topologies.workload import tuple_count
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHIPPED = sorted(glob.glob(os.path.join(ROOT, "topologies", "*.yaml")))
+FIGURE1 = os.path.join(ROOT, "topologies", "figure1.yaml")
+VALIDATOR = jsonschema.Draft202012Validator(json_schema())
+
+
+def read_yaml(path: str):
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def test_all_four_scenarios_are_shipped():
+    assert [os.path.basename(p) for p in SHIPPED] == [
+        "figure1.yaml",
+        "large.yaml",
+        "sensor-grid.yaml",
+        "sky-survey.yaml",
+    ]
+
+
+def test_schema_is_a_valid_draft_2020_12_schema():
+    jsonschema.Draft202012Validator.check_schema(json_schema())
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=os.path.basename)
+def test_shipped_scenario_loads_validates_and_stays_small(path):
+    scenario = load_scenario(path)
+    VALIDATOR.validate(read_yaml(path))
+    assert scenario.warnings == ()
+    tuples = sum(tuple_count(s, scenario.duration) for s in scenario.streams)
+    assert 0 < tuples <= 100_000
+    with open(path, encoding="utf-8") as handle:
+        assert handle.readline().startswith("# ")  # documented in its header
+    assert summary(scenario).startswith(f"{scenario.name}: {len(scenario.super_peers)} super-peers, ")
+    assert f"{tuples} tuples" in summary(scenario)
+
+
+def test_sizes_promised_by_the_headers():
+    sizes = {}
+    for path in SHIPPED:
+        s = load_scenario(path)
+        sizes[s.name] = (len(s.super_peers), len(s.streams), len(s.subscriptions))
+    assert sizes["figure1"] == (8, 1, 3)
+    assert sizes["large"] == (100, 4, 500)
+    assert sizes["sensor-grid"] == (25, 17, 43)
+    assert sizes["sky-survey"] == (33, 1, 30)
+    sensor = load_scenario(os.path.join(ROOT, "topologies", "sensor-grid.yaml"))
+    assert tuple_count(sensor.stream("weather"), sensor.duration) == 1000  # the file ends before duration
+
+
+def test_large_yaml_is_what_make_large_writes():
+    with open(os.path.join(ROOT, "topologies", "large.yaml"), encoding="utf-8") as handle:
+        assert handle.read() == make_large.render()
+
+
+def routes_by_brute_force(scenario, source: str) -> dict[str, tuple[str, ...]]:
+    """SPEC section 3 by enumeration: least latency, then fewer hops, then smallest node list."""
+    graph = nx.Graph()
+    for link in scenario.links:
+        graph.add_edge(link.a, link.b, latency=link.latency)
+    routes = {source: (source,)}
+    for target in scenario.super_peers:
+        if target == source:
+            continue
+        paths = nx.all_simple_paths(graph, source, target)
+
+        def key(path):
+            latency = sum((graph.edges[a, b]["latency"] for a, b in itertools.pairwise(path)), Fraction(0))
+            return (latency, len(path), path)
+
+        routes[target] = tuple(min(paths, key=key))
+    return routes
+
+
+def test_figure1_tells_the_story_of_seed_004():
+    scenario = load_scenario(FIGURE1)
+    assert scenario.super_peers == tuple(f"SP{i}" for i in range(8))
+    assert [p.id for p in scenario.thin_peers] == ["P0", "P1", "P2", "P3"]
+    (stream,) = scenario.streams
+    assert (stream.id, stream.source, scenario.home("P0")) == ("stream0", "P0", "SP4")
+    routes = routes_by_brute_force(scenario, "SP4")
+    q1, q2, q3 = scenario.subscriptions
+    assert routes[scenario.home(q1.peer)] == ("SP4", "SP5", "SP1")
+    assert routes[scenario.home(q2.peer)] == ("SP4", "SP5", "SP6")
+    assert routes[scenario.home(q3.peer)] == ("SP4", "SP5", "SP1", "SP3")
+    assert q1.at < q2.at and q1.at < q3.at
+    # Q2 is contained in Q1 (shared at SP5); Q3 needs more than Q1 (widening at SP4)
+    assert q2.query.where.implies(q1.query.where) and set(q2.query.select) <= set(q1.query.select)
+    assert not q3.query.where.implies(q1.query.where)
+    assert any(s.until is not None and s.until < scenario.duration for s in scenario.subscriptions)
+
+
+# enumerating simple paths is exponential: only the sparse backbones (a grid has millions of paths)
+@pytest.mark.parametrize("name", ["figure1", "sky-survey"])
+def test_routes_of_sparse_shipped_scenarios_agree_with_the_network_layer(name):
+    from network.routing import Network
+
+    scenario = load_scenario(os.path.join(ROOT, "topologies", f"{name}.yaml"))
+    network = Network.of(scenario)
+    for stream in scenario.streams:
+        source = scenario.home(stream.source)
+        assert network.routes_from(source) == routes_by_brute_force(scenario, source)
+
+
+INVALID = [
+    ("network", lambda d: d["network"].update(mtu=1500)),
+    ("rate", lambda d: d["streams"][0].update(rate="fast")),
+    ("bandwidth", lambda d: d["network"]["defaults"].update(bandwidth="100Mbps")),
+    ("distribution", lambda d: d["streams"][0]["schema"]["a"].update(distribution={"poisson": [1]})),
+    ("normal sigma", lambda d: d["streams"][0]["schema"]["c"].update(distribution={"normal": [1, 0]})),
+    ("generate and links", lambda d: d["network"].update(generate={"model": "grid", "rows": 2, "cols": 2})),
+    ("generate params", lambda d: d.update(network={"generate": {"model": "grid", "rows": 2}})),
+    ("generate seed", lambda d: d.update(network={"generate": {"model": "grid", "rows": 2, "cols": 2, "seed": 1}})),
+    ("missing name", lambda d: d.pop("name")),
+    ("subscription key", lambda d: d["subscriptions"][0].update(when=3)),
+]
+
+
+@pytest.mark.parametrize(("what", "mutate"), INVALID, ids=[w for w, _ in INVALID])
+def test_schema_rejects_invalid_documents(what, mutate):
+    doc = read_yaml(FIGURE1)
+    assert VALIDATOR.is_valid(doc)
+    broken = copy.deepcopy(doc)
+    mutate(broken)
+    assert not VALIDATOR.is_valid(broken), what
+
+
+def test_schema_accepts_a_generated_network():
+    doc = read_yaml(FIGURE1)
+    doc["network"] = {"generate": {"model": "transit-stub", "transit": 2, "stubs_per_transit": 1, "nodes_per_stub": 3}}
+    assert VALIDATOR.is_valid(doc)
