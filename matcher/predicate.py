@@ -4,8 +4,11 @@ An :class:`Interval` has open, closed or unbounded ends; a :class:`Box` is a con
 over named dimensions (a dimension it does not mention is unbounded); a :class:`Predicate` is a
 disjunction of boxes.  Everything here is immutable and hashable.
 
-The interval kernels (``covers``, ``intersect``, ``minus``) are the single implementation that the
-matching algorithms (QC, HSR, HCR, EM) and the evaluators build on.
+Box algebra runs on one exact kernel at the end of this module: :class:`CellGrid` turns boxes into
+tuples of integer cell ranges (open, closed and infinite ends included), :func:`split_cells` is seed 004's
+Compare Dimensions split and :func:`covered_depth_first` / :func:`uncovered_breadth_first` exhaust it.
+``Box.subtract``, ``Predicate.implies/minus/disjoint`` and the matchers of :mod:`matcher.matching` (QC,
+HSR, HCR, EM) all use it; HCR's widening uses the interval kernels (``covers``, ``hull``).
 """
 
 from __future__ import annotations
