@@ -44,6 +44,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_scenario(args)
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from peers.live.serve import run_serve
+
+    return run_serve(args)
+
+
+def _cmd_live_client(args: argparse.Namespace) -> int:
+    from peers.live.client import run_client
+
+    return run_client(args)
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     return importlib.import_module(f"bench.{args.benchmark}").main(args)
 
@@ -75,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_plan)
 
+    _add_live_parsers(sub)
+
     p = sub.add_parser("bench", help="benchmarks")
     bench_sub = p.add_subparsers(dest="benchmark", required=True)
     for name, description in BENCHMARKS.items():
@@ -89,6 +103,42 @@ def build_parser() -> argparse.ArgumentParser:
         module.configure(bp)
     p.set_defaults(func=_cmd_bench)
     return parser
+
+
+def _add_live_parsers(sub) -> None:
+    """Live mode over MQTT (docs/LIVE.md)."""
+    p = sub.add_parser("serve", help="run a scenario live over an MQTT broker")
+    p.add_argument("scenario")
+    p.add_argument("--broker", required=True, help="mqtt://HOST:PORT")
+    p.add_argument("--speed", type=float, default=1.0, help="emulated seconds per wall second")
+    p.add_argument("--strategy", default="sharing-em")
+    p.add_argument("--forever", action="store_true", help="run until SIGINT/SIGTERM")
+    p.add_argument("--processes", action="store_true", help="each super-peer in its own OS process")
+    p.add_argument("--out", default=None, help="output directory (default out/<scenario name>/live/)")
+    p.add_argument("--secure", action="store_true", help="generate passwords and an ACL for the broker")
+    p.add_argument("--secure-dir", default=None, help="where --secure keeps the broker files (reused if present)")
+    p.add_argument("--prefix", default="streamglobe", help="topic prefix")
+    p.set_defaults(func=_cmd_serve)
+    for name, text in [
+        ("subscribe", "register a subscription with a running emulator and print its results"),
+        ("unsubscribe", "remove a subscription from a running emulator"),
+        ("subscriptions", "list a running emulator's subscriptions with their plans"),
+        ("traffic", "a running emulator's per-link counters"),
+    ]:
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--broker", required=True, help="mqtt://[USER:PASS@]HOST:PORT")
+        p.add_argument("--prefix", default="streamglobe", help="topic prefix")
+        if name in ("subscribe", "subscriptions", "traffic"):
+            p.add_argument("--json", action="store_true")
+        if name == "subscribe":
+            p.add_argument("--peer", required=True, help="the thin-peer receiving the results")
+            p.add_argument("query")
+            p.add_argument("--id", default=None, help="subscription id (default: generated)")
+            p.add_argument("--count", type=int, default=None, help="stop after N result tuples")
+            p.add_argument("--timeout", type=float, default=None, help="stop after S seconds")
+        if name == "unsubscribe":
+            p.add_argument("id")
+        p.set_defaults(func=_cmd_live_client)
 
 
 def main(argv: list[str] | None = None) -> int:

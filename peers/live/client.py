@@ -1,0 +1,207 @@
+"""The subscription CLI against a running emulator: ``subscribe``, ``unsubscribe``, ``subscriptions``,
+``traffic``.  Each is a request on ``ctl/request`` answered by the coordinator on ``ctl/reply/<client>``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import signal
+import sys
+from collections.abc import Callable
+
+from peers.live.connection import Broker, Connection, Dedup
+from peers.live.topics import Topics
+from peers.live.wire import decode_batch
+from topologies.errors import EngineError, InputError
+
+REPLY_TIMEOUT_S = 10.0
+
+
+class Session:
+    """A short-lived CLI connection (clean session) that can ask the coordinator things."""
+
+    def __init__(self, broker: Broker, topics: Topics, name: str, extra: list[str] = (), on_data=None):
+        self.topics = topics
+        self.client_id = f"{name}/{secrets.token_hex(4)}"
+        self.replies: asyncio.Queue[dict] = asyncio.Queue()
+        self.on_data = on_data
+        self.connection = Connection(
+            broker,
+            f"cli-{self.client_id.replace('/', '-')}",
+            [topics.reply(self.client_id), *extra],
+            self._on_message,
+            persistent=False,
+        )
+        self._task: asyncio.Task | None = None
+
+    async def __aenter__(self) -> Session:
+        self._task = asyncio.create_task(self.connection.run())
+        try:
+            await asyncio.wait_for(self.connection.connected.wait(), REPLY_TIMEOUT_S)
+        except TimeoutError:
+            await self.__aexit__()
+            broker = self.connection.broker
+            raise EngineError(f"cannot reach the broker at {broker.host}:{broker.port}") from None
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.connection.flush_or_give_up(2.0)
+        await self.connection.close()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _on_message(self, topic: str, payload: bytes, retained: bool) -> None:
+        parts = self.topics.parse(topic)
+        if parts[:2] == ("ctl", "reply"):
+            await self.replies.put(json.loads(payload))
+        elif parts[:1] == ("down",) and self.on_data is not None:
+            self.on_data(payload)
+
+    async def ask(self, request: dict) -> dict:
+        """Send ``request``; the coordinator's answer.  Raises :class:`InputError` with the coordinator's
+        message when it refuses, :class:`EngineError` when nobody answers."""
+        self.connection.publish(
+            self.topics.control("request"), json.dumps({**request, "reply_to": self.client_id}).encode()
+        )
+        try:
+            answer = await asyncio.wait_for(self.replies.get(), REPLY_TIMEOUT_S)
+        except TimeoutError:
+            raise EngineError(
+                f"no emulator answered on {self.topics.control('request')} within {REPLY_TIMEOUT_S:g} s"
+            ) from None
+        if not answer.get("ok"):
+            raise InputError(answer.get("error", "request refused"))
+        return answer
+
+
+def describe_decision(answer: dict) -> str:
+    lines = [f"subscription {answer['id']} from t={answer['at']:.3f}s: {answer['summary']}"]
+    if answer.get("reused"):
+        lines.append(f"  reuses {answer['reused']}")
+    if answer.get("widened"):
+        lines.append(f"  widens {', '.join(answer['widened'])}")
+    for op in answer.get("operators", []):
+        if "delivery" in op:
+            d = op["delivery"]
+            lines.append(f"  delivery at {d['home']} -> {d['peer']} from {d['flow'] or 'raw'}: WHERE {d['where']}")
+        else:
+            lines.append(
+                f"  operator {op['id']} at {op['origin']}: WHERE {op['where']} SELECT {','.join(op['attrs'])}"
+                f" on {' -> '.join(op['path'])}"
+            )
+    return "\n".join(lines)
+
+
+async def subscribe(
+    broker: Broker,
+    topics: Topics,
+    peer: str,
+    query: str,
+    *,
+    count: int | None,
+    timeout: float | None,
+    as_json: bool,
+    out: Callable[[str], None],
+    info: Callable[[str], None],
+    sub_id: str | None = None,
+) -> int:
+    """Register, print the decision, print results until ``count`` tuples, ``timeout`` or a signal, then
+    unsubscribe.  Returns the number of tuples printed."""
+    sub_id = sub_id or f"C{secrets.token_hex(3)}"
+    done = asyncio.Event()
+    printed = 0
+    dedup = Dedup()
+    received: list = []
+
+    def on_data(payload: bytes) -> None:
+        batch = decode_batch(payload)
+        if dedup.first_time(batch.sender, batch.seq):
+            received.append(batch)
+            flush()
+
+    def flush() -> None:
+        nonlocal printed
+        if not types:
+            return  # the coordinator's answer (attribute types) first
+        while received and not done.is_set():
+            batch = received.pop(0)
+            for k in range(len(batch)):
+                if count is not None and printed >= count:
+                    done.set()
+                    return
+                row = {a: (int(v[k]) if types.get(a) == "int" else float(v[k])) for a, v in batch.columns.items()}
+                if as_json:
+                    out(json.dumps(row))
+                else:
+                    values = " ".join(f"{a}={row[a]}" for a in row)
+                    out(f"#{int(batch.indices[k])} t={float(batch.times[k]):.3f}s {values}")
+                printed += 1
+        if count is not None and printed >= count:
+            done.set()
+
+    types: dict[str, str] = {}
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, done.set)
+    try:
+        async with Session(broker, topics, peer, [topics.down(peer, sub_id)], on_data) as session:
+            answer = await session.ask({"op": "subscribe", "peer": peer, "query": query, "id": sub_id})
+            info(describe_decision(answer))
+            types.update(answer.get("types", {}))
+            flush()
+            try:
+                await asyncio.wait_for(done.wait(), timeout)
+            except TimeoutError:
+                info(f"timeout after {timeout:g} s")
+            answer = await session.ask({"op": "unsubscribe", "id": sub_id})
+            info(f"unsubscribed {sub_id} at t={answer['until']:.3f}s: {answer['summary']}")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return printed
+
+
+def run_client(args: argparse.Namespace) -> int:
+    """``subscribe`` / ``unsubscribe`` / ``subscriptions`` / ``traffic``."""
+    broker = Broker.parse(args.broker)
+    topics = Topics(args.prefix)
+
+    def info(text: str) -> None:
+        print(text, file=sys.stderr if getattr(args, "json", False) else sys.stdout, flush=True)
+
+    def out(text: str) -> None:
+        print(text, flush=True)
+
+    async def main() -> int:
+        if args.command == "subscribe":
+            await subscribe(
+                broker, topics, args.peer, args.query, count=args.count, timeout=args.timeout, as_json=args.json,
+                out=out, info=info, sub_id=args.id,
+            )  # fmt: skip
+            return 0
+        async with Session(broker, topics, "cli") as session:
+            if args.command == "unsubscribe":
+                answer = await session.ask({"op": "unsubscribe", "id": args.id})
+                info(f"unsubscribed {answer['id']} at t={answer['until']:.3f}s: {answer['summary']}")
+            elif args.command == "subscriptions":
+                answer = await session.ask({"op": "subscriptions"})
+                if args.json:
+                    out(json.dumps(answer["subscriptions"]))
+                for sub in answer["subscriptions"] if not args.json else ():
+                    until = "" if sub["until"] is None else f" until {sub['until']:g}"
+                    out(f"{sub['id']} at {sub['peer']} from {sub['at']:g}{until}: {sub['query']}")
+                    out(describe_decision({**sub, "at": sub["at"]}).split("\n", 1)[-1] if sub["operators"] else "")
+            else:
+                answer = await session.ask({"op": "traffic"})
+                if args.json:
+                    out(json.dumps(answer))
+                else:
+                    out(f"t={answer['now']:.2f}s")
+                    out(f"{'topic':32} {'messages':>9} {'tuples':>9} {'bytes':>11}")
+                    for row in answer["links"]:
+                        out(f"{row['topic']:32} {row['messages']:>9} {row['tuples']:>9} {row['bytes']:>11}")
+        return 0
+
+    return asyncio.run(main())

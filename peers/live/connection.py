@@ -1,0 +1,205 @@
+"""One node's MQTT connection: reconnect with backoff, an outbox that survives broker restarts, dedup.
+
+Every live node (super-peer, thin-peer, coordinator, CLI) talks to the broker through a
+:class:`Connection`.  It uses a persistent session (fixed client id, ``clean_session=False``) and QoS 1, so
+the broker keeps a node's subscriptions and queued messages while it is away; published messages stay in
+the outbox until the broker acknowledged them and are sent again after a reconnect.  At-least-once can
+then deliver a message twice, which receivers drop by its ``(sender, seq)`` (:class:`Dedup`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import aiomqtt
+
+from topologies.errors import InputError
+
+Handler = Callable[[str, bytes, bool], Awaitable[None]]
+_CHUNK = 64  # publishes awaited together: enough to fill the broker's in-flight window
+_log = logging.getLogger("peers.live")
+
+
+@dataclass(frozen=True)
+class Broker:
+    """Where the broker listens and who we are to it."""
+
+    host: str
+    port: int
+    username: str | None = None
+    password: str | None = None
+
+    @staticmethod
+    def parse(url: str) -> Broker:
+        """``mqtt://HOST:PORT`` (user and password may be given as ``mqtt://USER:PASS@HOST:PORT``).
+
+        Raises :class:`InputError` naming the URL when it is not of that form.
+        """
+        parsed = urlparse(url)
+        if parsed.scheme != "mqtt" or not parsed.hostname:
+            raise InputError(f"--broker: expected mqtt://HOST:PORT, got {url!r}")
+        try:
+            port = parsed.port or 1883
+        except ValueError:
+            raise InputError(f"--broker: bad port in {url!r}") from None
+        return Broker(parsed.hostname, port, parsed.username, parsed.password)
+
+    def as_user(self, username: str | None, password: str | None) -> Broker:
+        return Broker(self.host, self.port, username, password)
+
+
+class Dedup:
+    """Remembers the ``(sender, seq)`` of messages already processed."""
+
+    def __init__(self):
+        self._seen: dict[str, set[int]] = {}
+        self.duplicates = 0
+
+    def first_time(self, sender: str, seq: int) -> bool:
+        seen = self._seen.setdefault(sender, set())
+        if seq in seen:
+            self.duplicates += 1
+            return False
+        seen.add(seq)
+        return True
+
+
+class Connection:
+    """A node's session with the broker; :meth:`run` until :meth:`close`.
+
+    ``subscriptions`` are topic filters (QoS 1); ``handler(topic, payload, retained)`` is awaited for each
+    message in arrival order; ``on_connect`` runs after every (re)connection, before messages flow.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        client_id: str,
+        subscriptions: Sequence[str],
+        handler: Handler,
+        *,
+        will: tuple[str, bytes] | None = None,
+        on_connect: Callable[[], Awaitable[None]] | None = None,
+        persistent: bool = True,
+    ):
+        self.broker = broker
+        self.client_id = client_id
+        self.subscriptions = list(subscriptions)
+        self.handler = handler
+        self.will = will
+        self.on_connect = on_connect
+        self.persistent = persistent
+        self.connected = asyncio.Event()
+        self.reconnects = 0
+        self.max_backlog = 0  # most messages seen waiting in the incoming queue
+        self._outbox: deque[tuple[str, bytes, bool]] = deque()
+        self._pending = asyncio.Event()
+        self._closing = False
+        self._stop = asyncio.Event()
+
+    def publish(self, topic: str, payload: bytes, retain: bool = False) -> None:
+        """Queue a QoS 1 message; it is sent, in order, as soon as the broker is reachable."""
+        self._outbox.append((topic, payload, retain))
+        self._pending.set()
+
+    @property
+    def outbox_size(self) -> int:
+        return len(self._outbox)
+
+    async def flush(self) -> None:
+        """Wait until every queued message is acknowledged by the broker."""
+        while self._outbox:
+            await asyncio.sleep(0.01)
+
+    async def flush_or_give_up(self, timeout: float) -> bool:
+        """:meth:`flush`, but for at most ``timeout`` seconds; True when the outbox is empty."""
+        try:
+            await asyncio.wait_for(self.flush(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Leave the session cleanly (queued messages not yet sent are dropped: :meth:`flush` first)."""
+        self._closing = True
+        self._stop.set()
+
+    async def run(self) -> None:
+        backoff = 0.05
+        first = True
+        while not self._closing:
+            try:
+                await self._session()
+            except aiomqtt.MqttError as err:
+                if self._closing:
+                    break
+                self.connected.clear()
+                if not first:
+                    self.reconnects += 1
+                _log.info("%s: broker unreachable (%s), retrying in %.2f s", self.client_id, err, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            backoff = 0.05
+        self.connected.clear()
+
+    async def _session(self) -> None:
+        will = aiomqtt.Will(self.will[0], self.will[1], qos=1, retain=True) if self.will else None
+        client = aiomqtt.Client(
+            self.broker.host,
+            self.broker.port,
+            username=self.broker.username,
+            password=self.broker.password,
+            identifier=self.client_id,
+            clean_session=not self.persistent,
+            will=will,
+            keepalive=5,
+            timeout=10,
+        )
+        async with client:
+            for topic in self.subscriptions:
+                await client.subscribe(topic, qos=1)
+            if self.on_connect is not None:
+                await self.on_connect()
+            self.connected.set()
+            tasks = [
+                asyncio.create_task(self._receive(client)),
+                asyncio.create_task(self._send(client)),
+                asyncio.create_task(self._stop.wait()),
+            ]
+            try:
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+            for task in done:
+                task.result()  # a lost connection raises MqttError here: reconnect
+
+    async def _receive(self, client: aiomqtt.Client) -> None:
+        async for message in client.messages:
+            self.max_backlog = max(self.max_backlog, len(client.messages))
+            payload = message.payload if isinstance(message.payload, bytes) else str(message.payload).encode()
+            await self.handler(message.topic.value, payload, message.retain)
+        raise aiomqtt.MqttError("message stream ended")
+
+    async def _send(self, client: aiomqtt.Client) -> None:
+        while True:
+            if not self._outbox:
+                self._pending.clear()
+                await self._pending.wait()
+                continue
+            chunk = [self._outbox[k] for k in range(min(_CHUNK, len(self._outbox)))]
+            results = await asyncio.gather(
+                *(client.publish(t, p, qos=1, retain=r, timeout=10) for t, p, r in chunk), return_exceptions=True
+            )
+            # acknowledged messages leave the outbox; the first failure keeps it and everything after it
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise aiomqtt.MqttError(f"publish failed: {result}")
+                self._outbox.popleft()

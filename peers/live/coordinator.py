@@ -1,0 +1,298 @@
+"""The coordinator: owns the plan, the emulated clock and the planning horizon; answers the CLI.
+
+Plan changes take effect at emulated times the sources have not reached yet: the coordinator promises,
+with each ``ctl/clock`` message, a horizon ``H`` (sources emit only tuples emitted before ``H``), and a
+run-time subscription or departure takes effect at the largest horizon already promised.  That is the
+barrier that lets every tuple be routed by the epoch in force at its emission time.  At the end it sets the
+end time, waits until the sources are done and nothing is in flight (every data topic received as many
+messages as were sent, twice in a row), and turns the nodes' counters into a ``StrategyRun``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from network.meter import StrategyRun, bin_width
+from network.routing import Network
+from peers.live.connection import Broker, Connection
+from peers.live.plans import PlanBook, plan_message
+from peers.live.thinpeer_service import ThinPeerService
+from peers.live.topics import Topics
+from peers.live.wire import subscription_from_json
+from sharing import make_plan
+from sharing.plan import Plan
+from topologies.errors import EmulatorError, InputError
+from topologies.model import Scenario, SubscriptionSpec
+
+TICK_S = 0.1  # wall seconds between horizon updates
+LEAD_S = 0.5  # wall seconds of emission the horizon runs ahead of the clock
+
+
+class Coordinator:
+    def __init__(
+        self,
+        scenario: Scenario,
+        strategy: str,
+        broker: Broker,
+        topics: Topics,
+        speed: float,
+        book: PlanBook,
+        end: float | None,
+    ):
+        self.scenario = scenario
+        self.strategy = strategy
+        self.topics = topics
+        self.speed = speed
+        self.book = book
+        self.network = Network.of(scenario)
+        self.end = end
+        self.t0 = time.time() + 0.5  # a moment for every node to connect before emulated time 0
+        self.horizon = 0.0
+        self.subscriptions: tuple[SubscriptionSpec, ...] = scenario.subscriptions
+        self.runtime_ids: list[str] = []
+        self.version = 0
+        self.stats: dict[str, dict] = {}
+        self.round = 0
+        self.dead: list[str] = []
+        self.connection = Connection(
+            broker,
+            "coordinator",
+            [
+                topics.control("request"),
+                topics.control("stats/+"),
+                topics.control("alive/+"),
+            ],
+            self._on_message,
+        )
+        self._replan(0)
+
+    # ---- clock and plan ---------------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return (time.time() - self.t0) * self.speed
+
+    def _replan(self, version: int) -> Plan:
+        scenario = replace(self.scenario, subscriptions=self.subscriptions)
+        plan = make_plan(scenario, self.strategy, self.network)
+        self.version = version
+        self.book.add_version(version, scenario, plan)
+        self.connection.publish(self.topics.control("plan"), plan_message(version, scenario, plan), retain=True)
+        return plan
+
+    def _publish_clock(self) -> None:
+        self.horizon = max(self.horizon, self.now() + LEAD_S * self.speed)
+        doc = {"t0": self.t0, "speed": self.speed, "version": self.version, "horizon": self.horizon, "end": self.end}
+        self.connection.publish(self.topics.control("clock"), json.dumps(doc).encode(), retain=True)
+
+    async def run(self) -> None:
+        self._publish_clock()
+        connection = asyncio.create_task(self.connection.run())
+        try:
+            while True:
+                await asyncio.sleep(TICK_S)
+                self._publish_clock()
+        finally:
+            connection.cancel()
+
+    # ---- run-time subscriptions ----------------------------------------------------------------------------
+
+    def subscribe(self, peer: str, query: str, sub_id: str | None = None) -> dict:
+        """Register a subscription from the current horizon on; returns the planner's decision.
+
+        Raises :class:`InputError` for an unknown peer/stream/attribute, a duplicate id or a run that ends
+        before the subscription could start, ``QueryError`` for a query that does not parse.
+        """
+        at = max(self.horizon, self.now())
+        if sub_id is None:
+            sub_id = f"L{len(self.runtime_ids) + 1}"
+        if any(s.id == sub_id for s in self.subscriptions):
+            raise InputError(f"--id: subscription {sub_id!r} exists already")
+        if self.end is not None and at >= self.end:
+            raise InputError(f"the run ends at t={self.end:g}s; too late to subscribe")
+        spec = subscription_from_json(self.scenario, {"id": sub_id, "peer": peer, "at": at, "query": query})
+        self.subscriptions = (*self.subscriptions, spec)
+        self.runtime_ids.append(sub_id)
+        plan = self._replan(self.version + 1)
+        types = {a.name: a.type for a in self.scenario.stream(spec.stream).attributes}
+        return {"id": sub_id, "at": at, "types": types, **self._describe(plan, spec.id, at)}
+
+    def unsubscribe(self, sub_id: str) -> dict:
+        """End a subscription at the current horizon.  Raises :class:`InputError` for an unknown id."""
+        at = max(self.horizon, self.now())
+        found = [s for s in self.subscriptions if s.id == sub_id and (s.until is None or s.until > at)]
+        if not found:
+            raise InputError(f"unsubscribe: no active subscription {sub_id!r}")
+        old = found[0]
+        if at <= old.at:
+            self.subscriptions = tuple(s for s in self.subscriptions if s.id != sub_id)
+        else:
+            self.subscriptions = tuple(replace(s, until=at) if s.id == sub_id else s for s in self.subscriptions)
+        plan = self._replan(self.version + 1)
+        decision = next((d for d in plan.decisions if d.subscription == sub_id and d.event == "unsubscribe"), None)
+        return {"id": sub_id, "until": at, "summary": decision.summary if decision else "never started"}
+
+    def _describe(self, plan: Plan, sub_id: str, at: float) -> dict:
+        decision = next((d for d in plan.decisions if d.subscription == sub_id and d.event == "subscribe"), None)
+        epoch = plan.epoch_at(at)
+        operators = []
+        if epoch is not None:
+            delivery = next((d for d in epoch.deliveries if d.subscription == sub_id), None)
+            flow_id = delivery.flow if delivery else None
+            while flow_id is not None:
+                flow = epoch.flow(flow_id)
+                operators.append(flow.to_json())
+                flow_id = flow.parent
+            if delivery is not None:
+                operators.insert(0, {"delivery": delivery.to_json()})
+        return {
+            "summary": decision.summary if decision else "",
+            "reused": decision.reused if decision else None,
+            "widened": list(decision.widened) if decision else [],
+            "operators": operators,
+        }
+
+    def listing(self) -> list[dict]:
+        latest = self.book.versions[self.version].plan
+        out = []
+        for s in self.subscriptions:
+            described = self._describe(latest, s.id, max(s.at, self.now()))
+            out.append({"id": s.id, "peer": s.peer, "at": s.at, "until": s.until, "query": s.query.text, **described})
+        return out
+
+    # ---- messages ------------------------------------------------------------------------------------------
+
+    async def _on_message(self, topic: str, payload: bytes, retained: bool) -> None:
+        parts = self.topics.parse(topic)
+        if parts[:2] == ("ctl", "stats"):
+            doc = json.loads(payload)
+            self.stats[doc["node"]] = doc
+        elif parts[:2] == ("ctl", "alive"):
+            if payload == b"0" and parts[2] not in self.dead:
+                self.dead.append(parts[2])
+        elif parts[:2] == ("ctl", "request"):
+            request = json.loads(payload)
+            self.connection.publish(self.topics.reply(request["reply_to"]), json.dumps(self._answer(request)).encode())
+
+    def _answer(self, request: dict) -> dict:
+        from matcher import QueryError
+
+        try:
+            op = request["op"]
+            if op == "subscribe":
+                return {"ok": True, **self.subscribe(request["peer"], request["query"], request.get("id"))}
+            if op == "unsubscribe":
+                return {"ok": True, **self.unsubscribe(request["id"])}
+            if op == "subscriptions":
+                return {"ok": True, "subscriptions": self.listing(), "version": self.version}
+            if op == "traffic":
+                return {"ok": True, "now": self.now(), "links": self.traffic()}
+            return {"ok": False, "error": f"unknown request {op!r}"}
+        except (InputError, QueryError) as err:
+            return {"ok": False, "error": str(err)}
+
+    def traffic(self) -> list[dict]:
+        """Per data topic, the latest counters the nodes reported (receiver side)."""
+        rows = []
+        for node in sorted(self.stats):
+            for topic, (messages, tuples, nbytes) in self.stats[node]["received"].items():
+                rows.append({"topic": topic, "at": node, "messages": messages, "tuples": tuples, "bytes": nbytes})
+        return sorted(rows, key=lambda r: r["topic"])
+
+    async def collect(self, nodes: list[str], timeout: float) -> bool:
+        """Ask every node for its counters; True when all of ``nodes`` answered within ``timeout``."""
+        self.round += 1
+        self.connection.publish(self.topics.control("collect"), json.dumps({"round": self.round}).encode())
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(self.stats.get(n, {}).get("round") == self.round for n in nodes):
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+    def in_flight(self) -> dict[str, int]:
+        """Messages sent but not (yet) received, per data topic."""
+        sent: dict[str, int] = {}
+        received: dict[str, int] = {}
+        for doc in self.stats.values():
+            for topic, n in doc["sent"].items():
+                sent[topic] = sent.get(topic, 0) + n
+            for topic, counts in doc["received"].items():
+                received[topic] = received.get(topic, 0) + counts[0]
+        return {t: sent[t] - received.get(t, 0) for t in sorted(sent) if sent[t] != received.get(t, 0)}
+
+    async def drain(self, nodes: list[str], sources: list[ThinPeerService], patience: float) -> dict[str, int]:
+        """After the end time: wait for the sources, then until nothing is in flight (or ``patience`` wall
+        seconds pass without progress); returns what is still missing per topic."""
+        while not all(s.finished for s in sources):
+            await asyncio.sleep(0.05)
+        previous, last_progress = None, time.monotonic()
+        while True:
+            await self.collect(nodes, timeout=patience)
+            snapshot = json.dumps({n: self.stats.get(n, {}).get("received") for n in nodes}, sort_keys=True)
+            missing = self.in_flight()
+            if not missing and snapshot == previous:
+                return {}
+            if snapshot != previous:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > patience:
+                return missing
+            previous = snapshot
+            await asyncio.sleep(0.05)
+
+    def result(self, scenario: Scenario, thin_peers: list[ThinPeerService]) -> StrategyRun:
+        """The traffic that crossed each emulated link, as the receivers counted it, and the deliveries."""
+        directions = sorted(self.network.directions)
+        link_bytes = dict.fromkeys(directions, 0)
+        link_tuples = dict.fromkeys(directions, 0)
+        access: dict[tuple[str, str], int] = {}
+        bin_s = bin_width(scenario.duration)
+        bins: dict[tuple[str, str], np.ndarray] = {}
+        for doc in self.stats.values():
+            for topic, (_, tuples, nbytes) in doc["received"].items():
+                parts = topic.split("/")
+                if parts[0] == "link":
+                    d = (parts[1], parts[2])
+                    link_bytes[d] += nbytes
+                    link_tuples[d] += tuples
+                    bins[d] = np.asarray(doc["bins"][topic], dtype=np.int64)
+                elif parts[0] == "up":
+                    d = (parts[1], scenario.home(parts[1]))
+                    access[d] = access.get(d, 0) + nbytes
+                elif parts[0] == "down":
+                    d = (scenario.home(parts[1]), parts[1])
+                    access[d] = access.get(d, 0) + nbytes
+        if any(s.until is not None and s.until <= s.at for s in scenario.subscriptions):
+            raise EmulatorError("a subscription ends before it starts")
+        delivered, latencies, attrs = {}, {}, {}
+        for s in scenario.subscriptions:
+            tp = next(t for t in thin_peers if t.peer == s.peer)
+            parts = tp.delivered.get(s.id, [])
+            delivered[s.id] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            lat = tp.latencies.get(s.id, [])
+            latencies[s.id] = np.concatenate(lat) if lat else np.zeros(0)
+            attrs[s.id] = tp.attrs.get(s.id, s.query.attributes(scenario.stream(s.stream).attribute_names))
+        length = max((len(b) for b in bins.values()), default=0)
+        timeline = {}
+        for d in directions:
+            padded = np.zeros(length, dtype=np.int64)
+            b = bins.get(d, np.zeros(0, np.int64))
+            padded[: len(b)] = b
+            timeline[d] = padded
+        return StrategyRun(
+            strategy=self.strategy,
+            engine="mqtt",
+            link_bytes=link_bytes,
+            link_tuples=link_tuples,
+            access_bytes=sum(access.values()),
+            access_link_bytes=dict(sorted(access.items())),
+            delivered=delivered,
+            delivered_attrs=attrs,
+            latencies=latencies,
+            timeline=timeline if length else {},
+            bin_s=bin_s,
+        )

@@ -1,0 +1,109 @@
+"""Plan versions as every live node sees them, and the emulated clock.
+
+The coordinator publishes each plan version (retained, on ``ctl/plan``) with the full subscription list it
+was made from; a node rebuilds that version's scenario and plan once (:class:`PlanBook`, shared by the
+nodes of one process) and installs an epoch's operators (peers/superpeer.py's ``install``) the first time
+a batch of it arrives.  Batches name the version that routes them, so a plan change never re-routes a
+tuple already emitted: every tuple is routed by the epoch in force at its emission time under the
+version its source stamped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from peers.live.wire import plan_from_json, subscription_from_json, subscription_to_json
+from peers.superpeer import FlowOperator, install
+from sharing.plan import Plan
+from topologies.model import Scenario, SubscriptionSpec
+
+_INSTALLED_EPOCHS = 256  # epochs whose operators stay installed (LRU); batches rarely straddle more
+
+
+@dataclass(frozen=True)
+class PlanVersion:
+    version: int
+    scenario: Scenario  # the base scenario with this version's duration and subscriptions
+    plan: Plan
+    starts: np.ndarray  # epoch starts, to split uploads by epoch
+
+    def epoch_of(self, times: np.ndarray) -> np.ndarray:
+        """Index of the epoch in force at each emission time (-1 where no epoch is)."""
+        k = np.searchsorted(self.starts, times, side="right") - 1
+        ends = np.array([e.end for e in self.plan.epochs])
+        inside = (k >= 0) & (times < ends[np.clip(k, 0, None)]) if len(ends) else np.zeros(len(times), bool)
+        return np.where(inside, k, -1)
+
+
+def plan_message(version: int, scenario: Scenario, plan: Plan) -> bytes:
+    doc = {
+        "version": version,
+        "duration": scenario.duration,
+        "subscriptions": [subscription_to_json(s) for s in scenario.subscriptions],
+        "plan": plan.to_json(),
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+class PlanBook:
+    """Plan versions decoded from ``ctl/plan`` messages, and the operators of their epochs."""
+
+    def __init__(self, base: Scenario):
+        self.base = base
+        self.versions: dict[int, PlanVersion] = {}
+        self._operators: OrderedDict[tuple[int, int], dict[tuple[str, Hashable], FlowOperator]] = OrderedDict()
+
+    @property
+    def latest(self) -> PlanVersion | None:
+        return self.versions[max(self.versions)] if self.versions else None
+
+    def add(self, payload: bytes) -> PlanVersion:
+        doc = json.loads(payload)
+        version = int(doc["version"])
+        if version not in self.versions:
+            subscriptions = tuple(subscription_from_json(self.base, s) for s in doc["subscriptions"])
+            scenario = replace(self.base, duration=float(doc["duration"]), subscriptions=subscriptions)
+            self.add_version(version, scenario, plan_from_json(doc["plan"]))
+        return self.versions[version]
+
+    def add_version(self, version: int, scenario: Scenario, plan: Plan) -> PlanVersion:
+        starts = np.array([e.start for e in plan.epochs], dtype=np.float64)
+        self.versions[version] = PlanVersion(version, scenario, plan, starts)
+        return self.versions[version]
+
+    def operators(self, version: int, epoch: int) -> dict[tuple[str, Hashable], FlowOperator]:
+        key = (version, epoch)
+        ops = self._operators.get(key)
+        if ops is None:
+            pv = self.versions[version]
+            ops = install(pv.scenario, pv.plan.epochs[epoch])
+            self._operators[key] = ops
+            if len(self._operators) > _INSTALLED_EPOCHS:
+                self._operators.popitem(last=False)
+        else:
+            self._operators.move_to_end(key)
+        return ops
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Emulated time: ``speed`` emulated seconds per wall second since wall time ``t0`` (time.time())."""
+
+    t0: float
+    speed: float
+
+    def now(self) -> float:
+        return (time.time() - self.t0) * self.speed
+
+    def wall(self, emulated: float) -> float:
+        return self.t0 + emulated / self.speed
+
+
+def with_subscriptions(scenario: Scenario, subscriptions: tuple[SubscriptionSpec, ...]) -> Scenario:
+    return replace(scenario, subscriptions=subscriptions)

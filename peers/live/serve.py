@@ -1,0 +1,202 @@
+"""``python run.py serve``: run a scenario live over an MQTT broker and write its report.
+
+Every super-peer and thin-peer is an asyncio service with its own broker connection (with ``--processes``
+each super-peer runs in its own OS process, see peers/live/node.py); the coordinator plans, keeps the
+clock and answers the subscription CLI.  Without ``--forever`` the run ends at the scenario's duration,
+with it at SIGINT/SIGTERM; then the report (SPEC section 5, ``"engine": "mqtt"``) is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+
+from network.routing import Network
+from peers.live.connection import Broker
+from peers.live.coordinator import Coordinator
+from peers.live.plans import PlanBook
+from peers.live.superpeer_service import SuperPeerService
+from peers.live.thinpeer_service import ThinPeerService
+from peers.live.topics import DEFAULT_PREFIX, Topics
+from reports.expected import expected_results
+from reports.report import build_report, report_json
+from sharing import STRATEGIES
+from topologies.errors import EngineError, InputError
+from topologies.model import Scenario
+
+FOREVER_S = 10.0**7  # the emulated duration planned for when running until a signal
+DRAIN_PATIENCE_S = 5.0  # wall seconds without progress after which what is in flight counts as lost
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    broker: Broker
+    strategy: str = "sharing-em"
+    speed: float = 1.0
+    forever: bool = False
+    processes: bool = False
+    prefix: str = DEFAULT_PREFIX
+    credentials: dict | None = None  # user -> password, with --secure
+
+
+@dataclass
+class LiveResult:
+    report: dict
+    lost: dict[str, int]  # messages sent but never received, per data topic
+    reconnects: int
+    max_backlog: dict[str, int]  # per super-peer: most messages waiting in its incoming queue
+    dead: list[str]
+
+
+def check_options(scenario: Scenario, options: ServeOptions) -> None:
+    """Raises :class:`InputError` for a bad ``--speed`` or ``--strategy``."""
+    if not options.speed > 0:
+        raise InputError(f"--speed: must be positive, got {options.speed:g}")
+    if options.strategy not in STRATEGIES:
+        raise InputError(f"--strategy: unknown strategy {options.strategy!r} (choose from {', '.join(STRATEGIES)})")
+
+
+def _as(options: ServeOptions, user: str) -> Broker:
+    if options.credentials is None:
+        return options.broker
+    return options.broker.as_user(user, options.credentials[user])
+
+
+async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event | None = None) -> LiveResult:
+    """Run ``scenario`` live until its duration (or, with ``forever``, until ``stop`` is set)."""
+    check_options(scenario, options)
+    stop = stop or asyncio.Event()
+    base = replace(scenario, duration=FOREVER_S) if options.forever else scenario
+    topics = Topics(options.prefix)
+    book = PlanBook(base)
+    network = Network.of(base)
+    end = None if options.forever else float(scenario.duration)
+    coordinator = Coordinator(base, options.strategy, _as(options, "coordinator"), topics, options.speed, book, end)
+    thin_peers = [ThinPeerService(p.id, base, _as(options, p.id), topics) for p in base.thin_peers]
+    super_peers: list[SuperPeerService] = []
+    children: list[subprocess.Popen] = []
+    if options.processes:
+        children = [_spawn(scenario, node, options) for node in base.super_peers]
+    else:
+        super_peers = [SuperPeerService(n, book, _as(options, n), topics, network) for n in base.super_peers]
+    tasks = [asyncio.create_task(coordinator.run())]
+    tasks += [asyncio.create_task(s.run()) for s in [*super_peers, *thin_peers]]
+    try:
+        if end is None:
+            await stop.wait()
+            end = max(coordinator.now(), 0.0)
+            coordinator.end = end
+        else:
+            while coordinator.now() < end and not stop.is_set():
+                await asyncio.sleep(0.05)
+            if stop.is_set():
+                end = max(min(coordinator.now(), end), 0.0)
+                coordinator.end = end
+        sources = [t for t in thin_peers if t.streams]
+        nodes = [*base.super_peers, *(t.peer for t in thin_peers)]
+        lost = await coordinator.drain(nodes, sources, DRAIN_PATIENCE_S)
+        for task in tasks:
+            if task.done() and task.exception() is not None:
+                raise EngineError(f"a live service failed: {task.exception()}") from task.exception()
+    finally:
+        for service in [*super_peers, *thin_peers]:
+            await service.close()
+        await coordinator.connection.flush_or_give_up(1.0)
+        await coordinator.connection.close()
+        await asyncio.sleep(0.05)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+        for child in children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=5)
+    final = _final_scenario(scenario, coordinator, end)
+    run = coordinator.result(final, thin_peers)
+    report = build_report(final, {options.strategy: run}, expected_results(final), engine="mqtt")
+    backlog = {n: int(coordinator.stats.get(n, {}).get("backlog", -1)) for n in base.super_peers}
+    reconnects = sum(int(doc.get("reconnects", 0)) for doc in coordinator.stats.values())
+    report["live"] = {
+        "speed": options.speed,
+        "plan_versions": coordinator.version + 1,
+        "runtime_subscriptions": list(coordinator.runtime_ids),
+        "lost_messages": lost,
+        "reconnects": reconnects,
+        "duplicates_dropped": sum(int(doc.get("duplicates", 0)) for doc in coordinator.stats.values()),
+        "max_backlog": backlog,
+        "dead_peers": list(coordinator.dead),
+    }
+    return LiveResult(report, lost, reconnects, backlog, list(coordinator.dead))
+
+
+def _final_scenario(scenario: Scenario, coordinator: Coordinator, end: float) -> Scenario:
+    """The scenario as it ran: its emitted duration and every subscription that started before the end."""
+    subs = tuple(s for s in coordinator.subscriptions if s.at < end)
+    return replace(scenario, duration=end, subscriptions=subs)
+
+
+def _spawn(scenario: Scenario, node: str, options: ServeOptions) -> subprocess.Popen:
+    if scenario.path is None:
+        raise InputError("--processes needs a scenario loaded from a file")
+    broker = _as(options, node)
+    url = f"mqtt://{broker.host}:{broker.port}"
+    cmd = [sys.executable, "-m", "peers.live.node", scenario.path, node, url, "--prefix", options.prefix]
+    if options.forever:
+        cmd.append("--forever")
+    env = dict(os.environ)
+    if broker.username is not None:
+        env["STREAMGLOBE_MQTT_USER"], env["STREAMGLOBE_MQTT_PASSWORD"] = broker.username, broker.password or ""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return subprocess.Popen(cmd, cwd=root, env=env)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """The ``serve`` subcommand: returns the exit code (1 when a delivery was not exact)."""
+    from reports.runner import write_directory
+    from topologies.loader import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    broker = Broker.parse(args.broker)
+    out_dir = args.out or os.path.join("out", scenario.name, "live")
+    credentials = None
+    if args.secure:
+        from peers.live.access import secure_setup
+
+        setup = secure_setup(scenario, args.secure_dir or os.path.join(out_dir + "-broker"), broker, args.prefix)
+        credentials = setup.credentials
+        print(setup.instructions)
+    options = ServeOptions(
+        broker, args.strategy, args.speed, args.forever, args.processes, args.prefix, credentials
+    )  # fmt: skip
+
+    async def main() -> LiveResult:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await serve(scenario, options, stop)
+
+    started = time.monotonic()
+    print(f"serving {scenario.name} on {args.broker} (strategy {args.strategy}, speed {args.speed:g})", flush=True)
+    result = asyncio.run(main())
+    write_directory(out_dir, {"report.json": report_json(result.report)}, None)
+    entry = result.report["strategies"][args.strategy]
+    latency = entry["latency_s"]
+    print(
+        f"{scenario.name}: backbone {entry['backbone_bytes']} B, access {entry['access_bytes']} B, "
+        f"exact {result.report['exact']}, lost messages {sum(result.lost.values())}, "
+        f"reconnects {result.reconnects}, wall {time.monotonic() - started:.1f} s"
+    )
+    if latency["p50"] is not None:
+        print(f"latency p50 {latency['p50'] * 1000:.1f} ms, p99 {latency['p99'] * 1000:.1f} ms")
+    print(f"wrote {os.path.join(out_dir, 'report.json')}")
+    return 0 if result.report["exact"] else 1

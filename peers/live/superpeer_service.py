@@ -1,0 +1,160 @@
+"""A super-peer as a live service: the operators of the plan (peers/superpeer.py) fed from MQTT topics.
+
+It reads the uploads of its thin-peers and the backbone directions ending at it, runs, for each batch, the
+operators that the batch's plan version installs at this super-peer for the batch's epoch, and publishes
+what they output: child flows on to their next hop, results to the subscribers' delivery topics.  The
+operator code is exactly the simulator's; only the clock and the transport differ.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Hashable
+
+import numpy as np
+
+from network.meter import bin_width
+from network.routing import Network
+from peers.live.connection import Broker, Connection, Dedup
+from peers.live.counters import Counters
+from peers.live.plans import Clock, PlanBook, PlanVersion
+from peers.live.topics import Topics
+from peers.live.wire import Batch, decode_batch, encode_batch
+from peers.superpeer import flow_key, raw_key
+
+
+class SuperPeerService:
+    """Super-peer ``node`` of ``book.base``; ``run()`` until ``close()``."""
+
+    def __init__(self, node: str, book: PlanBook, broker: Broker, topics: Topics, network: Network | None = None):
+        scenario = book.base
+        self.node = node
+        self.book = book
+        self.topics = topics
+        network = network or Network.of(scenario)
+        neighbours = sorted({b for a, b in network.directions if a == node})
+        self.thin_peers = tuple(p.id for p in scenario.thin_peers if p.attach == node)
+        inputs = [topics.link(n, node) for n in neighbours] + [topics.up(p) for p in self.thin_peers]
+        inputs += [topics.control("plan"), topics.control("clock"), topics.control("collect")]
+        self.counters = Counters(bin_width(scenario.duration))
+        self.dedup = Dedup()
+        self.clock: Clock | None = None
+        self.seq = 0
+        self.waiting: dict[int, list[tuple[str, Batch]]] = {}  # batches whose plan version has not arrived
+        self.max_waiting = 0
+        self.connection = Connection(
+            broker,
+            f"sp-{node}",
+            inputs,
+            self._on_message,
+            will=(topics.alive(node), b"0"),
+            on_connect=self._on_connect,
+        )
+
+    async def run(self) -> None:
+        await self.connection.run()
+
+    async def close(self) -> None:
+        await self.connection.close()
+
+    async def _on_connect(self) -> None:
+        self.connection.publish(self.topics.alive(self.node), b"1", retain=True)
+
+    async def _on_message(self, topic: str, payload: bytes, retained: bool) -> None:
+        parts = self.topics.parse(topic)
+        if not parts:
+            return
+        if parts[0] == "ctl":
+            self._on_control(parts[1], payload)
+            return
+        batch = decode_batch(payload)
+        if not self.dedup.first_time(batch.sender, batch.seq):
+            self.counters.duplicates += 1
+            return
+        arrival = self.clock.now() if self.clock is not None else 0.0
+        self.counters.count_received("/".join(parts), len(batch), int(batch.wire_bytes.sum()), arrival)
+        if batch.version not in self.book.versions:
+            self.waiting.setdefault(batch.version, []).append((topic, batch))
+            self.max_waiting = max(self.max_waiting, sum(len(w) for w in self.waiting.values()))
+            return
+        self._route(batch)
+        # yield to the event loop so control messages and the outbox keep moving under load
+        await asyncio.sleep(0)
+
+    def _on_control(self, name: str, payload: bytes) -> None:
+        if name == "plan":
+            version = self.book.add(payload)
+            for _, batch in self.waiting.pop(version.version, []):
+                self._route(batch)
+        elif name == "clock":
+            doc = json.loads(payload)
+            self.clock = Clock(float(doc["t0"]), float(doc["speed"]))
+        elif name == "collect":
+            self.connection.publish(self.topics.stats(self.node), self.stats(json.loads(payload)["round"]))
+
+    def stats(self, round_: int) -> bytes:
+        doc = {
+            "node": self.node,
+            "round": round_,
+            "backlog": self.connection.max_backlog,
+            "outbox": self.connection.outbox_size,
+            "waiting": self.max_waiting,
+            "reconnects": self.connection.reconnects,
+            **self.counters.to_json(),
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    def _route(self, batch: Batch) -> None:
+        pv = self.book.versions[batch.version]
+        if batch.channel[0] == "raw":
+            # an upload: split it by the epoch in force at each tuple's emission time
+            epochs = pv.epoch_of(batch.times)
+            for e in np.unique(epochs):
+                if e < 0:
+                    continue  # emitted while no subscription exists: uploaded, routed nowhere
+                positions = np.flatnonzero(epochs == e)
+                self._at_node(pv, int(e), raw_key(batch.stream), _part(batch, positions), forward=False)
+            return
+        self._at_node(pv, batch.epoch, flow_key(batch.channel[1]), batch, forward=True)
+
+    def _at_node(self, pv: PlanVersion, epoch: int, key: Hashable, batch: Batch, forward: bool) -> None:
+        """``batch`` of channel ``key`` is here: run this node's operator on it, then pass it on."""
+        operators = self.book.operators(pv.version, epoch)
+        operator = operators.get((self.node, key))
+        plan_epoch = pv.plan.epochs[epoch]
+        if operator is not None:
+            for out in operator.process(len(batch), batch.columns):
+                if not len(out.positions):
+                    continue
+                indices, times = batch.take(out.positions)
+                kind, name = out.target
+                child = Batch(
+                    self.node, 0, pv.version, epoch, ("flow", name), batch.stream, indices, times,
+                    out.columns, out.wire_bytes,
+                )  # fmt: skip
+                if kind == "flow":
+                    self._at_node(pv, epoch, flow_key(name), child, forward=True)
+                else:
+                    delivery = plan_epoch.deliveries[name]
+                    child.channel = ("delivery", delivery.subscription)
+                    self._send(self.topics.down(delivery.peer, delivery.subscription), child)
+        if forward and key[0] == "flow":
+            path = plan_epoch.flow(key[1]).path
+            position = path.index(self.node)
+            if position + 1 < len(path):
+                self._send(self.topics.link(self.node, path[position + 1]), batch)
+
+    def _send(self, topic: str, batch: Batch) -> None:
+        self.seq += 1
+        batch.sender, batch.seq = self.node, self.seq
+        self.counters.count_sent(topic.removeprefix(self.topics.prefix + "/"))
+        self.connection.publish(topic, encode_batch(batch))
+
+
+def _part(batch: Batch, positions: np.ndarray) -> Batch:
+    indices, times = batch.take(positions)
+    return Batch(
+        batch.sender, batch.seq, batch.version, batch.epoch, batch.channel, batch.stream, indices, times,
+        {a: v[positions] for a, v in batch.columns.items()}, batch.wire_bytes[positions],
+    )  # fmt: skip

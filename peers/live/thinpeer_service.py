@@ -1,0 +1,126 @@
+"""A thin-peer as a live service: it publishes its streams in emulated real time and receives results.
+
+A source emits tuple ``i`` of a stream when the emulated clock passes ``i / rate``, in batches (one per
+``batch_s`` wall seconds, never past the coordinator's planning horizon), with the very values
+``topologies.workload.columns`` gives every engine.  A subscriber records, per subscription, the tuple
+indices it received and their latency (wall seconds from the tuple's scheduled emission to its arrival).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import numpy as np
+
+from peers.live.connection import Broker, Connection, Dedup
+from peers.live.counters import Counters
+from peers.live.topics import Topics
+from peers.live.wire import Batch, decode_batch, encode_batch
+from topologies import workload
+from topologies.model import Scenario
+
+BATCH_S = 0.05  # wall seconds between a source's batches: ~20 messages/s/stream, a few ms of added latency
+
+
+class ThinPeerService:
+    """Thin-peer ``peer`` of ``scenario``; ``run()`` until ``close()``.
+
+    The clock, the horizon and the end time come from the coordinator's retained ``ctl/clock`` message.
+    """
+
+    def __init__(self, peer: str, scenario: Scenario, broker: Broker, topics: Topics, batch_s: float = BATCH_S):
+        self.peer = peer
+        self.scenario = scenario
+        self.topics = topics
+        self.batch_s = batch_s
+        self.streams = tuple(s for s in scenario.streams if s.source == peer)
+        self.counters = Counters(1.0)
+        self.dedup = Dedup()
+        self.delivered: dict[str, list[np.ndarray]] = {}
+        self.latencies: dict[str, list[np.ndarray]] = {}
+        self.attrs: dict[str, tuple[str, ...]] = {}
+        self.clock_doc: dict | None = None
+        self.clock_changed = asyncio.Event()
+        self.emitted: dict[str, int] = {s.id: 0 for s in self.streams}
+        self.seq = 0
+        self.finished = not self.streams
+        self.connection = Connection(
+            broker,
+            f"tp-{peer}",
+            [topics.downs(peer), topics.control("clock"), topics.control("collect")],
+            self._on_message,
+        )
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(self.connection.run())]
+        tasks += [asyncio.create_task(self._emit(stream.id)) for stream in self.streams]
+        await asyncio.gather(*tasks)
+
+    async def close(self) -> None:
+        await self.connection.close()
+
+    async def _on_message(self, topic: str, payload: bytes, retained: bool) -> None:
+        parts = self.topics.parse(topic)
+        if parts[:2] == ("ctl", "clock"):
+            self.clock_doc = json.loads(payload)
+            self.clock_changed.set()
+        elif parts[:2] == ("ctl", "collect"):
+            doc = {"node": self.peer, "round": json.loads(payload)["round"], "finished": self.finished}
+            doc.update(self.counters.to_json())
+            doc["reconnects"] = self.connection.reconnects
+            self.connection.publish(self.topics.stats(self.peer), json.dumps(doc).encode())
+        elif parts[:1] == ("down",):
+            batch = decode_batch(payload)
+            if not self.dedup.first_time(batch.sender, batch.seq):
+                self.counters.duplicates += 1
+                return
+            arrival = time.time()
+            sub = parts[2]
+            self.counters.count_received("/".join(parts), len(batch), int(batch.wire_bytes.sum()), 0.0)
+            self.delivered.setdefault(sub, []).append(batch.indices.copy())
+            t0, speed = float(self.clock_doc["t0"]), float(self.clock_doc["speed"])
+            self.latencies.setdefault(sub, []).append(arrival - (t0 + batch.times / speed))
+            self.attrs[sub] = tuple(batch.columns)
+
+    async def _emit(self, stream_id: str) -> None:
+        stream = self.scenario.stream(stream_id)
+        topic = self.topics.up(self.peer)
+        header = self.scenario.header_bytes + 8 * len(stream.attribute_names)
+        while True:
+            doc = self.clock_doc
+            if doc is None:
+                self.clock_changed.clear()
+                await self.clock_changed.wait()
+                continue
+            t0, speed, horizon = float(doc["t0"]), float(doc["speed"]), float(doc["horizon"])
+            end = doc["end"]
+            now = (time.time() - t0) * speed
+            limit = min(now, horizon) if end is None else min(now, horizon, float(end))
+            count = workload.tuple_count(stream, limit)
+            start = self.emitted[stream_id]
+            if count > start:
+                times = workload.emission_times(stream, start, count)
+                batch = Batch(
+                    self.peer, 0, int(doc["version"]), -1, ("raw", stream_id), stream_id,
+                    np.arange(start, count, dtype=np.int64), times,
+                    workload.columns(self.scenario, stream_id, start, count),
+                    np.full(count - start, header, dtype=np.int64),
+                )  # fmt: skip
+                self.seq += 1
+                batch.seq = self.seq
+                self.counters.count_sent("/".join(self.topics.parse(topic)))
+                self.connection.publish(topic, encode_batch(batch))
+                self.emitted[stream_id] = count
+            if end is not None and limit >= float(end):
+                # the last tuple before the end time is out: say so once the broker has it
+                await self.connection.flush()
+                self.connection.publish(self.topics.done(self.peer), json.dumps({"stream": stream_id}).encode())
+                if all(self._done(s.id, float(end)) for s in self.streams):
+                    self.finished = True
+                return
+            await asyncio.sleep(self.batch_s)
+
+    def _done(self, stream_id: str, end: float) -> bool:
+        return self.emitted[stream_id] >= workload.tuple_count(self.scenario.stream(stream_id), end)

@@ -1,0 +1,70 @@
+"""The MQTT topic layout of a live emulator (documented in docs/LIVE.md).
+
+Every topic starts with a prefix (default ``streamglobe``) so several emulators can share a broker.  Data
+topics, one per emulated link direction:
+
+* ``<prefix>/up/<thin-peer>``: a source thin-peer's uploads to its super-peer (access link, upward);
+* ``<prefix>/link/<from>/<to>``: one backbone link direction between two super-peers;
+* ``<prefix>/down/<thin-peer>/<subscription>``: a subscription's results, from the thin-peer's super-peer
+  (access link, downward; one topic per subscription so a client can read just its own results).
+
+Control topics (JSON, QoS 1), all under ``<prefix>/ctl/``:
+
+* ``plan`` (retained): the plan version in force and the run-time subscriptions it includes;
+* ``clock`` (retained): the emulated clock (wall time of emulated 0, speed) and the planning horizon;
+* ``request``: requests of the subscription CLI to the coordinator, answered on ``reply/<client id>``;
+* ``stats/<node>``: a node's counters, answering a ``collect`` broadcast;
+* ``alive/<node>`` (retained): ``1`` while a node is connected, its last will ``0`` when it dies;
+* ``done/<thin-peer>``: a source has emitted its last tuple before the end time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_PREFIX = "streamglobe"
+
+
+@dataclass(frozen=True)
+class Topics:
+    prefix: str = DEFAULT_PREFIX
+
+    def up(self, thin_peer: str) -> str:
+        return f"{self.prefix}/up/{thin_peer}"
+
+    def link(self, a: str, b: str) -> str:
+        return f"{self.prefix}/link/{a}/{b}"
+
+    def down(self, thin_peer: str, subscription: str) -> str:
+        return f"{self.prefix}/down/{thin_peer}/{subscription}"
+
+    def downs(self, thin_peer: str) -> str:
+        """The filter matching every delivery topic of ``thin_peer``."""
+        return f"{self.prefix}/down/{thin_peer}/+"
+
+    def into(self, super_peer: str) -> str:
+        """The filter matching every backbone direction ending at ``super_peer``."""
+        return f"{self.prefix}/link/+/{super_peer}"
+
+    def control(self, name: str) -> str:
+        return f"{self.prefix}/ctl/{name}"
+
+    def reply(self, client_id: str) -> str:
+        return f"{self.prefix}/ctl/reply/{client_id}"
+
+    def stats(self, node: str) -> str:
+        return f"{self.prefix}/ctl/stats/{node}"
+
+    def alive(self, node: str) -> str:
+        return f"{self.prefix}/ctl/alive/{node}"
+
+    def done(self, thin_peer: str) -> str:
+        return f"{self.prefix}/ctl/done/{thin_peer}"
+
+    def parse(self, topic: str) -> tuple[str, ...]:
+        """The parts after the prefix: ``("link", a, b)``, ``("up", peer)``, ``("down", peer, sub)``,
+        ``("ctl", name, ...)``; ``()`` for a topic outside this emulator."""
+        head = self.prefix + "/"
+        if not topic.startswith(head):
+            return ()
+        return tuple(topic[len(head) :].split("/"))

@@ -1,0 +1,174 @@
+"""Wire formats of the live mode: tuple batches (binary) and plans / subscriptions (JSON).
+
+A batch message is ``MAGIC``, a 4-byte little-endian header length, a JSON header, then the arrays raw
+(little-endian): tuple indices (int64), emission times (float64, emulated seconds), one float64 column per
+attribute in the header's order, and the emulated wire size of each tuple (int64; SPEC section 3, what the
+traffic counters add up, not the MQTT payload size).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from matcher import parse_condition, parse_query
+from sharing.plan import Decision, Delivery, Epoch, Flow, Plan
+from topologies.errors import EngineError, InputError
+from topologies.model import Scenario, SubscriptionSpec
+
+MAGIC = b"SGB1"
+_LENGTH = struct.Struct("<I")
+
+
+@dataclass
+class Batch:
+    """Tuples of one stream travelling on one channel.
+
+    ``channel`` is ``("raw", stream)``, ``("flow", flow id)`` or ``("delivery", subscription)``;
+    ``version`` is the plan version routing it and ``epoch`` the index of its epoch in that plan (-1 for
+    an upload, which the source's super-peer splits by epoch); ``(sender, seq)`` identifies the message,
+    so a receiver drops the duplicates QoS 1 may bring after a reconnect.
+    """
+
+    sender: str
+    seq: int
+    version: int
+    epoch: int
+    channel: tuple[str, str]
+    stream: str
+    indices: np.ndarray
+    times: np.ndarray
+    columns: dict[str, np.ndarray]
+    wire_bytes: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def take(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.indices[positions], self.times[positions]
+
+
+def encode_batch(batch: Batch) -> bytes:
+    attrs = list(batch.columns)
+    header = json.dumps(
+        {
+            "sender": batch.sender,
+            "seq": batch.seq,
+            "version": batch.version,
+            "epoch": batch.epoch,
+            "channel": list(batch.channel),
+            "stream": batch.stream,
+            "n": len(batch.indices),
+            "attrs": attrs,
+        },
+        separators=(",", ":"),
+    ).encode()
+    parts = [MAGIC, _LENGTH.pack(len(header)), header, np.ascontiguousarray(batch.indices, "<i8").tobytes()]
+    parts.append(np.ascontiguousarray(batch.times, "<f8").tobytes())
+    parts.extend(np.ascontiguousarray(batch.columns[a], "<f8").tobytes() for a in attrs)
+    parts.append(np.ascontiguousarray(batch.wire_bytes, "<i8").tobytes())
+    return b"".join(parts)
+
+
+def decode_batch(payload: bytes) -> Batch:
+    """Raises :class:`EngineError` for a payload that is not a well-formed batch."""
+    if not payload.startswith(MAGIC) or len(payload) < len(MAGIC) + _LENGTH.size:
+        raise EngineError("received a message that is not a tuple batch")
+    (length,) = _LENGTH.unpack_from(payload, len(MAGIC))
+    start = len(MAGIC) + _LENGTH.size
+    try:
+        header = json.loads(payload[start : start + length])
+        n = int(header["n"])
+        attrs = list(header["attrs"])
+        body = memoryview(payload)[start + length :]
+        if len(body) != 8 * n * (3 + len(attrs)):
+            raise ValueError(f"body of {len(body)} bytes for {n} tuples of {len(attrs)} attributes")
+        arrays = [np.frombuffer(body[8 * n * k : 8 * n * (k + 1)], "<f8") for k in range(3 + len(attrs))]
+        return Batch(
+            sender=str(header["sender"]),
+            seq=int(header["seq"]),
+            version=int(header["version"]),
+            epoch=int(header["epoch"]),
+            channel=(str(header["channel"][0]), str(header["channel"][1])),
+            stream=str(header["stream"]),
+            indices=arrays[0].view("<i8"),
+            times=arrays[1],
+            columns=dict(zip(attrs, arrays[2:-1], strict=True)),
+            wire_bytes=arrays[-1].view("<i8"),
+        )
+    except (ValueError, KeyError, IndexError, TypeError) as err:
+        raise EngineError(f"malformed tuple batch: {err}") from err
+
+
+def plan_from_json(doc: dict) -> Plan:
+    """The inverse of :meth:`Plan.to_json` (predicates re-parsed from their canonical text)."""
+    epochs = tuple(
+        Epoch(
+            float(e["start"]),
+            float(e["end"]),
+            tuple(_flow(f) for f in e["flows"]),
+            tuple(
+                Delivery(
+                    d["subscription"], d["peer"], d["home"], d["flow"], parse_condition(d["where"]), tuple(d["attrs"])
+                )
+                for d in e["deliveries"]
+            ),
+        )
+        for e in doc["epochs"]
+    )
+    decisions = tuple(
+        Decision(
+            float(d["time"]),
+            d["event"],
+            d["subscription"],
+            d["summary"],
+            d["reused"],
+            tuple(d["widened"]),
+            tuple(d["narrowed"]),
+            float(d["added_bytes_per_s"]),
+        )
+        for d in doc.get("decisions", ())
+    )
+    return Plan(doc["strategy"], doc["scenario"], epochs, decisions)
+
+
+def _flow(f: dict) -> Flow:
+    trim = tuple((parse_condition(t["where"]), tuple(t["attrs"])) for t in f.get("trim", ()))
+    return Flow(
+        f["id"],
+        f["stream"],
+        f["parent"],
+        f["origin"],
+        tuple(f["path"]),
+        parse_condition(f["where"]),
+        tuple(f["attrs"]),
+        trim,
+    )
+
+
+def subscription_to_json(sub: SubscriptionSpec) -> dict:
+    return {"id": sub.id, "peer": sub.peer, "at": sub.at, "until": sub.until, "query": sub.query.text}
+
+
+def subscription_from_json(scenario: Scenario, doc: dict) -> SubscriptionSpec:
+    """A run-time subscription checked against ``scenario``.
+
+    Raises :class:`InputError` naming the peer, stream or attribute that does not exist, and
+    ``matcher.QueryError`` for a query that does not parse.
+    """
+    query = parse_query(str(doc["query"]))
+    peer = str(doc["peer"])
+    if peer not in {p.id for p in scenario.thin_peers}:
+        raise InputError(f"--peer: unknown thin-peer {peer!r} in scenario {scenario.name}")
+    try:
+        schema = scenario.stream(query.stream).attribute_names
+    except StopIteration:
+        raise InputError(f"query: unknown stream {query.stream!r} in scenario {scenario.name}") from None
+    for name in (*(query.select or ()), *query.where.dims):
+        if name not in schema:
+            raise InputError(f"query: unknown attribute {name!r} of stream {query.stream!r}")
+    until = doc.get("until")
+    return SubscriptionSpec(str(doc["id"]), peer, float(doc["at"]), None if until is None else float(until), query)
