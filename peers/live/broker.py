@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import socket
@@ -41,6 +42,8 @@ def broker_config(directory: str, port: int, password_file: str | None = None, a
         "max_inflight_messages 100",
         "set_tcp_nodelay true",  # without it Nagle + delayed ACKs add ~40 ms per hop
         "log_dest none",
+        # started as root, mosquitto would switch to user "mosquitto", which cannot read our 0600 files
+        f"user {getpass.getuser()}",
     ]
     if password_file:
         lines.append(f"password_file {password_file}")

@@ -181,7 +181,7 @@ def run_client(args: argparse.Namespace) -> int:
                 out=out, info=info, sub_id=args.id,
             )  # fmt: skip
             return 0
-        async with Session(broker, topics, "cli") as session:
+        async with Session(broker, topics, broker.username or "cli") as session:
             if args.command == "unsubscribe":
                 answer = await session.ask({"op": "unsubscribe", "id": args.id})
                 info(f"unsubscribed {answer['id']} at t={answer['until']:.3f}s: {answer['summary']}")

@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
+from network.meter import StrategyRun
 from network.routing import Network
 from peers.live.connection import Broker
 from peers.live.coordinator import Coordinator
@@ -49,6 +50,8 @@ class ServeOptions:
 @dataclass
 class LiveResult:
     report: dict
+    run: StrategyRun  # what crossed the topics, as the receivers counted it
+    scenario: Scenario  # as it ran: the emitted duration and every subscription, run-time ones included
     lost: dict[str, int]  # messages sent but never received, per data topic
     reconnects: int
     max_backlog: dict[str, int]  # per super-peer: most messages waiting in its incoming queue
@@ -135,7 +138,7 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
         "max_backlog": backlog,
         "dead_peers": list(coordinator.dead),
     }
-    return LiveResult(report, lost, reconnects, backlog, list(coordinator.dead))
+    return LiveResult(report, run, final, lost, reconnects, backlog, list(coordinator.dead))
 
 
 def _final_scenario(scenario: Scenario, coordinator: Coordinator, end: float) -> Scenario:
