@@ -1,13 +1,32 @@
 """Cost-based choice between the shared-filtering engines of one input stream.
 
 A super-peer keeps one matcher per incoming stream.  Which engine is cheapest depends on the workload:
-the R-tree/box evaluator (:class:`MultiMatcher`) likes few tight boxes, the CACQ grouped filter and the
-ASC engine like many subscriptions over small domains with early drops.  :class:`AdaptiveMultiMatcher`
-measures, on probe slices of the live input, each engine's seconds per tuple, runs the cheapest on
-everything else, and re-probes every ``period`` tuples so that a drifting workload can change the
-choice.  Engines measured much slower than the current choice are re-probed less often (back-off up to
-``max_backoff`` periods) so that probing a slow engine does not eat the gain.  Every engine returns
-exactly the same bool matrix, so switching never changes a result.
+the region-bitmap evaluator (:class:`MultiMatcher`) pays the same for every tuple, the CACQ grouped
+filter and the ASC engine pay per attribute probed and win when most tuples are dropped early.
+:class:`AdaptiveMultiMatcher` estimates each engine's seconds per tuple and runs the cheapest.
+
+The estimate is a two-term cost model per engine, ``seconds(call of n tuples) = per_call + n * per_tuple``,
+fitted on **probes**: disjoint slices of the live input of two sizes (``sample // 4`` and ``sample``
+rows), each engine's slices interleaved with the others', repeated ``repeats`` times and reduced by the
+minimum (interference only ever adds CPU time: cache misses, a parallel kernel's threads spinning).
+Probes are timed in process CPU time, not wall time: on a shared machine a short slice usually
+runs inside one scheduler quantum while a long one is preempted, so wall-clock probes are biased by the
+load (measured: 1.4 ms for 1,024 tuples, 24 ms for 4,096 under a load of 7 on 2 cores), whereas CPU time
+is what the engine itself consumes.  The fitted model predicts the cost at the size of the live
+batches, so short probe slices do not favour the engine with the lowest per-call overhead.  Probing never
+pays for a whole batch on a slow engine: a probed slice is part of the output (every engine returns
+exactly the same bool matrix), so a probe costs only the *difference* between the probed engine and the
+chosen one on a few thousand rows, and an engine more than ``eliminate`` times slower than the best after
+the first round is dropped from the remaining rounds.
+
+Re-probing is driven by statistics that are exact and noise-free: the fraction of tuples dropped (no
+label satisfied), which decides how much the early-drop engines save, and the chosen engine's own
+evaluations per tuple (grouped filters or ASCs, the papers' cost unit) when it counts them.  A re-probe
+starts when either moved by ``drift`` (relative; absolute for the drop ratio) against its value at the
+last choice, or after ``period`` tuples, a period that doubles each time a re-probe confirms the choice
+(up to ``max_backoff`` times), so probing is amortised over long stable streams.  The engine switches only
+when a challenger is predicted at least ``margin`` cheaper (hysteresis: no flapping between near-equal
+engines).
 """
 
 from __future__ import annotations
@@ -23,7 +42,8 @@ from matcher.multi import MultiMatcher
 from matcher.predicate import Box, Predicate, interval
 
 ENGINES = ("multi", "grouped", "asc")
-SWITCH_MARGIN = 0.05  # a challenger must be this much cheaper to replace the current engine (no flapping)
+WARM_ROWS = 8  # an untimed first call per engine loads compiled kernels before anything is timed
+STATISTICS_WINDOW = 16_384  # tuples over which the drift statistics are averaged before they are compared
 
 
 def _make(name: str, labelled: Sequence[tuple[str, Predicate]]):
@@ -31,14 +51,16 @@ def _make(name: str, labelled: Sequence[tuple[str, Predicate]]):
         return MultiMatcher(labelled)
     if name == "grouped":
         return GroupedFilter(labelled)
-    return ASCMatcher(labelled, ordering="hybrid")
+    return ASCMatcher(labelled, ordering="macro")
 
 
 class AdaptiveMultiMatcher:
-    """The MultiMatcher interface over the engine its measured statistics say is cheapest.
+    """The MultiMatcher interface over the engine the fitted cost model predicts cheapest.
 
-    ``choice`` is the engine in use, ``history`` the ``(tuples seen, engine)`` switches, ``cost`` the last
-    measured seconds per tuple of each engine.  Raises ValueError for an unknown engine name.
+    ``choice`` is the engine in use, ``history`` the ``(tuples seen, engine)`` choices, ``cost`` the last
+    predicted seconds per tuple of each probed engine at the live batch size, ``probed_tuples`` the rows
+    matched by a probe on an engine other than the final choice of that probe (the probing overhead).
+    Raises ValueError for an unknown engine name or non-positive settings.
     """
 
     def __init__(
@@ -46,76 +68,184 @@ class AdaptiveMultiMatcher:
         labelled: Sequence[tuple[str, Predicate]],
         *,
         engines: Sequence[str] = ENGINES,
-        period: int = 100_000,
-        probe: int = 2_048,
+        sample: int = 1_024,
+        repeats: int = 3,
+        period: int = 250_000,
         max_backoff: int = 8,
+        drift: float = 0.15,
+        margin: float = 0.05,
+        eliminate: float = 2.0,
     ):
         unknown = [e for e in engines if e not in ENGINES]
         if unknown or not engines:
             raise ValueError(f"engines {list(engines)}: expected names from {', '.join(ENGINES)}")
-        self._setup(tuple(labelled), tuple(engines), period, probe, max_backoff)
+        if sample < 4 * WARM_ROWS or min(repeats, period, max_backoff) <= 0:
+            raise ValueError(
+                f"sample {sample}, repeats {repeats}, period {period}, max_backoff {max_backoff}:"
+                f" sample must be at least {4 * WARM_ROWS}, the others positive"
+            )
+        settings = (int(sample), int(repeats), int(period), int(max_backoff), float(drift), float(margin), eliminate)
+        self._setup(tuple(labelled), tuple(engines), settings)
 
-    def _setup(self, labelled, engines, period, probe, max_backoff) -> None:
+    def _setup(self, labelled, engines, settings) -> None:
         self._labelled = labelled
         self.labels = tuple(label for label, _ in labelled)
         self.engines = {name: _make(name, labelled) for name in engines}
-        self.period, self.probe, self.max_backoff = int(period), int(probe), int(max_backoff)
+        self._settings = settings
+        self.sample, self.repeats, self.period, self.max_backoff, self.drift, self.margin, self.eliminate = settings
         self.cost: dict[str, float] = {}
         self.choice = engines[0]
         self.history: list[tuple[int, str]] = []
-        self.tuples_seen = 0
-        self._due = dict.fromkeys(engines, 0)  # tuples_seen at which each engine is next probed
-        self._skips = dict.fromkeys(engines, 1)
+        self.tuples_seen = self.probed_tuples = self.probes = 0
+        self._warm = False
+        self._rounds_left = 0
+        self._tasks: list[tuple[str, int]] = []  # probe slices still to run: (engine, rows)
+        self._timings: dict[str, dict[int, list[float]]] = {}
+        self._batch = self.sample  # size of the live batches, for the cost prediction
+        self._next_probe = 0
+        self._backoff = 1
+        self._reference: tuple[float, float] | None = None  # (drop ratio, evaluations/tuple) at the last choice
+        self._window = [0, 0, 0]  # tuples, dropped, evaluations of the chosen engine since the last check
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         arrays = ConjunctTable.of(self._labelled).to_arrays()
-        arrays["adaptive_settings"] = np.array(
-            [",".join(self.engines), self.period, self.probe, self.max_backoff, self.choice], dtype=object
-        )
+        arrays["adaptive_engines"] = np.array(list(self.engines), dtype=object)
+        arrays["adaptive_settings"] = np.array([*self._settings, self.choice], dtype=object)
         return arrays
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> AdaptiveMultiMatcher:
+        """Rebuild from :meth:`to_arrays` (learned costs are not carried: the copy probes afresh)."""
         table = ConjunctTable.from_arrays(arrays)
-        engines, period, probe, max_backoff, choice = arrays["adaptive_settings"]
+        *settings, choice = arrays["adaptive_settings"]
         self = cls.__new__(cls)
-        self._setup(_labelled(table), tuple(str(engines).split(",")), period, probe, max_backoff)
+        self._setup(_labelled(table), tuple(str(e) for e in arrays["adaptive_engines"]), tuple(settings))
         self.choice = str(choice)
         return self
 
+    # -- matching ---------------------------------------------------------------------------------------
     def match(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
         n = row_count(columns)
         out = np.zeros((n, len(self.labels)), dtype=bool)
+        if n == 0:
+            return out
+        self._batch = n
+        if not self._warm:
+            # load compiled kernels and caches outside any timing (the rows are matched again below)
+            self._warm = True
+            for engine in self.engines.values():
+                engine.match(_slice(columns, 0, min(n, WARM_ROWS)))
+        if not self._tasks and self.tuples_seen >= self._next_probe:
+            self._start_probe()
         start = 0
-        while start < n:
-            due = [e for e in self.engines if self._due[e] <= self.tuples_seen]
-            if due:
-                stop = min(n, start + self.probe)
-                out[start:stop] = self._probe(due, _slice(columns, start, stop), stop - start)
-            else:
-                stop = min(n, start + min(self._due.values()) - self.tuples_seen)
-                out[start:stop] = self.engines[self.choice].match(_slice(columns, start, stop))
-            self.tuples_seen += stop - start
+        while self._tasks and start < n:
+            name, rows = self._tasks[0]
+            stop = min(n, start + rows)
+            out[start:stop] = self._timed(name, _slice(columns, start, stop), stop - start, probe=True)
+            self._tasks[0] = (name, rows - (stop - start))
+            if self._tasks[0][1] == 0:
+                self._tasks.pop(0)
+                if not self._tasks and self._round_done():
+                    self._decide()
             start = stop
+        if start < n:
+            rest = _slice(columns, start, n) if start else columns
+            out[start:] = self._timed(self.choice, rest, n - start, probe=False)
+        self.tuples_seen += n
+        self._watch(out)
         return out
 
-    def _probe(self, due: list[str], columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
-        result = None
-        for name in due:
-            began = time.perf_counter()
-            result = self.engines[name].match(columns)
-            self.cost[name] = (time.perf_counter() - began) / max(n, 1)
-        best = min(self.cost, key=lambda e: (self.cost[e], e))
-        current = self.cost.get(self.choice, np.inf)
-        if not self.history or (best != self.choice and self.cost[best] < (1 - SWITCH_MARGIN) * current):
-            self.history.append((self.tuples_seen, best))
-            self.choice = best
-        for name in due:
-            # a slow engine is probed less often: its probes cost ratio x the chosen engine's time
-            ratio = self.cost[name] / max(self.cost[self.choice], 1e-12)
-            self._skips[name] = 1 if ratio < 1.5 else min(self.max_backoff, self._skips[name] * 2)
-            self._due[name] = self.tuples_seen + n + self.period * self._skips[name]
+    def _timed(self, name: str, columns: Mapping[str, np.ndarray], n: int, *, probe: bool) -> np.ndarray:
+        engine = self.engines[name]
+        if not probe:
+            return engine.match(columns)
+        began = time.process_time()
+        result = engine.match(columns)
+        self._timings[name].setdefault(n, []).append(time.process_time() - began)
+        self.probed_tuples += n
         return result
+
+    # -- probing ----------------------------------------------------------------------------------------
+    def _start_probe(self, names: Sequence[str] | None = None, first: bool = True) -> None:
+        names = list(self.engines if names is None else names)
+        if first:
+            self.probes += 1
+            self._timings = {name: {} for name in names}
+            self._rounds_left = self.repeats
+        small = max(WARM_ROWS, self.sample // 4)
+        # rotate the engine order each round so that no engine always runs right after another
+        shift = (self.repeats - self._rounds_left) % len(names)
+        names = names[shift:] + names[:shift]
+        self._tasks = [(name, size) for size in (small, self.sample) for name in names]
+        self._rounds_left -= 1
+
+    def _round_done(self) -> bool:
+        """After a full round: continue with the engines still in contention, or report done."""
+        if self._rounds_left == 0:
+            return True
+        predicted = self._predict()
+        best = min(predicted.values())
+        contenders = [name for name in self._timings if predicted[name] <= max(self.eliminate, 1.0) * best]
+        if len(contenders) == 1:
+            return True
+        self._start_probe(contenders, first=False)
+        return False
+
+    def _predict(self) -> dict[str, float]:
+        """Seconds per tuple at the live batch size, from the least probe CPU time per size of each engine."""
+        predicted = {}
+        for name, by_size in self._timings.items():
+            sizes = sorted(by_size)
+            medians = [min(by_size[s]) for s in sizes]
+            if len(sizes) >= 2 and sizes[-1] > sizes[0]:
+                per_tuple = max((medians[-1] - medians[0]) / (sizes[-1] - sizes[0]), 0.0)
+                per_call = max(medians[0] - sizes[0] * per_tuple, 0.0)
+            else:
+                per_tuple, per_call = medians[-1] / sizes[-1], 0.0
+            predicted[name] = per_tuple + per_call / max(self._batch, 1)
+        return predicted
+
+    def _decide(self) -> None:
+        self._tasks = []
+        predicted = self._predict()
+        # engines eliminated after an early round keep their (higher) prediction from that round
+        self.cost.update(predicted)
+        best = min(predicted, key=lambda e: (predicted[e], e))
+        current = self.cost.get(self.choice, np.inf) if self.history else np.inf
+        if not self.history or (best != self.choice and predicted[best] < (1 - self.margin) * current):
+            self.choice = best
+            self.history.append((self.tuples_seen, best))
+            self._backoff = 1
+        else:
+            self._backoff = min(self.max_backoff, self._backoff * 2)
+        self.probed_tuples -= sum(len(v) * s for s, v in self._timings.get(self.choice, {}).items())
+        self._next_probe = self.tuples_seen + self.period * self._backoff
+        self._reference = None
+        self._window = [0, 0, 0]
+
+    # -- drift ------------------------------------------------------------------------------------------
+    def _watch(self, out: np.ndarray) -> None:
+        """Accumulate the exact statistics of the chosen engine; start a re-probe when they drifted."""
+        if self._tasks:
+            return
+        engine = self.engines[self.choice]
+        evaluations = getattr(engine, "evaluations", 0)
+        window = self._window
+        if window[0] == 0:
+            window[2] = -evaluations
+        window[0] += len(out)
+        window[1] += int((~out.any(axis=1)).sum())
+        if window[0] < STATISTICS_WINDOW:
+            return
+        now = (window[1] / window[0], (evaluations + window[2]) / window[0])
+        self._window = [0, 0, 0]
+        if self._reference is None:
+            self._reference = now
+            return
+        drop_moved = abs(now[0] - self._reference[0]) >= self.drift
+        cost_moved = self._reference[1] > 0 and abs(now[1] / self._reference[1] - 1) >= self.drift
+        if drop_moved or cost_moved:
+            self._next_probe = self.tuples_seen
 
 
 def _slice(columns: Mapping[str, np.ndarray], start: int, stop: int) -> dict[str, np.ndarray]:

@@ -1,4 +1,4 @@
-"""Cost-based choice: every engine returns the same sets on random workloads and drifting data."""
+"""Cost-based choice: every engine returns the same sets; probing, hysteresis and drift re-probes."""
 
 import numpy as np
 import pytest
@@ -21,7 +21,7 @@ def test_all_engines_agree_on_drifting_data(labelled, seed):
         GroupedFilter(labelled),
         ASCMatcher(labelled, ordering="hybrid", period=40, sample=30),
         ASCMatcher(labelled, ordering="macro", period=40, sample=30, threshold=0.2),
-        AdaptiveMultiMatcher(labelled, period=50, probe=16),
+        AdaptiveMultiMatcher(labelled, sample=32, repeats=2, period=50),
     ]
     for phase in range(4):
         # the distribution drifts: low values, then high, then wide, then boundary values only
@@ -34,18 +34,70 @@ def test_all_engines_agree_on_drifting_data(labelled, seed):
             assert np.array_equal(engine.match(columns), expected), type(engine).__name__
 
 
+def threshold_workload(n_labels=5):
+    return [(f"q{i}", Predicate([Box({"a": Interval.above(float(i))})])) for i in range(n_labels)]
+
+
+def test_probe_slices_are_part_of_the_output_and_span_batches():
+    labelled = threshold_workload()
+    engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=2, period=10**6, eliminate=10**9)
+    columns = {"a": np.arange(1_000, dtype=float) % 7}
+    expected = reference_a(labelled, columns)
+    # 3 engines x 2 rounds x (16 + 64) rows = 480 probed rows, spread over batches of 50
+    out = np.concatenate([engine.match({"a": columns["a"][s : s + 50]}) for s in range(0, 1_000, 50)])
+    assert np.array_equal(out, expected)
+    assert engine.probes == 1 and len(engine.history) == 1 and engine.history[0][0] == 450
+    assert set(engine.cost) == {"multi", "grouped", "asc"}
+    assert engine.choice == min(engine.cost, key=lambda e: (engine.cost[e], e))
+    # probed rows of the two engines not chosen: 2 rounds x 80 rows each
+    assert engine.probed_tuples == 2 * 2 * 80
+
+
+def reference_a(labelled, columns):
+    return np.stack([np.array([p.evaluate({"a": float(v)}) for v in columns["a"]]) for _, p in labelled], axis=1)
+
+
+def test_slow_engines_are_dropped_after_the_first_round():
+    labelled = threshold_workload()
+    engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=3, period=10**6, eliminate=1e-9)
+    engine.match({"a": np.arange(2_000, dtype=float) % 7})
+    # with a factor of 1 only the best survives the first round: one round of two slices per engine
+    assert [sum(len(v) for v in engine._timings[e].values()) for e in engine.engines] == [2, 2, 2]
+    assert engine.probed_tuples == 2 * (16 + 64)
+
+
+def test_drift_of_the_drop_ratio_triggers_a_reprobe_and_the_period_backs_off():
+    labelled = threshold_workload()
+    engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1, period=40_000, drift=0.3)
+    batch = 4_096
+    matching = {"a": np.full(batch, 10.0)}  # every tuple satisfies every label: nothing dropped
+    dropped = {"a": np.full(batch, -1.0)}  # no label satisfied: everything dropped
+    for _ in range(11):
+        engine.match(matching)
+    assert engine.probes == 2  # the first probe, then the scheduled one after 40,000 tuples
+    for _ in range(3):
+        engine.match(matching)  # with the re-probe's batch, one statistics window: the reference drop ratio 0
+    for _ in range(4):
+        engine.match(dropped)
+    assert engine.probes == 2
+    engine.match(dropped)
+    # the drop ratio moved from 0 to 1 >= drift: re-probed at 73,728 tuples, before either period ends
+    assert engine.probes == 3 and engine.tuples_seen == 19 * batch
+
+
 def test_choice_is_recorded_and_rebuilt_from_arrays():
-    labelled = [(f"q{i}", Predicate([Box({"a": Interval.above(float(i))})])) for i in range(5)]
-    engine = AdaptiveMultiMatcher(labelled, period=100, probe=10)
+    labelled = threshold_workload()
+    engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1)
     columns = {"a": np.arange(300, dtype=float) % 7}
     engine.match(columns)
     assert engine.history and engine.history[0][0] == 0
-    assert set(engine.cost) == {"multi", "grouped", "asc"}
     copy = AdaptiveMultiMatcher.from_arrays(engine.to_arrays())
-    assert copy.choice == engine.choice and copy.labels == engine.labels
+    assert copy.choice == engine.choice and copy.labels == engine.labels and copy.sample == 64
     assert np.array_equal(copy.match(columns), engine.match(columns))
 
 
-def test_unknown_engine_is_rejected():
+def test_bad_settings_are_rejected():
     with pytest.raises(ValueError, match="engines"):
         AdaptiveMultiMatcher([], engines=("rtree",))
+    with pytest.raises(ValueError, match="sample 8"):
+        AdaptiveMultiMatcher([], sample=8)
