@@ -132,16 +132,15 @@ class Connection:
 
     async def run(self) -> None:
         backoff = 0.05
-        first = True
         while not self._closing:
             try:
                 await self._session()
             except aiomqtt.MqttError as err:
                 if self._closing:
                     break
-                self.connected.clear()
-                if not first:
+                if self.connected.is_set():
                     self.reconnects += 1
+                self.connected.clear()
                 _log.info("%s: broker unreachable (%s), retrying in %.2f s", self.client_id, err, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
@@ -159,7 +158,7 @@ class Connection:
             identifier=self.client_id,
             clean_session=not self.persistent,
             will=will,
-            keepalive=5,
+            keepalive=30,  # generous: a node busy installing a large epoch must not look dead
             timeout=10,
             # paho leaves Nagle on: a small publish would wait for the broker's delayed ACK (~40 ms a hop)
             socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),

@@ -26,7 +26,7 @@ from peers.live.topics import Topics
 from peers.live.wire import subscription_from_json
 from sharing import make_plan
 from sharing.plan import Plan
-from topologies.errors import EmulatorError, InputError
+from topologies.errors import EmulatorError, EngineError, InputError
 from topologies.model import Scenario, SubscriptionSpec
 
 TICK_S = 0.1  # wall seconds between horizon updates
@@ -51,7 +51,8 @@ class Coordinator:
         self.book = book
         self.network = Network.of(scenario)
         self.end = end
-        self.t0 = time.time() + 0.5  # a moment for every node to connect before emulated time 0
+        self.t0 = float("inf")  # emulated time 0 is set once every super-peer is connected (see run)
+        self.alive: set[str] = set()
         self.horizon = 0.0
         self.subscriptions: tuple[SubscriptionSpec, ...] = scenario.subscriptions
         self.runtime_ids: list[str] = []
@@ -70,11 +71,13 @@ class Coordinator:
             self._on_message,
         )
         self._replan(0)
+        # replaces a previous run's retained clock: nobody emits before this run's clock starts
+        self.connection.publish(self.topics.control("clock"), json.dumps({"t0": None}).encode(), retain=True)
 
     # ---- clock and plan ---------------------------------------------------------------------------------
 
     def now(self) -> float:
-        return (time.time() - self.t0) * self.speed
+        return (time.time() - self.t0) * self.speed if self.t0 != float("inf") else -float("inf")
 
     def _replan(self, version: int) -> Plan:
         scenario = replace(self.scenario, subscriptions=self.subscriptions)
@@ -89,10 +92,19 @@ class Coordinator:
         doc = {"t0": self.t0, "speed": self.speed, "version": self.version, "horizon": self.horizon, "end": self.end}
         self.connection.publish(self.topics.control("clock"), json.dumps(doc).encode(), retain=True)
 
-    async def run(self) -> None:
-        self._publish_clock()
+    async def run(self, timeout: float = 60.0) -> None:
+        """Start the clock once every super-peer is subscribed (nothing published before is lost), then
+        advance the horizon.  Raises :class:`EngineError` when some super-peer never comes up."""
         connection = asyncio.create_task(self.connection.run())
         try:
+            deadline = time.monotonic() + timeout
+            while not self.alive.issuperset(self.scenario.super_peers):
+                if time.monotonic() > deadline:
+                    missing = sorted(set(self.scenario.super_peers) - self.alive)
+                    raise EngineError(f"super-peer {missing[0]} did not connect within {timeout:g} s")
+                await asyncio.sleep(0.02)
+            self.t0 = time.time() + 0.2
+            self._publish_clock()
             while True:
                 await asyncio.sleep(TICK_S)
                 self._publish_clock()
@@ -172,8 +184,13 @@ class Coordinator:
             doc = json.loads(payload)
             self.stats[doc["node"]] = doc
         elif parts[:2] == ("ctl", "alive"):
+            # the broker also sends last wills when it shuts down: a node that comes back is alive again
             if payload == b"0" and parts[2] not in self.dead:
                 self.dead.append(parts[2])
+            elif payload == b"1":
+                self.alive.add(parts[2])
+                if parts[2] in self.dead:
+                    self.dead.remove(parts[2])
         elif parts[:2] == ("ctl", "request"):
             request = json.loads(payload)
             self.connection.publish(self.topics.reply(request["reply_to"]), json.dumps(self._answer(request)).encode())

@@ -89,7 +89,8 @@ class SuperPeerService:
                 self._route(batch)
         elif name == "clock":
             doc = json.loads(payload)
-            self.clock = Clock(float(doc["t0"]), float(doc["speed"]))
+            if doc.get("t0") is not None:
+                self.clock = Clock(float(doc["t0"]), float(doc["speed"]))
         elif name == "collect":
             self.connection.publish(self.topics.stats(self.node), self.stats(json.loads(payload)["round"]))
 

@@ -90,7 +90,7 @@ class ThinPeerService:
         header = self.scenario.header_bytes + 8 * len(stream.attribute_names)
         while True:
             doc = self.clock_doc
-            if doc is None:
+            if doc is None or doc.get("t0") is None:
                 self.clock_changed.clear()
                 await self.clock_changed.wait()
                 continue
