@@ -192,7 +192,8 @@ def run_client(args: argparse.Namespace) -> int:
                 for sub in answer["subscriptions"] if not args.json else ():
                     until = "" if sub["until"] is None else f" until {sub['until']:g}"
                     out(f"{sub['id']} at {sub['peer']} from {sub['at']:g}{until}: {sub['query']}")
-                    out(describe_decision({**sub, "at": sub["at"]}).split("\n", 1)[-1] if sub["operators"] else "")
+                    if sub["operators"]:
+                        out(describe_decision(sub).split("\n", 1)[-1])
             else:
                 answer = await session.ask({"op": "traffic"})
                 if args.json:

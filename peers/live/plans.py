@@ -21,7 +21,7 @@ import numpy as np
 from peers.live.wire import plan_from_json, subscription_from_json, subscription_to_json
 from peers.superpeer import FlowOperator, install
 from sharing.plan import Plan
-from topologies.model import Scenario, SubscriptionSpec
+from topologies.model import Scenario
 
 _INSTALLED_EPOCHS = 256  # epochs whose operators stay installed (LRU); batches rarely straddle more
 
@@ -103,7 +103,3 @@ class Clock:
 
     def wall(self, emulated: float) -> float:
         return self.t0 + emulated / self.speed
-
-
-def with_subscriptions(scenario: Scenario, subscriptions: tuple[SubscriptionSpec, ...]) -> Scenario:
-    return replace(scenario, subscriptions=subscriptions)
