@@ -144,13 +144,16 @@ def _add_live_parsers(sub) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from matcher import QueryError
-    from topologies.errors import InputError
+    from topologies.errors import EngineError, InputError
 
     try:
         return args.func(args)
     except (InputError, QueryError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except EngineError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

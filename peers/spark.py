@@ -99,7 +99,7 @@ def run_spark(
     installed, works, units = _prepare(scenario, plan)
     session = spark_session(master)
     job = Job(scenario, works, tuple(units))
-    records, link_totals, delivery_totals = _execute(session, scenario, job)
+    records, link_totals, delivery_totals = _execute(session, job)
     replays = {k: _replays(installed[k], works[k], records) for k in installed}
     number = {id(epoch): k for k, epoch in enumerate(plan.epochs)}
 
@@ -139,9 +139,13 @@ def _prepare(scenario: Scenario, plan: Plan) -> tuple[dict[int, dict], dict[int,
     return installed, works, units
 
 
-def _execute(session, scenario: Scenario, job: Job):
+def _execute(session, job: Job):
     """Run the job on Spark: the records sorted by (channel, tuple), and Spark's aggregates per link
-    direction ``{(from, to): (tuples, bytes)}`` and per subscription ``{sub: (tuples, bytes)}``."""
+    direction ``{(from, to): (tuples, bytes)}`` and per subscription ``{sub: (tuples, bytes)}``.
+
+    Two actions over the persisted records: one aggregation (joined with which links and subscriptions each
+    channel feeds) and one collection of the records for the driver's replay.
+    """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -150,7 +154,6 @@ def _execute(session, scenario: Scenario, job: Job):
         return empty, {}, {}
     sc = session.sparkContext
     broadcast = sc.broadcast(job)
-    link_rows, sub_rows = _channel_tables(scenario, job)
     records = None
     try:
         partitions = max(1, min(len(job.units), sc.defaultParallelism * PARTITIONS_PER_CORE))
@@ -159,9 +162,13 @@ def _execute(session, scenario: Scenario, job: Job):
             .mapInArrow(run_units(broadcast, f"{os.getpid()}-{next(_job_numbers)}"), RECORD_SCHEMA)
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
-        per_channel = records.groupBy("channel").agg(F.count("*").alias("tuples"), F.sum("wire").alias("bytes"))
-        link_totals = _totals(session, per_channel, link_rows, "channel int, src string, dst string", ["src", "dst"])
-        delivery_totals = _totals(session, per_channel, sub_rows, "channel int, subscription string", ["subscription"])
+        feeds = session.createDataFrame(_channel_feeds(job), "channel int, kind string, name string, peer string")
+        summed = (
+            records.join(F.broadcast(feeds), "channel")
+            .groupBy("kind", "name", "peer")
+            .agg(F.count("*").alias("tuples"), F.sum("wire").alias("bytes"))
+            .collect()
+        )
         table = records.toArrow()
     except Exception as err:
         message = str(err).strip().splitlines()
@@ -170,6 +177,8 @@ def _execute(session, scenario: Scenario, job: Job):
         if records is not None:
             records.unpersist()
         broadcast.destroy()
+    link_totals = {(r.name, r.peer): (r.tuples, r.bytes) for r in summed if r.kind == "link"}
+    delivery_totals = {r.name: (r.tuples, r.bytes) for r in summed if r.kind == "subscription"}
     channel = table.column("channel").to_numpy()
     tuples = table.column("tuple").to_numpy()
     wire = table.column("wire").to_numpy().astype(np.int64)
@@ -177,31 +186,20 @@ def _execute(session, scenario: Scenario, job: Job):
     return (channel[order], tuples[order], wire[order]), link_totals, delivery_totals
 
 
-def _totals(session, per_channel, rows: list[tuple], schema: str, keys: list[str]) -> dict:
-    from pyspark.sql import functions as F
-
-    if not rows:
-        return {}
-    mapping = session.createDataFrame(rows, schema)
-    grouped = per_channel.join(mapping, "channel").groupBy(*keys)
-    summed = grouped.agg(F.sum("tuples").alias("tuples"), F.sum("bytes").alias("bytes")).collect()
-    return {tuple(row[k] for k in keys) if len(keys) > 1 else row[keys[0]]: (row.tuples, row.bytes) for row in summed}
-
-
-def _channel_tables(scenario: Scenario, job: Job) -> tuple[list[tuple], list[tuple]]:
-    """Which link directions each channel crosses, and which subscription each delivery channel feeds."""
-    links, subscriptions = [], []
+def _channel_feeds(job: Job) -> list[tuple[int, str, str, str]]:
+    """What each channel's tuples count towards: ``(channel, "link", from, to)`` for every link direction
+    it crosses (a delivery crosses its access link) and ``(channel, "subscription", id, "")``."""
+    feeds = []
     for k in sorted(job.epochs):
         work = job.epochs[k]
         for key, channel in work.channel_ids.items():
             if key in work.deliveries:
                 subscription, home, peer = work.deliveries[key]
-                links.append((channel, home, peer))
-                subscriptions.append((channel, subscription))
+                feeds.append((channel, "link", home, peer))
+                feeds.append((channel, "subscription", subscription, ""))
             else:
-                path = work.paths[key]
-                links.extend((channel, a, b) for a, b in pairwise(path))
-    return links, subscriptions
+                feeds.extend((channel, "link", a, b) for a, b in pairwise(work.paths[key]))
+    return feeds
 
 
 def _replays(operators: Mapping, work: EpochWork, records) -> dict:

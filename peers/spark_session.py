@@ -27,7 +27,9 @@ _STANDALONE_MASTER = re.compile(r"spark://([A-Za-z0-9.\-]+):([0-9]{1,5})")
 
 # Spark's own log4j2 defaults print INFO lines on startup; this keeps the console to errors only.  The
 # explicit org.apache.spark logger matters: a shell-launched driver announces "Setting default log level"
-# whenever its logger's level differs from the root's.
+# whenever its logger's level differs from the root's.  CodeGenerator is silenced because a plan too large
+# to compile (e.g. a hundred OR-of-AND filters) logs a page-long ERROR and then, by design
+# (spark.sql.codegen.fallback), runs interpreted; the query still succeeds.
 _LOG4J2 = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
@@ -40,6 +42,8 @@ logger.spark.name = org.apache.spark
 logger.spark.level = error
 logger.hadoop.name = org.apache.hadoop
 logger.hadoop.level = error
+logger.codegen.name = org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator
+logger.codegen.level = off
 """
 
 _session = None
@@ -100,8 +104,8 @@ def spark_session(master: str | None = None):
     master = parse_master(master)
     if _session is not None and _session_master == master:
         return _session
-    stop_session()
     _check_reachable(master)
+    stop_session()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     log_option = f"-Dlog4j2.configurationFile=file:{_log_config_path()}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -138,27 +139,29 @@ def run_units(broadcast, job_id: str) -> Callable[[Iterator[pa.RecordBatch]], It
     """The ``mapInArrow`` function over batches of unit numbers (column ``id``) of the job ``broadcast``
     (``job_id`` names it uniquely, for the workers' cache): records of :data:`RECORD_SCHEMA`, one row per
     tuple per channel it reaches."""
+    # a partial of a module-level function pickles by reference, so the worker's module globals (the
+    # cache of rebuilt operators) outlive a task; a closure would carry its own copy of them
+    return partial(_process_units, broadcast, job_id)
 
-    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        job: Job = broadcast.value
-        for batch in batches:
-            for unit_number in batch.column("id").to_numpy():
-                unit = job.units[int(unit_number)]
-                work = job.epochs[unit.epoch]
-                operators = _rebuilt.operators(job_id, job, unit.epoch)
-                parts = [
-                    (work.channel_ids[target], indices, wire)
-                    for target, indices, wire in carry(job.scenario, operators, work.paths, unit)
-                    if len(indices)
-                ]
-                if parts:
-                    yield pa.RecordBatch.from_arrays(
-                        [
-                            pa.array(np.concatenate([np.full(len(i), c, np.int32) for c, i, _ in parts])),
-                            pa.array(np.concatenate([i for _, i, _ in parts])),
-                            pa.array(np.concatenate([w for _, _, w in parts]).astype(np.int32)),
-                        ],
-                        schema=_ARROW_SCHEMA,
-                    )
 
-    return task
+def _process_units(broadcast, job_id: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    job: Job = broadcast.value
+    for batch in batches:
+        for unit_number in batch.column("id").to_numpy():
+            unit = job.units[int(unit_number)]
+            work = job.epochs[unit.epoch]
+            operators = _rebuilt.operators(job_id, job, unit.epoch)
+            parts = [
+                (work.channel_ids[target], indices, wire)
+                for target, indices, wire in carry(job.scenario, operators, work.paths, unit)
+                if len(indices)
+            ]
+            if parts:
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array(np.concatenate([np.full(len(i), c, np.int32) for c, i, _ in parts])),
+                        pa.array(np.concatenate([i for _, i, _ in parts])),
+                        pa.array(np.concatenate([w for _, _, w in parts]).astype(np.int32)),
+                    ],
+                    schema=_ARROW_SCHEMA,
+                )
