@@ -143,15 +143,16 @@ def _evaluate_operator(broadcast, job_id: str, batches):
 
 
 def _catalyst(frame, predicates):
+    """Per flow ``(kept, sum of ids)`` in Spark SQL: each tuple is sent to the flows whose condition it
+    satisfies (an array of labels, exploded), then counted per flow.  Of the formulations tried (one
+    aggregate per flow; a union of per-flow filters; this one), this was the fastest on local[2]."""
     from pyspark.sql import functions as F
 
-    matched = frame.select("id", *[sql_condition(p).alias(f"m{j}") for j, p in enumerate(predicates)])
-    aggregates = []
-    for j in range(len(predicates)):
-        aggregates.append(F.count(F.when(F.col(f"m{j}"), 1)).alias(f"k{j}"))
-        aggregates.append(F.coalesce(F.sum(F.when(F.col(f"m{j}"), F.col("id"))), F.lit(0)).alias(f"c{j}"))
-    row = matched.agg(*aggregates).collect()[0]
-    return {j: (row[f"k{j}"], row[f"c{j}"]) for j in range(len(predicates))}
+    labels = F.array(*[F.when(sql_condition(p), F.lit(j)) for j, p in enumerate(predicates)])
+    routed = frame.select("id", F.explode(labels).alias("flow")).where(F.col("flow").isNotNull())
+    rows = routed.groupBy("flow").agg(F.count("*").alias("kept"), F.sum("id").alias("checksum")).collect()
+    found = {r["flow"]: (r["kept"], r["checksum"]) for r in rows}
+    return {j: found.get(j, (0, 0)) for j in range(len(predicates))}
 
 
 def _best_time(run, repeat: int):
@@ -176,6 +177,7 @@ def main(args: argparse.Namespace) -> int:
     operator = super_peer_operator(predicates)
     session = spark_session(args.master)
     sc = session.sparkContext
+    previous_batch = session.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(args.batch))
     partitions = sc.defaultParallelism * 2
     frame = _input_frame(session, args.tuples, partitions, args.seed).persist(StorageLevel.MEMORY_ONLY)
@@ -187,6 +189,7 @@ def main(args: argparse.Namespace) -> int:
     finally:
         frame.unpersist()
         broadcast.destroy()
+        session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous_batch)
     evaluations = args.tuples * args.flows
     identical = {j: ours.get(j, (0, 0)) for j in range(args.flows)} == catalyst
     params = {

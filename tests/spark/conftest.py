@@ -90,16 +90,26 @@ def standalone_master(tmp_path_factory) -> Iterator[str]:
     port, master_ui, worker_ui = free_port(), free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
     master = _start(
-        [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
-        + ["--webui-port", str(master_ui)],
+        [
+            spark_class,
+            "org.apache.spark.deploy.master.Master",
+            *("--host", "127.0.0.1", "--port", str(port)),
+            *("--webui-port", str(master_ui)),
+        ],
         logs / "master.log",
         env,
     )
     worker = None
     try:
         worker = _start(
-            [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1"]
-            + ["--webui-port", str(worker_ui), "--cores", "2", "--memory", "2g"],
+            [
+                spark_class,
+                "org.apache.spark.deploy.worker.Worker",
+                url,
+                "--host",
+                "127.0.0.1",
+                *("--webui-port", str(worker_ui), "--cores", "2", "--memory", "2g"),
+            ],
             logs / "worker.log",
             env,
         )

@@ -1,0 +1,87 @@
+"""Session management and the CLI's errors: master URLs, unreachable masters, one shared session."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from peers.spark_session import DEFAULT_MASTER, parse_master, spark_session
+from tests.spark.conftest import LOCAL_MASTER, free_port
+from topologies.errors import EngineError, InputError
+
+
+@pytest.mark.parametrize(
+    "url", ["local", "local[1]", "local[*]", "local[2,3]", "spark://127.0.0.1:7077", "spark://h-1.x:1"]
+)
+def test_well_formed_master_urls_are_accepted_as_given(url):
+    assert parse_master(url) == url
+
+
+def test_no_master_means_the_default():
+    assert parse_master(None) == DEFAULT_MASTER == "local[*]"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["", "local[0]", "local[]", "local[x]", "spark://", "spark://host", "spark://host:0", "spark://h:99999", "yarn"],
+)
+def test_malformed_master_urls_are_input_errors_naming_the_flag(url):
+    with pytest.raises(
+        InputError, match=r"^--spark-master: .* is not local, local\[N\], local\[\*\] or spark://host:port$"
+    ):
+        parse_master(url)
+
+
+@pytest.mark.spark
+def test_one_session_per_process_and_an_unreachable_master_leaves_it_running(spark):
+    assert spark_session(LOCAL_MASTER) is spark
+    port = free_port()
+    with pytest.raises(EngineError, match=rf"^Spark master spark://127.0.0.1:{port} is not reachable"):
+        spark_session(f"spark://127.0.0.1:{port}")
+    assert spark_session(LOCAL_MASTER) is spark
+    assert spark.range(5).count() == 5
+    assert spark.conf.get("spark.ui.enabled") == "false"
+    assert spark.sparkContext.pythonExec == sys.executable
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "run.py", *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_cli_rejects_a_malformed_master_with_exit_2_and_one_line(tmp_path):
+    done = _cli(
+        "run",
+        "topologies/figure1.yaml",
+        "--engine",
+        "spark",
+        "--spark-master",
+        "spark:/x",
+        "--out",
+        str(tmp_path / "o"),
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: --spark-master: 'spark:/x' is not local, local[N], local[*] or spark://host:port"
+    ]
+
+
+def test_cli_reports_an_unreachable_master_with_exit_1_and_one_line(tmp_path):
+    port = free_port()
+    url = f"spark://127.0.0.1:{port}"
+    done = _cli(
+        "run",
+        "topologies/figure1.yaml",
+        "--engine",
+        "spark",
+        "--spark-master",
+        url,
+        "--out",
+        str(tmp_path / "o"),
+        "--quiet",
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: Spark master {url} is not reachable"), done.stderr
+    assert not (tmp_path / "o").exists()
