@@ -9,6 +9,7 @@ route to ``X``, so the union of routes from one source is a tree.
 from __future__ import annotations
 
 import heapq
+import math
 from fractions import Fraction
 from functools import cached_property
 from itertools import pairwise
@@ -30,6 +31,9 @@ class Network:
             self._adjacent[link.b].append(link.a)
         for neighbours in self._adjacent.values():
             neighbours.sort()
+        # latencies scaled to integers by their common denominator: the same order, without Fraction arithmetic
+        scale = math.lcm(*(link.latency.denominator for link in links)) if links else 1
+        self._weight = {pair: int(link.latency * scale) for pair, link in self._links.items()}
         self._trees: dict[str, dict[str, tuple[str, ...]]] = {}
 
     @classmethod
@@ -63,7 +67,7 @@ class Network:
         # Dijkstra on the key (latency, hops, path): keys are totally ordered and extending a path
         # preserves their order, so the first pop of a node is its route.
         best: dict[str, tuple[str, ...]] = {}
-        heap: list[tuple[Fraction, int, tuple[str, ...]]] = [(Fraction(0), 0, (source,))]
+        heap: list[tuple[int, int, tuple[str, ...]]] = [(0, 0, (source,))]
         while heap:
             latency, hops, path = heapq.heappop(heap)
             node = path[-1]
@@ -72,5 +76,5 @@ class Network:
             best[node] = path
             for nxt in self._adjacent[node]:
                 if nxt not in best:
-                    heapq.heappush(heap, (latency + self._links[(node, nxt)].latency, hops + 1, (*path, nxt)))
+                    heapq.heappush(heap, (latency + self._weight[(node, nxt)], hops + 1, (*path, nxt)))
         return best
