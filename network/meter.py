@@ -23,9 +23,10 @@ class StrategyRun:
     ``link_bytes`` / ``link_tuples`` hold every backbone link direction (zeros included); ``access_bytes``
     is the thin-peer traffic (each emitted tuple uploaded once with all attributes, plus every delivered
     tuple); ``access_link_bytes`` splits it per access-link direction.  ``delivered[sub]`` lists the tuple
-    indices delivered (one entry per delivered copy) and ``latencies[sub]`` the seconds from emission to
-    arrival at the thin-peer, aligned with it.  ``timeline[direction]`` is bytes per backbone direction per
-    bin of ``bin_s`` seconds (all arrays of equal length; empty when the engine has no clock).
+    indices delivered in ascending order (one entry per delivered copy) and ``latencies[sub]`` the seconds
+    from emission to arrival at the thin-peer, aligned with it.  ``timeline[direction]`` is bytes per
+    backbone direction per bin of ``bin_s`` seconds (all arrays of equal length; empty when the engine has
+    no clock).
     """
 
     strategy: str
@@ -97,7 +98,8 @@ class TrafficMeter:
         self, subscription: str, attrs: tuple[str, ...], order: tuple, indices: np.ndarray, latencies: np.ndarray
     ) -> None:
         """``subscription`` received ``indices`` (with ``attrs``) after ``latencies`` seconds; ``order`` sorts
-        the parts of one subscription deterministically (e.g. ``(window, lane)``)."""
+        the parts of one subscription deterministically (e.g. ``(window, lane)``) before the indices are
+        sorted (stably, so copies of one tuple stay in part order)."""
         self._attrs.setdefault(subscription, attrs)
         self._parts.setdefault(subscription, []).append((order, indices, latencies))
 
@@ -105,8 +107,12 @@ class TrafficMeter:
         delivered, latencies = {}, {}
         for sub, parts in self._parts.items():
             parts.sort(key=lambda part: part[0])
-            delivered[sub] = np.concatenate([p[1] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
-            latencies[sub] = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
+            indices = np.concatenate([p[1] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
+            times = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
+            # a part may hold tuples of several disjoint time ranges (a window merges spans), so the parts'
+            # order alone does not sort the indices; the stable sort keeps copies in the parts' order
+            ascending = np.argsort(indices, kind="stable")
+            delivered[sub], latencies[sub] = indices[ascending], times[ascending]
         length = max((len(b) for b in self._bins.values()), default=0)
         timeline = {}
         for d, b in self._bins.items():

@@ -5,23 +5,29 @@ time, a :class:`Layout` whose channels carry tuples over link directions and who
 super-peers' operator objects (anything with ``targets`` and ``process``, see :class:`Operator`), so the
 same operator code runs here, in Spark tasks and in the MQTT services.
 
-Time is cut into windows of emission time (at most ``window`` seconds, never crossing a span boundary).
-Each channel moves one batch per window: numpy arrays of tuple indices, values, wire sizes and per-tuple
-ready times; a batch is one simpy event, scheduled when its last tuple reaches the next node.  Operators
-take no time.
+Time is cut into windows of emission time (``window`` seconds on the grid ``k * window``).  A window is
+not cut at span bounds: the spans it overlaps are merged, a channel key present in several of them being
+one channel (its route must not change), and a tap becoming a list of phases, each operator applied to
+the tuples emitted in its span (consecutive spans with the same operator and feeds make one phase).  So
+when one span follows another with only a few channels changed, every unchanged channel still moves one
+batch per window, however short the spans.  Each channel moves one batch per window: numpy arrays of
+tuple indices, values, wire sizes and per-tuple ready times; a batch is one simpy event, scheduled when
+its last tuple reaches the next node.  Operators take no time.
 
 Approximation (the only one): a link direction serves its tuples window by window, and within a window in
-exact FIFO order of arrival (ties by lane, then tuple index).  A tuple of window ``w + 1`` that reaches a
-link before a tuple of window ``w`` still queues behind it.  If the channels of a layout depend on each
-other in a cycle of link directions (possible when streams from different sources share links around a
-ring), the batches entering a link over a cycle-closing edge are served in a later round of the same
-window, behind the others.  Counts and deliveries never depend on any of this: only times do.
+exact FIFO order of arrival (ties by lane, the channel's order of appearance in the window, then tuple
+index).  A tuple of window ``w + 1`` that reaches a link before a tuple of window ``w`` still queues
+behind it.  If the channels of a window depend on each other in a cycle of link directions (possible when
+streams from different sources share links around a ring), the batches entering a link over a
+cycle-closing edge are served in a later round of the same window, behind the others.  Counts and
+deliveries never depend on any of this: only times do.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
@@ -33,18 +39,33 @@ from topologies.errors import EmulatorError
 
 
 class Output(Protocol):
-    target: Hashable  # the channel fed
-    positions: np.ndarray  # positions, in the input batch, of the tuples sent
+    target: Hashable  # one of the operator's targets
+    positions: np.ndarray  # positions, in the input batch, of the tuples sent (ascending)
     columns: dict[str, np.ndarray]
     wire_bytes: np.ndarray  # bytes of each tuple sent
 
 
 class Operator(Protocol):
-    """What a super-peer runs on the batches of one channel arriving there (peers/superpeer.py)."""
+    """What a super-peer runs on the batches of one channel arriving there (peers/superpeer.py).
+
+    ``process`` is only called with ``count > 0``."""
 
     targets: tuple[Hashable, ...]
 
     def process(self, count: int, columns: Mapping[str, np.ndarray]) -> Sequence[Output]: ...
+
+
+@dataclass(frozen=True)
+class Tap:
+    """An operator reading a channel at one node; what it sends to ``operator.targets[j]`` feeds the
+    channel ``feeds[j]``."""
+
+    operator: Operator
+    feeds: tuple[Hashable, ...]
+
+    @cached_property
+    def route(self) -> dict[Hashable, Hashable]:
+        return dict(zip(self.operator.targets, self.feeds, strict=True))
 
 
 @dataclass(frozen=True)
@@ -54,9 +75,8 @@ class Channel:
 
     key: Hashable
     stream: str
-    lane: int  # tie-break among tuples reaching a link at the same instant
     hops: tuple[Direction, ...]
-    taps: Mapping[int, Operator] = field(default_factory=dict)
+    taps: Mapping[int, Tap] = field(default_factory=dict)
     sink: str | None = None
     attrs: tuple[str, ...] = ()  # what the sink receives
 
@@ -86,11 +106,76 @@ class Span:
     layout: Layout
 
 
-class _Rounds:
-    """Static analysis of a layout: for each (channel, hop) crossing, its link and serving round."""
+@dataclass
+class _Phase:
+    start: float
+    end: float
+    tap: Tap
 
-    def __init__(self, layout: Layout):
-        self.layout = layout
+
+@dataclass
+class _WindowChannel:
+    """A channel over one window: its taps as phases, and per tap position the channels fed, in order."""
+
+    key: Hashable
+    stream: str
+    lane: int
+    hops: tuple[Direction, ...]
+    sink: str | None
+    attrs: tuple[str, ...]
+    phases: dict[int, list[_Phase]] = field(default_factory=dict)
+    feeds: dict[int, dict[Hashable, None]] = field(default_factory=dict)
+
+
+@dataclass
+class _Window:
+    start: float
+    end: float
+    channels: dict[Hashable, _WindowChannel]
+    sources: dict[str, Hashable]
+
+
+def _merge(start: float, end: float, spans: Sequence[Span]) -> _Window:
+    """The window ``[start, end)`` over the ``spans`` overlapping it (in time order).
+
+    Raises EmulatorError when a channel key changes its stream, route or sink between the spans, or a
+    stream its upload channel.
+    """
+    window = _Window(start, end, {}, {})
+    for span in spans:
+        lo, hi = max(span.start, start), min(span.end, end)
+        for stream, key in span.layout.sources.items():
+            if window.sources.setdefault(stream, key) != key:
+                raise EmulatorError(f"stream {stream} is uploaded on {window.sources[stream]!r} and on {key!r}")
+        for key, channel in span.layout.channels.items():
+            merged = window.channels.get(key)
+            if merged is None:
+                merged = _WindowChannel(
+                    key, channel.stream, len(window.channels), channel.hops, channel.sink, channel.attrs
+                )
+                window.channels[key] = merged
+            elif (merged.stream, merged.hops, merged.sink, merged.attrs) != (
+                channel.stream,
+                channel.hops,
+                channel.sink,
+                channel.attrs,
+            ):
+                raise EmulatorError(f"channel {key!r} changes its stream, route or sink at {span.start:g}")
+            for pos, tap in channel.taps.items():
+                phases = merged.phases.setdefault(pos, [])
+                if phases and phases[-1].end == lo and phases[-1].tap == tap:
+                    phases[-1].end = hi
+                else:
+                    phases.append(_Phase(lo, hi, tap))
+                    merged.feeds.setdefault(pos, {}).update(dict.fromkeys(tap.feeds))
+    return window
+
+
+class _Rounds:
+    """Static analysis of a window: for each (channel, hop) crossing, its link and serving round."""
+
+    def __init__(self, window: _Window):
+        self.window = window
         edges: set[tuple[Direction | None, Direction]] = set()
         self._walk(lambda prev, link, key, hop: edges.add((prev, link)))
         late = _cycle_closing_edges(edges)
@@ -98,24 +183,24 @@ class _Rounds:
         self._walk(lambda prev, link, key, hop: None, late=late)
         self.counts: dict[Direction, list[int]] = {}
         for (key, hop), r in self.round.items():
-            rounds = self.counts.setdefault(layout.channels[key].hops[hop], [])
+            rounds = self.counts.setdefault(window.channels[key].hops[hop], [])
             rounds.extend([0] * (r + 1 - len(rounds)))
             rounds[r] += 1
 
     def _walk(self, visit, late: set | None = None) -> None:
-        channels = self.layout.channels
-        stack = [(key, None, 0) for key in reversed(list(self.layout.sources.values()))]
+        channels = self.window.channels
+        stack = [(key, None, 0) for key in reversed(list(self.window.sources.values()))]
         seen = set()
         while stack:
             key, inbound, late_count = stack.pop()
             if key in seen:
-                raise EmulatorError(f"channel {key!r} is fed twice in one layout")
+                raise EmulatorError(f"channel {key!r} is fed twice in one window")
             seen.add(key)
             channel = channels[key]
             prev = inbound
             for pos in range(len(channel.hops) + 1):
-                if pos in channel.taps:
-                    stack.extend((t, prev, late_count) for t in reversed(channel.taps[pos].targets))
+                if pos in channel.feeds:
+                    stack.extend((t, prev, late_count) for t in reversed(channel.feeds[pos]))
                 if pos < len(channel.hops):
                     link = channel.hops[pos]
                     visit(prev, link, key, pos)
@@ -157,8 +242,10 @@ def _cycle_closing_edges(edges: set[tuple[Direction | None, Direction]]) -> set[
 class Simulator:
     """Runs the spans of a plan over the links and records everything in a :class:`TrafficMeter`.
 
-    ``links`` maps every link direction a channel may cross (backbone and access) to (bandwidth bit/s,
-    latency s).  Raises :class:`EmulatorError` if a channel crosses an unknown direction.
+    ``spans`` are in time order and do not overlap; ``links`` maps every link direction a channel may cross
+    (backbone and access) to (bandwidth bit/s, latency s).  Raises :class:`EmulatorError` if a channel
+    crosses an unknown direction, a channel is fed twice in one window, or a channel key changes its
+    route between spans of one window.
     """
 
     def __init__(
@@ -175,11 +262,8 @@ class Simulator:
         self.meter = meter
         self.progress = progress
         self.windows = _windows(spans, window)
-        analyses: dict[int, _Rounds] = {}
-        for _, _, layout in self.windows:
-            analyses.setdefault(id(layout), _Rounds(layout))
-        self.rounds = [analyses[id(layout)] for _, _, layout in self.windows]
-        for analysis in analyses.values():
+        self.rounds = [_Rounds(w) for w in self.windows]
+        for analysis in self.rounds:
             for direction in analysis.counts:
                 if direction not in links:
                     raise EmulatorError(f"a channel crosses {direction[0]} -> {direction[1]}, which is not a link")
@@ -187,8 +271,8 @@ class Simulator:
             d: LinkQueue(bandwidth, latency, [r.counts.get(d, []) for r in self.rounds])
             for d, (bandwidth, latency) in sorted(links.items())
         }
-        starts = [ws for ws, _, _ in self.windows]
-        stops = [we for _, we, _ in self.windows]
+        starts = [w.start for w in self.windows]
+        stops = [w.end for w in self.windows]
         self._ranges = [
             (f, np.searchsorted(f.times, starts, side="left"), np.searchsorted(f.times, stops, side="left"))
             for f in self.feeds
@@ -206,15 +290,15 @@ class Simulator:
     def _emit(self):
         total = sum(len(f.times) for f in self.feeds)
         done = 0
-        for w, (_, we, layout) in enumerate(self.windows):
-            yield self.env.timeout(max(0.0, we - self.env.now))
+        for w, window in enumerate(self.windows):
+            yield self.env.timeout(max(0.0, window.end - self.env.now))
             for feed, starts, stops in self._ranges:
                 start, stop = int(starts[w]), int(stops[w])
                 columns = feed.columns(start, stop)
-                key = layout.sources[feed.stream]
+                key = window.sources[feed.stream]
                 parcel = Parcel(
                     tag=(w, key),
-                    lane=layout.channels[key].lane,
+                    lane=window.channels[key].lane,
                     indices=np.arange(start, stop, dtype=np.int64),
                     columns=columns,
                     wire_bytes=np.full(stop - start, feed.header_bytes + 8 * len(columns), dtype=np.int64),
@@ -228,21 +312,11 @@ class Simulator:
     def _at_node(self, parcel: Parcel, pos: int) -> None:
         """``parcel`` (tagged ``(window, channel key)``) is at the ``pos``-th node of its channel's route."""
         w, key = parcel.tag
-        layout = self.windows[w][2]
-        channel = layout.channels[key]
-        operator = channel.taps.get(pos)
-        if operator is not None:
-            for out in operator.process(len(parcel.indices), parcel.columns):
-                child = layout.channels[out.target]
-                sent = Parcel(
-                    (w, out.target),
-                    child.lane,
-                    parcel.indices[out.positions],
-                    out.columns,
-                    out.wire_bytes,
-                    parcel.ready[out.positions],
-                )
-                self._at_node(sent, 0)
+        window = self.windows[w]
+        channel = window.channels[key]
+        if pos in channel.feeds:
+            for feed, pieces in self._tap(channel, pos, parcel).items():
+                self._at_node(_joined(window.channels[feed], (w, feed), parcel, pieces), 0)
         if pos < len(channel.hops):
             direction = channel.hops[pos]
             parcel.tag = (w, key, pos)
@@ -253,6 +327,26 @@ class Simulator:
         elif channel.sink is not None:
             latencies = parcel.ready - self._times[channel.stream][parcel.indices]
             self.meter.deliver(channel.sink, channel.attrs, (w, channel.lane), parcel.indices, latencies)
+
+    def _tap(self, channel: _WindowChannel, pos: int, parcel: Parcel) -> dict[Hashable, list[tuple[int, Output]]]:
+        """Each phase's operator on its share of ``parcel`` (tuples are in emission order): per channel fed,
+        the outputs with the offset of their phase's share in the parcel."""
+        pieces: dict[Hashable, list[tuple[int, Output]]] = {feed: [] for feed in channel.feeds[pos]}
+        n = len(parcel.indices)
+        if not n:
+            return pieces
+        phases = channel.phases[pos]
+        times = self._times[channel.stream][parcel.indices]
+        bounds = np.searchsorted(times, [b for phase in phases for b in (phase.start, phase.end)], side="left")
+        for k, phase in enumerate(phases):
+            lo, hi = int(bounds[2 * k]), int(bounds[2 * k + 1])
+            if lo == hi:
+                continue
+            share = parcel.columns if hi - lo == n else {a: v[lo:hi] for a, v in parcel.columns.items()}
+            route = phase.tap.route
+            for out in phase.tap.operator.process(hi - lo, share):
+                pieces[route[out.target]].append((lo, out))
+        return pieces
 
     def _served(self, direction: Direction, parcels: list[Parcel], departures: np.ndarray, arrivals: np.ndarray):
         self.meter.cross(direction, np.concatenate([p.wire_bytes for p in parcels]), departures)
@@ -275,16 +369,44 @@ class Simulator:
             event.callbacks.append(lambda _event, moved=moved, pos=hop + 1: self._at_node(moved, pos))
 
 
-def _windows(spans: Sequence[Span], window: float) -> list[tuple[float, float, Layout]]:
-    """Windows of at most ``window`` seconds on the global grid ``k * window``, split at span bounds."""
+def _joined(channel: _WindowChannel, tag: tuple, parcel: Parcel, pieces: list[tuple[int, Output]]) -> Parcel:
+    """The batch ``channel`` receives: the outputs of every phase for it, in emission order.
+
+    Raises EmulatorError when two phases send it different attributes."""
+    if not pieces:
+        empty = np.zeros(0, dtype=np.int64)
+        return Parcel(tag, channel.lane, empty, {}, empty, np.zeros(0))
+    if len(pieces) == 1:
+        lo, out = pieces[0]
+        positions = out.positions + lo if lo else out.positions
+        columns, wire = out.columns, out.wire_bytes
+    else:
+        names = pieces[0][1].columns.keys()
+        if any(out.columns.keys() != names for _, out in pieces):
+            raise EmulatorError(f"channel {channel.key!r} receives different attributes within one window")
+        positions = np.concatenate([out.positions + lo for lo, out in pieces])
+        columns = {a: np.concatenate([out.columns[a] for _, out in pieces]) for a in names}
+        wire = np.concatenate([out.wire_bytes for _, out in pieces])
+    return Parcel(tag, channel.lane, parcel.indices[positions], columns, wire, parcel.ready[positions])
+
+
+def _windows(spans: Sequence[Span], window: float) -> list[_Window]:
+    """Windows of ``window`` seconds on the global grid ``k * window`` from the first span's start to the
+    last span's end, each merging the spans it overlaps."""
+    if not spans:
+        return []
     out = []
-    for span in spans:
-        start = span.start
-        while start < span.end:
-            grid = (np.floor(start / window) + 1) * window
-            end = min(span.end, float(grid))
-            if end <= start:  # float rounding put the grid point on ``start``
-                end = min(span.end, start + window)
-            out.append((start, end, span.layout))
-            start = end
+    first = 0
+    start, stop = spans[0].start, spans[-1].end
+    while start < stop:
+        end = min(stop, float((np.floor(start / window) + 1) * window))
+        if end <= start:  # float rounding put the grid point on ``start``
+            end = min(stop, start + window)
+        while spans[first].end <= start:
+            first += 1
+        last = first
+        while last < len(spans) and spans[last].start < end:
+            last += 1
+        out.append(_merge(start, end, [s for s in spans[first:last] if s.end > s.start]))
+        start = end
     return out

@@ -8,9 +8,9 @@ import numpy as np
 
 from network.meter import StrategyRun, TrafficMeter, bin_width
 from network.routing import Network
-from network.simulator import Channel, Feed, Layout, Operator, Simulator, Span
-from peers.superpeer import delivery_key, flow_key, install, raw_key
-from sharing.plan import Epoch, Plan
+from network.simulator import Channel, Feed, Layout, Operator, Simulator, Span, Tap
+from peers.superpeer import OperatorCache, delivery_key, flow_key, install, raw_key, subscription_keys
+from sharing.plan import Epoch, Flow, Plan
 from topologies import workload
 from topologies.errors import EmulatorError
 from topologies.model import Scenario
@@ -26,16 +26,18 @@ def run_local(
     *,
     window: float = 1.0,
     values: Values | None = None,
-    operators: Install = install,
+    operators: Install | None = None,
 ) -> StrategyRun:
     """Simulate ``plan`` over ``scenario``: traffic per link direction, deliveries and their latencies.
 
     ``window`` is the batch length in seconds of emission time (it changes no count, only how closely the
     FIFO queues interleave batches, see network/simulator.py); ``values(stream, start, stop)`` replaces the
-    scenario's workload (tests); ``operators(scenario, epoch)`` installs the super-peers' operators (the
-    Spark engine passes stand-ins replaying what the operators computed on Spark).  Raises
-    :class:`EmulatorError` for an inconsistent plan (naming the flow or subscription) and for epochs that
-    overlap or are not in order.
+    scenario's workload (tests); ``operators(scenario, epoch)`` installs the super-peers' operators, keyed
+    and targeting as :func:`peers.superpeer.install` does by default (the Spark engine passes stand-ins
+    replaying what the operators computed on Spark); by default the operators are installed with a cache,
+    so that an operator unchanged from one epoch to the next is the same object and its batches are not
+    cut at the epoch bound.  Raises :class:`EmulatorError` for an inconsistent plan (naming the flow or
+    subscription) and for epochs that overlap or are not in order.
     """
     network = Network.of(scenario)
     links = {d: (network.link(*d).bandwidth, float(network.link(*d).latency)) for d in network.directions}
@@ -54,16 +56,17 @@ def run_local(
             return values(stream_id, start, stop)
 
         feeds.append(Feed(stream.id, workload.emission_times(stream, 0, count), columns, scenario.header_bytes))
-    attrs = {s.id: s.query.select or scenario.stream(s.stream).attribute_names for s in scenario.subscriptions}
+    streams = {s.id: s for s in scenario.streams}
+    attrs = {s.id: s.query.select or streams[s.stream].attribute_names for s in scenario.subscriptions}
     meter = TrafficMeter(network.directions, attrs, bin_width(scenario.duration))
-    spans = _spans(scenario, network, plan, operators)
+    spans = _spans(scenario, plan, _Layouts(scenario, network, operators))
     Simulator(links, feeds, spans, meter, window, progress).run()
     return meter.result(plan.strategy, "local")
 
 
-def _spans(scenario: Scenario, network: Network, plan: Plan, operators: Install) -> list[Span]:
+def _spans(scenario: Scenario, plan: Plan, layouts: _Layouts) -> list[Span]:
     """Spans covering ``[0, duration)``: each epoch's layout, and upload-only layouts between epochs."""
-    uploads = _layout(scenario, network, None, operators)
+    uploads = layouts.of(None)
     spans, now = [], 0.0
     previous_end = -np.inf
     for epoch in plan.epochs:
@@ -77,38 +80,102 @@ def _spans(scenario: Scenario, network: Network, plan: Plan, operators: Install)
             continue
         if now < start:
             spans.append(Span(now, start, uploads))
-        spans.append(Span(start, end, _layout(scenario, network, epoch, operators)))
+        spans.append(Span(start, end, layouts.of(epoch)))
         now = end
     if now < scenario.duration:
         spans.append(Span(now, scenario.duration, uploads))
     return spans
 
 
-def _layout(scenario: Scenario, network: Network, epoch: Epoch | None, install_operators: Install) -> Layout:
-    """The channels of one epoch (``None``: only the uploads) with the super-peers' operators as taps."""
-    operators = install_operators(scenario, epoch) if epoch is not None else {}
-    channels: dict = {}
-    sources = {}
-    for stream in scenario.streams:
-        key = raw_key(stream.id)
-        home = scenario.home(stream.source)
-        taps = {1: operators[(home, key)]} if (home, key) in operators else {}
-        channels[key] = Channel(key, stream.id, len(channels), ((stream.source, home),), taps)
-        sources[stream.id] = key
-    for flow in epoch.flows if epoch is not None else ():
+class _Layouts:
+    """The channels of each epoch, keyed so that the simulator can merge epochs into one batch window.
+
+    A channel's key is ``(stable key, version)``: the stable key is the flow id, the raw stream or the
+    subscription delivered (not the delivery's position, which shifts when an earlier one comes or goes);
+    the version numbers its distinct definitions (stream, route, attributes carried, sink, and the channel
+    and node feeding it), so an unchanged channel keeps its key and one that changed gets a new one.  The
+    feeding channel is part of the definition because the simulator expects each channel to be fed by one
+    tap per window.
+    """
+
+    def __init__(self, scenario: Scenario, network: Network, operators: Install | None):
+        self.scenario, self.network = scenario, network
+        self.streams = {s.id: s for s in scenario.streams}
+        self.subscriptions = {s.id: s for s in scenario.subscriptions}
+        self.homes = {p.id: p.attach for p in scenario.thin_peers}
+        self.custom = operators
+        self.cache: OperatorCache = {}
+        self.versions: dict[tuple[Hashable, tuple], tuple[Hashable, int]] = {}
+        self.counts: dict[Hashable, int] = {}
+        self.routes_checked: set[tuple[str, ...]] = set()
+
+    def key(self, stable: Hashable, definition: tuple) -> tuple[Hashable, int]:
+        key = self.versions.get((stable, definition))
+        if key is None:
+            version = self.counts.get(stable, 0)
+            self.counts[stable] = version + 1
+            key = self.versions[(stable, definition)] = (stable, version)
+        return key
+
+    def of(self, epoch: Epoch | None) -> Layout:
+        """The layout of ``epoch`` (``None``: only the uploads)."""
+        if epoch is None:
+            operators, targets = {}, []
+        elif self.custom is None:
+            targets = subscription_keys(epoch)
+            operators = install(self.scenario, epoch, delivery_keys=targets, cache=self.cache)
+        else:
+            operators = self.custom(self.scenario, epoch)
+            targets = [delivery_key(k) for k in range(len(epoch.deliveries))]
+        where: dict[Hashable, Hashable] = {}  # operator target (raw/flow/delivery key) -> channel key
+        carried: dict[Hashable, tuple[str, ...]] = {}
+        routes: dict[Hashable, tuple[str, ...]] = {}
+        defined = []
+        for stream in self.scenario.streams:
+            source = raw_key(stream.id)
+            where[source] = self.key(source, ())
+            carried[source], routes[source] = stream.attribute_names, (stream.source, self.homes[stream.source])
+            defined.append((source, stream.id, ((stream.source, routes[source][1]),), None, ()))
+        for flow in epoch.flows if epoch is not None else ():
+            self._check_route(flow)
+            target = flow_key(flow.id)
+            parent = raw_key(flow.stream) if flow.parent is None else flow_key(flow.parent)
+            if parent not in where or flow.origin not in routes[parent]:
+                raise EmulatorError(f"flow {flow.id}: parent {flow.parent} does not reach {flow.origin} before it")
+            carried[target] = carried[parent] if flow.trim else flow.attrs
+            routes[target] = flow.path
+            feeder = (where[parent], routes[parent].index(flow.origin))
+            where[target] = self.key(target, (flow.stream, flow.path, carried[target], feeder))
+            defined.append((target, flow.stream, flow.hops, None, ()))
+        for target, delivery in zip(targets, epoch.deliveries if epoch is not None else (), strict=True):
+            stream = self.subscriptions[delivery.subscription].stream
+            source = raw_key(stream) if delivery.flow is None else flow_key(delivery.flow)
+            feeder = (where[source], routes[source].index(delivery.home))
+            hops = ((delivery.home, delivery.peer),)
+            stable = ("delivery", delivery.subscription)
+            where[target] = self.key(stable, (stream, hops, delivery.attrs, feeder, target))
+            defined.append((target, stream, hops, delivery.subscription, delivery.attrs))
+        channels = {}
+        for target, stream, hops, sink, attrs in defined:
+            nodes = routes.get(target, ())  # deliveries have no taps
+            taps = {}
+            for pos, node in enumerate(nodes):
+                operator = operators.get((node, target))
+                if operator is not None:
+                    taps[pos] = Tap(operator, tuple(where[t] for t in operator.targets))
+            key = where[target]
+            channels[key] = Channel(key, stream, hops, taps, sink, attrs)
+        return Layout(channels, {s.id: where[raw_key(s.id)] for s in self.scenario.streams})
+
+    def _check_route(self, flow: Flow) -> None:
+        """Raises EmulatorError when the flow's path crosses a pair of super-peers that is not a link."""
+        if flow.path in self.routes_checked:
+            return
         for a, b in flow.hops:
             try:
-                network.link(a, b)
+                self.network.link(a, b)
             except KeyError:
                 raise EmulatorError(
                     f"flow {flow.id}: path {flow.path} crosses {a} -> {b}, which is not a link"
                 ) from None
-        key = flow_key(flow.id)
-        taps = {pos: operators[(node, key)] for pos, node in enumerate(flow.path) if (node, key) in operators}
-        channels[key] = Channel(key, flow.stream, len(channels), flow.hops, taps)
-    for k, delivery in enumerate(epoch.deliveries if epoch is not None else ()):
-        key = delivery_key(k)
-        stream = scenario.subscription(delivery.subscription).stream
-        hop = ((delivery.home, delivery.peer),)
-        channels[key] = Channel(key, stream, len(channels), hop, {}, delivery.subscription, delivery.attrs)
-    return Layout(channels, sources)
+        self.routes_checked.add(flow.path)

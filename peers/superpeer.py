@@ -6,7 +6,10 @@ For each incoming flow (or raw stream) a super-peer runs ONE :class:`FlowOperato
 clock: the simpy simulator, Spark tasks and the MQTT services all call :meth:`FlowOperator.process`.
 
 Channel keys name what a batch belongs to: ``("raw", stream)``, ``("flow", flow id)`` and
-``("delivery", position in the epoch)``.
+``("delivery", position in the epoch)``.  The local engine asks :func:`install` for delivery keys that do
+not shift when an earlier delivery comes or goes (:func:`subscription_keys`), and passes a cache so that an
+operator whose readers did not change from one epoch to the next is the same object (its matcher is built
+once): operators are immutable once built, so sharing them is safe.
 """
 
 from __future__ import annotations
@@ -33,6 +36,18 @@ def flow_key(flow_id: str) -> tuple[str, str]:
 
 def delivery_key(position: int) -> tuple[str, int]:
     return ("delivery", position)
+
+
+def subscription_keys(epoch: Epoch) -> list[tuple[str, str, int]]:
+    """Per delivery of ``epoch``, a key that stays the same across epochs: ``("delivery", subscription,
+    n)`` for the ``n``-th delivery of that subscription in the epoch."""
+    seen: dict[str, int] = {}
+    keys = []
+    for delivery in epoch.deliveries:
+        n = seen.get(delivery.subscription, 0)
+        seen[delivery.subscription] = n + 1
+        keys.append(("delivery", delivery.subscription, n))
+    return keys
 
 
 class Output(NamedTuple):
@@ -116,13 +131,27 @@ class FlowOperator:
         return outputs
 
 
-def install(scenario: Scenario, epoch: Epoch) -> dict[tuple[str, Hashable], FlowOperator]:
+OperatorCache = dict[tuple, FlowOperator]
+"""``{(node, input, carried attributes, readers, header bytes): operator}``, shared by the :func:`install`
+calls over the epochs of one plan."""
+
+
+def install(
+    scenario: Scenario,
+    epoch: Epoch,
+    *,
+    delivery_keys: Sequence[Hashable] | None = None,
+    cache: OperatorCache | None = None,
+) -> dict[tuple[str, Hashable], FlowOperator]:
     """The operators of every super-peer for ``epoch``: ``{(super-peer, input channel key): operator}``.
 
+    Delivery ``k`` is the target ``delivery_keys[k]`` (default ``delivery_key(k)``).  With ``cache``, an
+    operator with the same node, input, carried attributes and readers as one built before is reused.
     Raises :class:`EmulatorError` naming the flow or subscription when the epoch is inconsistent: a parent
     flow missing, listed later, or not passing through the child's origin; a raw read away from the source's
     super-peer; a delivery at a super-peer its thin-peer is not attached to.
     """
+    index = _Index(scenario)
     flows: dict[str, Flow] = {}
     readers: dict[tuple[str, Hashable], list[Reader]] = {}
     carried: dict[Hashable, tuple[str, ...]] = {}
@@ -133,13 +162,13 @@ def install(scenario: Scenario, epoch: Epoch) -> dict[tuple[str, Hashable], Flow
         readers.setdefault((node, source), []).append(reader)
 
     for flow in epoch.flows:
-        stream = _stream(scenario, flow.stream, f"flow {flow.id}")
+        stream = index.stream(flow.stream, f"flow {flow.id}")
         if flow.id in flows:
             raise EmulatorError(f"flow {flow.id} is defined twice in the epoch starting at {epoch.start:g}")
         if not flow.path or flow.path[0] != flow.origin:
             raise EmulatorError(f"flow {flow.id}: path {flow.path} does not start at its origin {flow.origin}")
         if flow.parent is None:
-            source_home = scenario.home(stream.source)
+            source_home = index.homes[stream.source]
             if flow.origin != source_home:
                 raise EmulatorError(f"flow {flow.id} reads raw {flow.stream} at {flow.origin}, not at {source_home}")
             source: Hashable = raw_key(flow.stream)
@@ -159,26 +188,47 @@ def install(scenario: Scenario, epoch: Epoch) -> dict[tuple[str, Hashable], Flow
             Reader(flow_key(flow.id), f"flow {flow.id}", flow.predicate, flow.attrs, full, flow.trim),
         )
 
-    for k, delivery in enumerate(epoch.deliveries):
-        attach(*_delivery_input(scenario, flows, delivery), _delivery_reader(k, delivery))
+    keys = [delivery_key(k) for k in range(len(epoch.deliveries))] if delivery_keys is None else delivery_keys
+    for key, delivery in zip(keys, epoch.deliveries, strict=True):
+        attach(*_delivery_input(index, flows, delivery), _delivery_reader(key, delivery))
 
-    return {
-        (node, source): FlowOperator(node, _describe(source), carried[source], rs, scenario.header_bytes)
-        for (node, source), rs in readers.items()
-    }
+    operators = {}
+    for (node, source), rs in readers.items():
+        signature = (node, source, carried[source], tuple(rs), scenario.header_bytes)
+        operator = cache.get(signature) if cache is not None else None
+        if operator is None:
+            operator = FlowOperator(node, _describe(source), carried[source], rs, scenario.header_bytes)
+            if cache is not None:
+                cache[signature] = operator
+        operators[(node, source)] = operator
+    return operators
 
 
-def _delivery_input(scenario: Scenario, flows: Mapping[str, Flow], delivery: Delivery) -> tuple[str, Hashable]:
+class _Index:
+    """The scenario's streams, subscriptions and thin-peers by id (one linear pass, not one per lookup)."""
+
+    def __init__(self, scenario: Scenario):
+        self.streams = {s.id: s for s in scenario.streams}
+        self.subscriptions = {s.id: s for s in scenario.subscriptions}
+        self.homes = {p.id: p.attach for p in scenario.thin_peers}
+
+    def stream(self, stream_id: str, what: str):
+        try:
+            return self.streams[stream_id]
+        except KeyError:
+            raise EmulatorError(f"{what}: unknown stream {stream_id!r}") from None
+
+
+def _delivery_input(index: _Index, flows: Mapping[str, Flow], delivery: Delivery) -> tuple[str, Hashable]:
     what = f"delivery of {delivery.subscription}"
-    try:
-        sub = scenario.subscription(delivery.subscription)
-        home = scenario.home(delivery.peer)
-    except StopIteration:
-        raise EmulatorError(f"{what}: unknown subscription or thin-peer {delivery.peer}") from None
+    sub = index.subscriptions.get(delivery.subscription)
+    home = index.homes.get(delivery.peer)
+    if sub is None or home is None:
+        raise EmulatorError(f"{what}: unknown subscription or thin-peer {delivery.peer}")
     if delivery.peer != sub.peer or delivery.home != home:
         raise EmulatorError(f"{what}: {delivery.peer} at {delivery.home}, but the subscriber is {sub.peer} at {home}")
     if delivery.flow is None:
-        source_home = scenario.home(_stream(scenario, sub.stream, what).source)
+        source_home = index.homes[index.stream(sub.stream, what).source]
         if delivery.home != source_home:
             raise EmulatorError(f"{what} reads raw {sub.stream} at {delivery.home}, not at {source_home}")
         return delivery.home, raw_key(sub.stream)
@@ -188,15 +238,8 @@ def _delivery_input(scenario: Scenario, flows: Mapping[str, Flow], delivery: Del
     return delivery.home, flow_key(flow.id)
 
 
-def _delivery_reader(position: int, delivery: Delivery) -> Reader:
-    return Reader(delivery_key(position), f"delivery of {delivery.subscription}", delivery.predicate, delivery.attrs)
-
-
-def _stream(scenario: Scenario, stream_id: str, what: str):
-    try:
-        return scenario.stream(stream_id)
-    except StopIteration:
-        raise EmulatorError(f"{what}: unknown stream {stream_id!r}") from None
+def _delivery_reader(key: Hashable, delivery: Delivery) -> Reader:
+    return Reader(key, f"delivery of {delivery.subscription}", delivery.predicate, delivery.attrs)
 
 
 def _describe(source: Hashable) -> str:
