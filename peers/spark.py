@@ -37,6 +37,7 @@ from topologies.errors import EngineError
 from topologies.model import Scenario
 
 UNIT_TUPLES = workload.BLOCK // 2  # at most this many tuples per work unit (units never straddle a block)
+PARTITION_TUPLES = 250_000  # tuples per Spark partition worth a task of their own (a task costs ~0.2 s)
 PARTITIONS_PER_CORE = 4
 
 Progress = Callable[[int, int], None]
@@ -156,7 +157,7 @@ def _execute(session, job: Job):
     broadcast = sc.broadcast(job)
     records = None
     try:
-        partitions = max(1, min(len(job.units), sc.defaultParallelism * PARTITIONS_PER_CORE))
+        partitions = _partitions(job, sc.defaultParallelism)
         records = (
             session.range(0, len(job.units), numPartitions=partitions)
             .mapInArrow(run_units(broadcast, f"{os.getpid()}-{next(_job_numbers)}"), RECORD_SCHEMA)
@@ -184,6 +185,14 @@ def _execute(session, job: Job):
     wire = table.column("wire").to_numpy().astype(np.int64)
     order = np.lexsort((tuples, channel))
     return (channel[order], tuples[order], wire[order]), link_totals, delivery_totals
+
+
+def _partitions(job: Job, cores: int) -> int:
+    """One partition per core for small jobs, up to :data:`PARTITIONS_PER_CORE` per core for big ones
+    (smaller tasks balance better), never more than there are units."""
+    tuples = sum(u.stop - u.start for u in job.units)
+    wanted = min(cores * PARTITIONS_PER_CORE, max(cores, -(-tuples // PARTITION_TUPLES)))
+    return max(1, min(len(job.units), wanted))
 
 
 def _channel_feeds(job: Job) -> list[tuple[int, str, str, str]]:

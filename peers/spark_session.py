@@ -14,6 +14,7 @@ import re
 import socket
 import sys
 import tempfile
+import warnings
 import zlib
 
 from topologies.errors import EngineError, InputError
@@ -106,6 +107,8 @@ def spark_session(master: str | None = None):
         return _session
     _check_reachable(master)
     stop_session()
+    # pyspark warns on every Arrow call that it was not tested with pandas 3; our tasks use Arrow, not pandas
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     log_option = f"-Dlog4j2.configurationFile=file:{_log_config_path()}"
