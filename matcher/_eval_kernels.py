@@ -105,25 +105,42 @@ def any_kernel(values, bm, out):
             out[i] = _hits(values, i, bm, acc, sure, regions, False)
 
 
+@njit(cache=True, inline="always")
+def _dense_rows(values, bm, owner, out, first, stop, acc, sure, regions):
+    """Items ``first..stop-1`` of :func:`dense_kernel`."""
+    words = acc.shape[0]
+    for i in range(first, stop):
+        if _hits(values, i, bm, acc, sure, regions, True):
+            for w in range(words):
+                word = acc[w]
+                bit = 0
+                while word != ZERO:
+                    if word & ONE:
+                        out[i, owner[w * 64 + bit]] = True
+                    word >>= ONE
+                    bit += 1
+
+
 @njit(cache=True, parallel=True)
 def dense_kernel(values, bm, owner, out):
-    """``out[i, owner[b]]`` set for every box ``b`` containing item ``i``."""
+    """``out[i, owner[b]]`` set for every box ``b`` containing item ``i`` (parallel over chunks of items)."""
     n = values.shape[1]
     words = bm[5].shape[0]
     for c in prange((n + CHUNK - 1) // CHUNK):
         acc = np.empty(words, dtype=np.uint64)
         sure = np.empty(words, dtype=np.uint64)
         regions = np.empty(values.shape[0], dtype=np.int64)
-        for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
-            if _hits(values, i, bm, acc, sure, regions, True):
-                for w in range(words):
-                    word = acc[w]
-                    bit = 0
-                    while word != ZERO:
-                        if word & ONE:
-                            out[i, owner[w * 64 + bit]] = True
-                        word >>= ONE
-                        bit += 1
+        _dense_rows(values, bm, owner, out, c * CHUNK, min(n, (c + 1) * CHUNK), acc, sure, regions)
+
+
+@njit(cache=True)
+def dense_kernel_serial(values, bm, owner, out):
+    """:func:`dense_kernel` in the calling thread: no thread-pool hand-off, which dominates small batches."""
+    words = bm[5].shape[0]
+    acc = np.empty(words, dtype=np.uint64)
+    sure = np.empty(words, dtype=np.uint64)
+    regions = np.empty(values.shape[0], dtype=np.int64)
+    _dense_rows(values, bm, owner, out, 0, values.shape[1], acc, sure, regions)
 
 
 @njit(cache=True)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from matcher import Box, Interval, MultiMatcher, Predicate, interval
 from matcher.evaluation import evaluate_reference
-from matcher.multi import SCAN_MAX_BOXES
+from matcher.multi import PARALLEL_MIN_TUPLES, SCAN_MAX_BOXES
 
 
 def random_labelled(rng, n_labels, dims, float_bounds=False):
@@ -76,6 +76,18 @@ def test_both_strategies_and_quantised_tables(n_labels, float_bounds):
     dense = matcher.match(columns)
     np.testing.assert_array_equal(dense, reference(labelled, columns))
     check_csr(matcher, columns, dense)
+
+
+@pytest.mark.parametrize("n_tuples", [1, PARALLEL_MIN_TUPLES - 1, PARALLEL_MIN_TUPLES, 2 * PARALLEL_MIN_TUPLES + 7])
+@pytest.mark.parametrize("float_bounds", [False, True])
+def test_serial_and_parallel_kernels_agree_with_reference_around_the_threshold(n_tuples, float_bounds):
+    rng = np.random.default_rng(n_tuples)
+    dims = ["x", "y", "z"]
+    labelled = random_labelled(rng, 70, dims, float_bounds)
+    matcher = MultiMatcher(labelled)
+    assert matcher.strategy == "bitmap"
+    columns = {d: rng.uniform(-1, 11, n_tuples) for d in dims} if float_bounds else columns_for(rng, dims, n_tuples)
+    np.testing.assert_array_equal(matcher.match(columns), reference(labelled, columns))
 
 
 def test_true_false_and_empty_matchers():
