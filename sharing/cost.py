@@ -24,11 +24,13 @@ hops(v, home)``: the lower bound the planner uses to prune candidates.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from matcher import Box, Predicate
+from matcher import Box, Interval, Predicate
+from matcher.distributions import Distribution
+from matcher.predicate import CellGrid, uncovered_breadth_first
 from topologies.model import Scenario
 
 
@@ -42,6 +44,7 @@ class CostModel:
             s.id: {a.name: a.distribution for a in s.attributes if a.distribution is not None} for s in scenario.streams
         }
         self._selectivity: dict[tuple[str, Predicate], float] = {}
+        self._box_selectivity: dict[tuple[str, Box], float] = {}
 
     def rate(self, stream: str) -> float:
         return self._rates[stream]
@@ -55,22 +58,95 @@ class CostModel:
             self._selectivity[key] = cached
         return cached
 
-    def added_selectivity(self, stream: str, added: Predicate, before: BoxBounds) -> float:
-        """sel(before OR added) - sel(before): the probability of the points of ``added`` outside ``before``.
+    def added_selectivity(self, stream: str, added: Predicate, near: Callable[[Box], list[Box]]) -> float:
+        """sel(before OR added) - sel(before): the probability of the points of ``added`` outside ``before``,
+        given ``near(box)``: the boxes of ``before`` that may overlap ``box`` (a superset is fine).
 
-        Only the boxes of ``before`` that overlap ``added`` can take points away, so the exact difference
-        is computed against those alone.
+        Each added box is cut against the boxes of ``before`` that overlap it and against the added boxes
+        ahead of it, so all the pieces left are pairwise disjoint and their probabilities add: the work
+        grows with the boxes near ``added``, never with the whole of ``before``.
         """
-        if added.is_empty():
-            return 0.0
-        near = {b: None for box in added.boxes for b in before.overlapping(box)}  # ordered, no duplicates
-        outside = added.minus(Predicate(near))
-        if len(added.boxes) == 1:  # the pieces of one box are disjoint: add their probabilities
-            dists = self._distributions[stream]
-            return math.fsum(
-                math.prod(dists[d].prob(iv) for d, iv in box.items() if d in dists) for box in outside.boxes
-            )
-        return self._compute(stream, outside)
+        dists = self._distributions[stream]
+        terms: list[float] = []
+        done: list[Box] = []
+        for box in added.boxes:
+            box = self._known(stream, box)
+            others = [self._known(stream, b) for b in near(box)]
+            others += [b for b in done if b.overlaps(box)]
+            terms.extend(self._outside(dists, box, others))
+            done.append(box)
+        return math.fsum(terms)
+
+    def box_probability(self, stream: str, box: Box) -> float:
+        """P(a tuple of ``stream`` lies in ``box``), cached per box."""
+        key = (stream, box)
+        cached = self._box_selectivity.get(key)
+        if cached is None:
+            cached = _box_probability(self._distributions[stream], self._known(stream, box))
+            self._box_selectivity[key] = cached
+        return cached
+
+    def outside_lower_bound(self, stream: str, box: Box, near: list[Box]) -> float:
+        """A lower bound of P(``box`` and none of ``near``): ``sel(box) - sum sel(box AND b)``, or 0."""
+        dists = self._distributions[stream]
+        bound = self.box_probability(stream, box)
+        box = self._known(stream, box)
+        for other in near:
+            bound -= _box_probability(dists, box.intersect(self._known(stream, other)))
+            if bound <= 0.0:
+                return 0.0
+        return bound
+
+    def _known(self, stream: str, box: Box) -> Box:
+        """``box`` without its dimensions that have no distribution (unconstrained, see the module docstring)."""
+        dists = self._distributions[stream]
+        if all(d in dists for d in box.dims):
+            return box
+        return Box((d, iv) for d, iv in box.items() if d in dists)
+
+    @staticmethod
+    def _outside(dists: Mapping[str, Distribution], box: Box, others: list[Box]) -> list[float]:
+        """The probabilities of disjoint pieces making up ``box`` minus the union of ``others``."""
+        # Overlaps of zero probability (boxes touching at a bound of a continuous attribute) change no
+        # probability, so they are not cut at all; the others go largest overlap first, which leaves the
+        # fewest pieces to cut against the rest.
+        weighted = []
+        for k, other in enumerate(others):
+            weight = _box_probability(dists, box.intersect(other))
+            if weight > 0.0:
+                weighted.append((-weight, k, other))
+        if not weighted:
+            return [_box_probability(dists, box)]
+        weighted.sort()
+        if weighted[0][2].contains(box):
+            return []
+        grid = CellGrid((box, *(other for *_, other in weighted)))
+        constraints = [grid.constraint(other) for *_, other in weighted]
+        pieces = uncovered_breadth_first(grid.encode(box), constraints)
+        if not pieces:
+            return []
+        # a piece's probability from its cell ranges, each range's probability computed once
+        values, top = grid.values, grid.top
+        ranges: dict[tuple[str, int, int], float] = {}
+        terms = []
+        for piece in pieces:
+            p = 1.0
+            for k, dim in enumerate(grid.dims):
+                lo, hi = piece[2 * k], piece[2 * k + 1]
+                if lo == 0 and hi == top:
+                    continue
+                key = (dim, lo, hi)
+                q = ranges.get(key)
+                if q is None:
+                    lower = -math.inf if lo == 0 else values[(lo - 1) // 2]
+                    upper = math.inf if hi == top else values[hi // 2]
+                    q = dists[dim].prob(Interval(lower, upper, lo % 2 == 1, hi % 2 == 1))
+                    ranges[key] = q
+                p *= q
+                if p == 0.0:
+                    break
+            terms.append(p)
+        return terms
 
     def tuple_bytes(self, n_attributes: int) -> int:
         return self.header_bytes + 8 * n_attributes
@@ -102,6 +178,19 @@ class BoxBounds:
         self.predicate = predicate
         self.dims = predicate.dims
         self.lo, self.hi = rows if rows is not None else _bounds_rows(predicate.boxes, self.dims)
+        # the hull of all boxes, per dimension, as plain floats: one test rules out most boxes at once
+        self._hull = {d: (float(self.lo[:, j].min()), float(self.hi[:, j].max())) for j, d in enumerate(self.dims)}
+
+    def may_overlap(self, box: Box) -> bool:
+        """False when ``box`` surely overlaps no box of the predicate (it misses their hull)."""
+        if not self.predicate.boxes:
+            return False
+        hull = self._hull
+        for d, iv in box.items():
+            ends = hull.get(d)
+            if ends is not None and (ends[0] > iv.hi or ends[1] < iv.lo):
+                return False
+        return True
 
     def widened(self, predicate: Predicate) -> BoxBounds:
         """The bounds of ``predicate``, reusing these rows when it only appends boxes (HSR, EM)."""
@@ -112,13 +201,34 @@ class BoxBounds:
         return BoxBounds(predicate, (np.vstack([self.lo, lo]), np.vstack([self.hi, hi])))
 
     def overlapping(self, box: Box) -> list[Box]:
-        keep = np.ones(len(self.predicate.boxes), dtype=bool)
+        boxes = self.predicate.boxes
+        if len(boxes) <= _SCAN_BELOW:
+            items = box.items()
+            return [b for b in boxes if all(_touch(iv, b.get(d)) for d, iv in items)]
+        keep = np.ones(len(boxes), dtype=bool)
         for d, iv in box.items():
             if d in self.dims:  # a dimension no box of the predicate constrains overlaps everywhere
                 j = self.dims.index(d)
                 keep &= (self.lo[:, j] <= iv.hi) & (self.hi[:, j] >= iv.lo)
-        boxes = self.predicate.boxes
         return [boxes[i] for i in np.flatnonzero(keep)]
+
+
+_SCAN_BELOW = 12  # below this many boxes a plain loop beats building numpy masks
+
+
+def _touch(a: Interval, b: Interval) -> bool:
+    """The closures of ``a`` and ``b`` meet (the filter's test: open ends count as closed)."""
+    return a.lo <= b.hi and b.lo <= a.hi
+
+
+def _box_probability(dists: Mapping[str, Distribution], box: Box) -> float:
+    """P(a tuple lies in ``box``); every dimension of ``box`` has a distribution."""
+    p = 1.0
+    for d, iv in box.items():
+        p *= dists[d].prob(iv)
+        if p == 0.0:
+            break
+    return p
 
 
 def _bounds_rows(boxes: tuple[Box, ...], dims: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:

@@ -39,9 +39,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import count
 
-from matcher import Predicate
+from matcher import Box, Predicate
 from network.routing import Network
 from sharing.cost import BoxBounds, CostModel, added_boxes
 from sharing.epochs import timeline
@@ -81,6 +82,7 @@ class _Flow:
     deliveries: list[_Sub] = field(default_factory=list)
     frozen: Flow | None = None
     bounds: BoxBounds | None = None  # of ``predicate``, refreshed lazily when the predicate changes
+    where_dims: tuple[Predicate, int] | None = None  # a predicate and the mask of its dimensions, lazily
 
     @property
     def hops(self) -> int:
@@ -122,12 +124,16 @@ class Planner:
         self._seq = count()
         self._arrivals = count()
         self._schema = {s.id: s.attribute_names for s in scenario.streams}
+        self._homes = {p.id: p.attach for p in scenario.thin_peers}
         self._roots: dict[str, _Flow] = {}
         self._at: dict[str, dict[str, list[_Flow]]] = {}  # stream -> super-peer -> flows available there
         self._subs: dict[str, _Sub] = {}
         self._total: dict[str, float] = {}  # stream -> estimated bytes/s of its flows
         self._shipping: dict[str, float] = {}  # stream -> what query-shipping its active subs would cost
         self._hop_order: dict[str, list[tuple[int, str]]] = {}
+        self._verdicts: dict[tuple[int, Predicate], tuple[bool, Predicate]] = {}
+        self._widenings: dict[tuple[int, Predicate], tuple[Predicate, float]] = {}
+        self._nearby: dict[tuple[int, Box], list[Box]] = {}
         for s in scenario.streams:
             source = scenario.home(s.source)
             everything = (1 << len(s.attributes)) - 1
@@ -162,7 +168,7 @@ class Planner:
         where = spec.query.where
         sub = _Sub(
             spec,
-            self.scenario.home(spec.peer),
+            self._homes[spec.peer],
             where,
             self.cost.selectivity(stream, where),
             self._mask(stream, spec.query.attributes(self._schema[stream])),
@@ -201,22 +207,29 @@ class Planner:
         stream = sub.spec.stream
         unit = self._flow_cost(stream, sub.sel, sub.select, 1)  # a branch's cost per hop
         available = self._at[stream]
-        best: _Option | None = None
-        seen: set[int] = set()
+        # flows do not change during one search: verdicts and widenings of an ancestor shared by many
+        # candidates are computed once
+        self._verdicts.clear()
+        self._widenings.clear()
+        self._nearby.clear()
+        # the raw stream first: its query-shipping cost bounds every other candidate from the start
+        root = self._roots[stream]
+        hops = len(self.network.route(root.origin, sub.home)) - 1
+        best = self._evaluate(sub, root, root.origin, hops, unit * hops, None)
+        seen = {root.seq}
         for hops, node in self._hops_from(sub.home):
             flows = available.get(node)
             if not flows:
                 continue
-            if best is not None and (unit * hops, hops) > best.key[:2]:
+            if (unit * hops, hops) > best.key[:2]:
                 break
             for flow in flows:
                 if flow.seq in seen:
                     continue
                 seen.add(flow.seq)  # a flow is tried once, at its super-peer nearest to home
                 option = self._evaluate(sub, flow, node, hops, unit * hops, best)
-                if option is not None and (best is None or option.key < best.key):
+                if option is not None and option.key < best.key:
                     best = option
-        assert best is not None, "the raw stream is always available at its source"
         return best
 
     def _evaluate(self, sub: _Sub, flow: _Flow, tap: str, hops: int, branch: float, best: _Option | None):
@@ -231,8 +244,10 @@ class Planner:
         child_pred, child_sel, uncovered = sub.where, sub.sel, sub.where
         child_attrs, child_full = sub.select, sub.select | sub.where_attrs
         node = flow
+        if flow.id is not None and branch + self._least_change(sub, flow, branch, limit) > limit:
+            return None
         while node.id is not None:
-            matched, relaxed = self.match(node.predicate, uncovered)
+            matched, relaxed = self._verdict(node, uncovered)
             if matched:
                 pred, sel, fresh = node.predicate, node.sel, Predicate.FALSE
                 need = child_attrs
@@ -241,8 +256,7 @@ class Planner:
                 attrs, full = node.attrs | need, node.full_needs | child_full
             else:
                 pred = relaxed
-                fresh = added_boxes(relaxed, node.predicate)
-                sel = node.sel + self.cost.added_selectivity(stream, fresh, self._bounds(node))
+                fresh, sel = self._widening(node, relaxed)
                 # a relaxed predicate no longer holds any consumer's exact result: all need their filters
                 full = node.full_needs | child_full
                 attrs = full
@@ -256,9 +270,92 @@ class Planner:
                 return None
             changes.append((node, pred, sel, attrs, full))
             child_pred, child_sel, uncovered = pred, sel, fresh
-            child_attrs, child_full = attrs, attrs | self._mask(stream, pred.dims)
+            child_attrs, child_full = attrs, attrs | self._dims_mask(node, pred, fresh)
             node = node.parent
         return _Option((total, hops, tap, flow.seq), flow, tap, changes)
+
+    def _least_change(self, sub: _Sub, flow: _Flow, branch: float, limit: float) -> float:
+        """A lower bound of what serving ``sub`` from ``flow`` adds to ``flow``'s own cost (computed only
+        as far as needed to tell whether ``branch`` plus it exceeds ``limit``).
+
+        Any relaxation covers the query and the flow, so the selectivity grows at least by the
+        probability of the query outside the flow, which is at least ``sel(box) - sum sel(box AND b)``
+        over the flow's boxes ``b`` near a query box (Bonferroni); when that is positive no matcher can
+        report a match, so every consumer's filter attributes join.  Otherwise at least the missing
+        SELECT attributes join.
+        """
+        stream = flow.stream
+        before = self._flow_cost(stream, flow.sel, flow.attrs, flow.hops)
+        least = self._flow_cost(stream, flow.sel, flow.attrs | sub.select, flow.hops) - before
+        if branch + least > limit:  # the cheap bound first
+            return least
+        outside = 0.0
+        bounds = self._bounds(flow)
+        for box in sub.where.boxes:
+            if bounds.may_overlap(box):
+                bound = self.cost.outside_lower_bound(stream, box, self._near(flow, box))
+            else:  # the whole box lies outside the flow
+                bound = self.cost.box_probability(stream, box)
+            outside = max(outside, bound)
+        if outside > _RELATIVE_SLACK * flow.sel:
+            wider = flow.full_needs | sub.select | sub.where_attrs
+            least = max(least, self._flow_cost(stream, flow.sel + outside, wider, flow.hops) - before)
+        return least
+
+    def _near(self, flow: _Flow, box) -> list:
+        """The boxes of ``flow``'s predicate that may overlap ``box``, remembered for the current search."""
+        key = (flow.seq, box)
+        near = self._nearby.get(key)
+        if near is None:
+            near = self._bounds(flow).overlapping(box)
+            self._nearby[key] = near
+        return near
+
+    def _verdict(self, flow: _Flow, uncovered: Predicate) -> tuple[bool, Predicate]:
+        """The strategy's matcher on ``(flow.predicate, uncovered)``, remembered for the current search.
+
+        EM and HSR only ever compare the query's boxes with the stream boxes overlapping them (a box
+        disjoint from a query box neither covers nor overlaps any piece of it) and append what they add,
+        so they run on the overlapping boxes alone and the appended boxes go after the whole predicate:
+        the same verdict and relaxation as on the whole predicate.  HCR may relax any stream box, so it
+        sees the whole predicate (its predicates never grow beyond their first consumer's box count).
+        """
+        key = (flow.seq, uncovered)
+        cached = self._verdicts.get(key)
+        if cached is not None:
+            return cached
+        if self.strategy == "sharing-hcr":
+            verdict = self.match(flow.predicate, uncovered)
+        else:
+            near = Predicate({b: None for box in uncovered.boxes for b in self._near(flow, box)})
+            matched, relaxed = self.match(near, uncovered)
+            if matched:
+                verdict = (True, flow.predicate)
+            else:
+                verdict = (False, Predicate(flow.predicate.boxes + relaxed.boxes[len(near.boxes) :]))
+        self._verdicts[key] = verdict
+        return verdict
+
+    def _widening(self, flow: _Flow, relaxed: Predicate) -> tuple[Predicate, float]:
+        """The boxes ``relaxed`` adds to ``flow``'s predicate and its exact selectivity, by increment."""
+        key = (flow.seq, relaxed)
+        cached = self._widenings.get(key)
+        if cached is None:
+            fresh = added_boxes(relaxed, flow.predicate)
+            near = partial(self._near, flow)
+            cached = (fresh, flow.sel + self.cost.added_selectivity(flow.stream, fresh, near))
+            self._widenings[key] = cached
+        return cached
+
+    def _dims_mask(self, flow: _Flow, pred: Predicate, fresh: Predicate) -> int:
+        """The attributes ``pred`` (``flow``'s predicate, or its relaxation adding ``fresh``) constrains."""
+        if flow.where_dims is None or flow.where_dims[0] is not flow.predicate:
+            flow.where_dims = (flow.predicate, self._mask(flow.stream, flow.predicate.dims))
+        if pred is flow.predicate:
+            return flow.where_dims[1]
+        if pred.boxes[: len(flow.predicate.boxes)] == flow.predicate.boxes:  # appended: the union
+            return flow.where_dims[1] | self._mask(flow.stream, fresh.dims)
+        return self._mask(flow.stream, pred.dims)  # HCR's hulls may drop a dimension
 
     @staticmethod
     def _bounds(flow: _Flow) -> BoxBounds:
@@ -373,7 +470,7 @@ class Planner:
         for other, *_ in consumers[1:]:
             matched, relaxed = self.match(pred, other)
             if not matched:  # sel(pred OR fresh) by difference: far cheaper than a full decomposition
-                sel += self.cost.added_selectivity(stream, added_boxes(relaxed, pred), bounds)
+                sel += self.cost.added_selectivity(stream, added_boxes(relaxed, pred), bounds.overlapping)
                 pred = relaxed
                 bounds = bounds.widened(pred)
         attrs = full = 0

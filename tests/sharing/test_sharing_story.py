@@ -8,24 +8,12 @@ from pathlib import Path
 from sharing_checker import plan_problems
 
 from matcher import Predicate
-from matcher.parser import parse_condition, parse_query
+from matcher.parser import parse_condition
 from network.routing import Network
 from sharing import make_plan
 from topologies.loader import load_scenario
 
 FIGURE1 = Path(__file__).resolve().parents[2] / "topologies" / "figure1.yaml"
-
-
-def _figure1(**changes):
-    """figure1 with some subscriptions replaced: ``Q3=("SELECT ...", at, until)``."""
-    scenario = load_scenario(FIGURE1)
-    subs = tuple(
-        dataclasses.replace(s, query=parse_query(changes[s.id][0]), at=changes[s.id][1], until=changes[s.id][2])
-        if s.id in changes
-        else s
-        for s in scenario.subscriptions
-    )
-    return dataclasses.replace(scenario, subscriptions=subs)
 
 
 def test_q2_reuses_q1_stream_at_sp5():
@@ -41,37 +29,45 @@ def test_q2_reuses_q1_stream_at_sp5():
 
 
 def test_q3_widens_the_sp4_operator_branches_at_sp1_and_narrows_after_q1_leaves():
-    # Q3 asks for Q1's attributes over a neighbouring region: widening Q1's stream beats a stream of its own
-    scenario = _figure1(
-        Q1=("SELECT a, b FROM stream0 WHERE a BETWEEN 20 AND 60 AND b < 50", 0, 50),
-        Q3=("SELECT a, b FROM stream0 WHERE a BETWEEN 50 AND 80 AND b < 50", 20, None),
-    )
+    # the shipped story: Q3 asks for Q1's attributes over an overlapping region, so widening Q1's stream
+    # at SP4 beats a stream of its own (the overlap crosses SP4-SP5-SP1 once)
+    scenario = load_scenario(FIGURE1)
     network = Network.of(scenario)
     plan = make_plan(scenario, "sharing-em", network)
     assert plan_problems(plan, scenario, network) == []
-    q3 = next(d for d in plan.decisions if d.subscription == "Q3")
-    assert (q3.reused, q3.widened) == ("F1", ("F1",))
+    q1, q3 = scenario.subscription("Q1").query.where, scenario.subscription("Q3").query.where
+    decision = next(d for d in plan.decisions if d.subscription == "Q3")
+    assert (decision.reused, decision.widened) == ("F1", ("F1",))
+    assert "taps F1 at SP1; new flow F3 SP1 -> SP3" in decision.summary
     during = plan.epoch_at(30)
     f1 = during.flow("F1")
-    q1_or_q3 = parse_condition("(a BETWEEN 20 AND 60 AND b < 50) OR (a BETWEEN 50 AND 80 AND b < 50)")
-    assert f1.predicate == q1_or_q3 and f1.origin == "SP4"
-    branch = next(f for f in during.flows if f.parent == "F1" and f.path == ("SP1", "SP3"))
-    assert branch.predicate == parse_condition("a BETWEEN 50 AND 80 AND b < 50")
-    assert next(d for d in during.deliveries if d.subscription == "Q3").flow == branch.id
+    assert (f1.origin, f1.path, f1.attrs) == ("SP4", ("SP4", "SP5", "SP1"), ("a", "b"))
+    assert f1.predicate == q1.or_(q3)  # EM appends Q3's box whole to the SP4 operator: Q1 OR Q3
+    branch = during.flow("F3")
+    assert (branch.parent, branch.path, branch.predicate, branch.attrs) == ("F1", ("SP1", "SP3"), q3, ("a", "b"))
+    assert next(d for d in during.deliveries if d.subscription == "Q3").flow == "F3"
     q1_delivery = next(d for d in during.deliveries if d.subscription == "Q1")
-    assert q1_delivery.predicate == scenario.subscription("Q1").query.where  # F1 now carries Q3's tuples too
+    assert q1_delivery.flow == "F1" and q1_delivery.predicate == q1  # F1 now carries Q3's tuples too
+    assert [f.id for f in plan.epoch_at(47).flows] == ["F1", "F3"]  # Q2 left: its branch F2 is gone
+    assert plan.epoch_at(47).flow("F1").predicate.equivalent(q1.or_(q3))
     after = plan.epoch_at(55)
-    assert after.flow("F1").predicate == parse_condition("a BETWEEN 50 AND 80 AND b < 50")
+    assert after.flow("F1").predicate == q3 and after.flow("F1").attrs == ("a", "b")
     leave = next(d for d in plan.decisions if d.event == "unsubscribe" and d.subscription == "Q1")
-    assert "F1" in leave.narrowed and leave.added_bytes_per_s < 0
+    assert leave.narrowed == ("F1",) and leave.added_bytes_per_s < 0
 
 
-def test_shipped_figure1_keeps_q3_separate_when_widening_costs_more():
-    # Q3 needs attribute c: widening F1 would make every Q1 tuple 8 bytes wider on two links, which the
-    # cost model prices above Q3's own stream (see docs/PLANNER.md)
-    plan = make_plan(load_scenario(FIGURE1), "sharing-em")
-    q3 = next(d for d in plan.decisions if d.subscription == "Q3")
-    assert q3.reused is None and q3.widened == ()
+def test_hsr_widens_f1_like_em_but_hcr_hull_costs_more_than_a_stream_of_its_own():
+    scenario = load_scenario(FIGURE1)
+    q1, q3 = scenario.subscription("Q1").query.where, scenario.subscription("Q3").query.where
+    hsr = make_plan(scenario, "sharing-hsr")
+    assert next(d for d in hsr.decisions if d.subscription == "Q3").widened == ("F1",)
+    assert hsr.epoch_at(30).flow("F1").predicate == q1.or_(q3)
+    # HCR would relax Q1's box to the hull a in [20, 80], b < 70: more than half again of Q1's tuples on
+    # two links, dearer than Q3's own stream
+    hcr = make_plan(scenario, "sharing-hcr")
+    decision = next(d for d in hcr.decisions if d.subscription == "Q3")
+    assert (decision.reused, decision.widened) == (None, ())
+    assert hcr.epoch_at(30).flow("F1").predicate == q1
 
 
 def test_baseline_flows_follow_spec():
@@ -88,7 +84,7 @@ def test_baseline_flows_follow_spec():
     assert [(f.path, f.predicate, f.attrs) for f in epoch.flows] == [
         (("SP4", "SP5", "SP1"), q1.query.where, ("a", "b")),
         (("SP4", "SP5", "SP6"), q2.query.where, ("a",)),
-        (("SP4", "SP5", "SP1", "SP3"), q3.query.where, ("a", "c")),
+        (("SP4", "SP5", "SP1", "SP3"), q3.query.where, ("a", "b")),
     ]
     assert all(d.predicate == Predicate.TRUE for d in epoch.deliveries)
     edges = [("SP4", "SP5"), ("SP5", "SP1"), ("SP5", "SP6"), ("SP1", "SP3")]
@@ -100,8 +96,8 @@ def test_baseline_flows_follow_spec():
     assert [f.path for f in epoch.flows] == edges
     root, to_sp1, to_sp6, to_sp3 = epoch.flows
     assert root.predicate.equivalent(q1.query.where.or_(q2.query.where).or_(q3.query.where))
-    assert root.attrs == ("a", "b", "c") and to_sp6.attrs == ("a",) and to_sp3.attrs == ("a", "c")
-    assert to_sp1.trim == ((q1.query.where, ("a", "b")), (q3.query.where, ("a", "c")))
+    assert root.attrs == ("a", "b") and to_sp6.attrs == ("a",) and to_sp3.attrs == ("a", "b")
+    assert to_sp1.trim == ((q1.query.where, ("a", "b")), (q3.query.where, ("a", "b")))
     assert [d.flow for d in epoch.deliveries] == ["stream0:SP5>SP1", "stream0:SP5>SP6", "stream0:SP1>SP3"]
 
 
