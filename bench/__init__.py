@@ -12,4 +12,5 @@ BENCHMARKS = {
     "planner": "subscriptions planned per second on a transit-stub topology (issue 3)",
     "filters": "shared multi-subscription filtering engines (issue 6)",
     "spark": "Spark data plane vs Catalyst (issue 4)",
+    "engine": "local simulation engine per strategy on a many-epoch scenario (issue 3)",
 }

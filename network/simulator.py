@@ -125,6 +125,8 @@ class _WindowChannel:
     attrs: tuple[str, ...]
     phases: dict[int, list[_Phase]] = field(default_factory=dict)
     feeds: dict[int, dict[Hashable, None]] = field(default_factory=dict)
+    last: Channel | None = None  # the span channel merged last, and the end of its span in the window
+    end: float = -np.inf
 
 
 @dataclass
@@ -149,6 +151,12 @@ def _merge(start: float, end: float, spans: Sequence[Span]) -> _Window:
                 raise EmulatorError(f"stream {stream} is uploaded on {window.sources[stream]!r} and on {key!r}")
         for key, channel in span.layout.channels.items():
             merged = window.channels.get(key)
+            if merged is not None and merged.last is channel and merged.end == lo:
+                # the same channel object as in the previous span: its taps are unchanged too
+                for pos in channel.taps:
+                    merged.phases[pos][-1].end = hi
+                merged.end = hi
+                continue
             if merged is None:
                 merged = _WindowChannel(
                     key, channel.stream, len(window.channels), channel.hops, channel.sink, channel.attrs
@@ -168,6 +176,7 @@ def _merge(start: float, end: float, spans: Sequence[Span]) -> _Window:
                 else:
                     phases.append(_Phase(lo, hi, tap))
                     merged.feeds.setdefault(pos, {}).update(dict.fromkeys(tap.feeds))
+            merged.last, merged.end = channel, hi
     return window
 
 

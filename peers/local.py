@@ -104,10 +104,12 @@ class _Layouts:
         self.subscriptions = {s.id: s for s in scenario.subscriptions}
         self.homes = {p.id: p.attach for p in scenario.thin_peers}
         self.custom = operators
-        self.cache: OperatorCache = {}
+        self.cache = OperatorCache()
         self.versions: dict[tuple[Hashable, tuple], tuple[Hashable, int]] = {}
         self.counts: dict[Hashable, int] = {}
-        self.routes_checked: set[tuple[str, ...]] = set()
+        self.memo: dict[tuple, tuple] = {}
+        self.taps: dict[int, tuple[Operator, tuple[Hashable, ...], Tap]] = {}
+        self.channels: dict[tuple, Channel] = {}
 
     def key(self, stable: Hashable, definition: tuple) -> tuple[Hashable, int]:
         key = self.versions.get((stable, definition))
@@ -130,47 +132,60 @@ class _Layouts:
         where: dict[Hashable, Hashable] = {}  # operator target (raw/flow/delivery key) -> channel key
         carried: dict[Hashable, tuple[str, ...]] = {}
         routes: dict[Hashable, tuple[str, ...]] = {}
-        defined = []
+        defined = []  # (target, channel key, stream, hops, sink, attrs)
         for stream in self.scenario.streams:
             source = raw_key(stream.id)
             where[source] = self.key(source, ())
             carried[source], routes[source] = stream.attribute_names, (stream.source, self.homes[stream.source])
-            defined.append((source, stream.id, ((stream.source, routes[source][1]),), None, ()))
+            hops = ((stream.source, routes[source][1]),)
+            defined.append((source, where[source], stream.id, hops, None, ()))
         for flow in epoch.flows if epoch is not None else ():
-            self._check_route(flow)
             target = flow_key(flow.id)
             parent = raw_key(flow.stream) if flow.parent is None else flow_key(flow.parent)
-            if parent not in where or flow.origin not in routes[parent]:
-                raise EmulatorError(f"flow {flow.id}: parent {flow.parent} does not reach {flow.origin} before it")
-            carried[target] = carried[parent] if flow.trim else flow.attrs
+            if parent not in where:
+                raise EmulatorError(f"flow {flow.id}: parent {flow.parent} is not an earlier flow of the epoch")
+            # flows and deliveries are mostly the same objects from one epoch to the next: memoised by identity
+            # (the object is kept in the value, so its id stays unique)
+            hit = self.memo.get((id(flow), where[parent]))
+            if hit is None:
+                hit = (flow, *self._flow_channel(flow, where[parent], carried[parent], routes[parent]))
+                self.memo[(id(flow), where[parent])] = hit
+            _, where[target], carried[target] = hit
             routes[target] = flow.path
-            feeder = (where[parent], routes[parent].index(flow.origin))
-            where[target] = self.key(target, (flow.stream, flow.path, carried[target], feeder))
-            defined.append((target, flow.stream, flow.hops, None, ()))
+            defined.append((target, where[target], flow.stream, flow.hops, None, ()))
         for target, delivery in zip(targets, epoch.deliveries if epoch is not None else (), strict=True):
             stream = self.subscriptions[delivery.subscription].stream
             source = raw_key(stream) if delivery.flow is None else flow_key(delivery.flow)
-            feeder = (where[source], routes[source].index(delivery.home))
-            hops = ((delivery.home, delivery.peer),)
-            stable = ("delivery", delivery.subscription)
-            where[target] = self.key(stable, (stream, hops, delivery.attrs, feeder, target))
-            defined.append((target, stream, hops, delivery.subscription, delivery.attrs))
+            hit = self.memo.get((id(delivery), where[source], target))
+            if hit is None:
+                feeder = (where[source], routes[source].index(delivery.home))
+                hops = ((delivery.home, delivery.peer),)
+                key = self.key(("delivery", delivery.subscription), (stream, hops, delivery.attrs, feeder, target))
+                hit = self.memo[(id(delivery), where[source], target)] = (delivery, key, hops)
+            _, key, hops = hit
+            where[target] = key
+            defined.append((target, key, stream, hops, delivery.subscription, delivery.attrs))
         channels = {}
-        for target, stream, hops, sink, attrs in defined:
-            nodes = routes.get(target, ())  # deliveries have no taps
+        for target, key, stream, hops, sink, attrs in defined:
             taps = {}
-            for pos, node in enumerate(nodes):
+            for pos, node in enumerate(routes.get(target, ())):  # deliveries have no taps
                 operator = operators.get((node, target))
                 if operator is not None:
-                    taps[pos] = Tap(operator, tuple(where[t] for t in operator.targets))
-            key = where[target]
-            channels[key] = Channel(key, stream, hops, taps, sink, attrs)
+                    taps[pos] = self._tap(operator, tuple(where[t] for t in operator.targets))
+            signature = (key, tuple((pos, id(tap)) for pos, tap in taps.items()))
+            channel = self.channels.get(signature)
+            if channel is None:
+                channel = self.channels[signature] = Channel(key, stream, hops, taps, sink, attrs)
+            channels[key] = channel
         return Layout(channels, {s.id: where[raw_key(s.id)] for s in self.scenario.streams})
 
-    def _check_route(self, flow: Flow) -> None:
-        """Raises EmulatorError when the flow's path crosses a pair of super-peers that is not a link."""
-        if flow.path in self.routes_checked:
-            return
+    def _flow_channel(
+        self, flow: Flow, parent: Hashable, parent_carries: tuple[str, ...], parent_route: tuple[str, ...]
+    ) -> tuple[Hashable, tuple[str, ...]]:
+        """The channel key of ``flow`` fed by channel ``parent``, and the attributes it carries.
+
+        Raises EmulatorError when the flow's path crosses a pair of super-peers that is not a link or the
+        parent does not pass through its origin."""
         for a, b in flow.hops:
             try:
                 self.network.link(a, b)
@@ -178,4 +193,16 @@ class _Layouts:
                 raise EmulatorError(
                     f"flow {flow.id}: path {flow.path} crosses {a} -> {b}, which is not a link"
                 ) from None
-        self.routes_checked.add(flow.path)
+        if flow.origin not in parent_route:
+            raise EmulatorError(f"flow {flow.id}: parent {flow.parent} does not pass through {flow.origin}")
+        carries = parent_carries if flow.trim else flow.attrs
+        feeder = (parent, parent_route.index(flow.origin))
+        return self.key(flow_key(flow.id), (flow.stream, flow.path, carries, feeder)), carries
+
+    def _tap(self, operator: Operator, feeds: tuple[Hashable, ...]) -> Tap:
+        """One :class:`Tap` object per operator and feeds, so that the simulator sees an unchanged tap as
+        the very same object."""
+        hit = self.taps.get(id(operator))
+        if hit is None or hit[1] != feeds:
+            hit = self.taps[id(operator)] = (operator, feeds, Tap(operator, feeds))
+        return hit[2]

@@ -14,8 +14,9 @@ once): operators are immutable once built, so sharing them is safe.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -131,9 +132,20 @@ class FlowOperator:
         return outputs
 
 
-OperatorCache = dict[tuple, FlowOperator]
-"""``{(node, input, carried attributes, readers, header bytes): operator}``, shared by the :func:`install`
-calls over the epochs of one plan."""
+class OperatorCache:
+    """What :func:`install` reuses over the epochs of one plan: operators by (node, input, carried
+    attributes, readers, header bytes), and the reader made of each flow or delivery object (keyed by
+    identity; the object is kept, so its id cannot be reused while cached)."""
+
+    def __init__(self) -> None:
+        self.operators: dict[tuple, FlowOperator] = {}
+        self._readers: dict[tuple[int, Hashable], tuple[Flow | Delivery, Reader]] = {}
+
+    def reader(self, item: Flow | Delivery, key: Hashable, make: Callable[[], Reader]) -> Reader:
+        hit = self._readers.get((id(item), key))
+        if hit is None:
+            hit = self._readers[(id(item), key)] = (item, make())
+        return hit[1]
 
 
 def install(
@@ -180,28 +192,33 @@ def install(
                 raise EmulatorError(f"flow {flow.id}: parent {flow.parent} does not pass through {flow.origin}")
             source = flow_key(parent.id)
         flows[flow.id] = flow
-        full = bool(flow.trim)
-        carried[flow_key(flow.id)] = carried[source] if full else flow.attrs
-        attach(
-            flow.origin,
-            source,
-            Reader(flow_key(flow.id), f"flow {flow.id}", flow.predicate, flow.attrs, full, flow.trim),
-        )
+        carried[flow_key(flow.id)] = carried[source] if flow.trim else flow.attrs
+        attach(flow.origin, source, _reader(cache, flow, flow_key(flow.id), partial(_flow_reader, flow)))
 
     keys = [delivery_key(k) for k in range(len(epoch.deliveries))] if delivery_keys is None else delivery_keys
     for key, delivery in zip(keys, epoch.deliveries, strict=True):
-        attach(*_delivery_input(index, flows, delivery), _delivery_reader(key, delivery))
+        reader = _reader(cache, delivery, key, partial(_delivery_reader, key, delivery))
+        attach(*_delivery_input(index, flows, delivery), reader)
 
     operators = {}
     for (node, source), rs in readers.items():
         signature = (node, source, carried[source], tuple(rs), scenario.header_bytes)
-        operator = cache.get(signature) if cache is not None else None
+        operator = cache.operators.get(signature) if cache is not None else None
         if operator is None:
             operator = FlowOperator(node, _describe(source), carried[source], rs, scenario.header_bytes)
             if cache is not None:
-                cache[signature] = operator
+                cache.operators[signature] = operator
         operators[(node, source)] = operator
     return operators
+
+
+def _reader(cache: OperatorCache | None, item: Flow | Delivery, key: Hashable, make: Callable[[], Reader]) -> Reader:
+    return make() if cache is None else cache.reader(item, key, make)
+
+
+def _flow_reader(flow: Flow) -> Reader:
+    full = bool(flow.trim)
+    return Reader(flow_key(flow.id), f"flow {flow.id}", flow.predicate, flow.attrs, full, flow.trim)
 
 
 class _Index:
