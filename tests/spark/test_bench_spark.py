@@ -41,9 +41,9 @@ def test_bench_json_reports_identical_results_and_rates(spark, capsys):
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", action="store_true")
     bench_spark.configure(parser)
-    args = parser.parse_args(["--json", "--tuples", "20000", "--flows", "12", "--repeat", "1", "--batch", "4096"])
+    args = parser.parse_args(["--json", "--tuples", "6000", "--flows", "6", "--repeat", "1", "--batch", "2048"])
     assert bench_spark.main(args) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["identical"] is True
     assert result["ours"]["evals_per_s"] > 0 and result["catalyst"]["evals_per_s"] > 0
-    assert result["params"]["tuples"] == 20000 and result["params"]["flows"] == 12
+    assert result["params"]["tuples"] == 6000 and result["params"]["flows"] == 6
