@@ -92,7 +92,7 @@ class CostModel:
         bound = self.box_probability(stream, box)
         box = self._known(stream, box)
         for other in near:
-            bound -= _box_probability(dists, box.intersect(self._known(stream, other)))
+            bound -= _overlap_probability(dists, box, other)
             if bound <= 0.0:
                 return 0.0
         return bound
@@ -228,6 +228,22 @@ def _box_probability(dists: Mapping[str, Distribution], box: Box) -> float:
         p *= dists[d].prob(iv)
         if p == 0.0:
             break
+    return p
+
+
+def _overlap_probability(dists: Mapping[str, Distribution], box: Box, other: Box) -> float:
+    """P(a tuple lies in ``box`` and in ``other``), without building their intersection; dimensions
+    of ``other`` without a distribution are left out (unconstrained)."""
+    p = 1.0
+    rest = dict(other.items())
+    for d, iv in box.items():
+        both = rest.pop(d, None)
+        p *= dists[d].prob(iv if both is None else iv.intersect(both))
+        if p == 0.0:
+            return 0.0
+    for d, iv in rest.items():
+        if d in dists:
+            p *= dists[d].prob(iv)
     return p
 
 
