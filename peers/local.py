@@ -91,7 +91,8 @@ class _Layouts:
     """The channels of each epoch, keyed so that the simulator can merge epochs into one batch window.
 
     A channel's key is ``(stable key, version)``: the stable key is the flow id, the raw stream or the
-    subscription delivered (not the delivery's position, which shifts when an earlier one comes or goes);
+    subscription delivered (:func:`~peers.superpeer.subscription_keys`, not the delivery's position, which
+    shifts when an earlier one comes or goes), the same whichever ``operators`` installs the taps;
     the version numbers its distinct definitions (stream, route, attributes carried, sink, and the channel
     and node feeding it), so an unchanged channel keeps its key and one that changed gets a new one.  The
     feeding channel is part of the definition because the simulator expects each channel to be fed by one
@@ -121,10 +122,11 @@ class _Layouts:
 
     def of(self, epoch: Epoch | None) -> Layout:
         """The layout of ``epoch`` (``None``: only the uploads)."""
+        stable = subscription_keys(epoch) if epoch is not None else []
         if epoch is None:
             operators, targets = {}, []
         elif self.custom is None:
-            targets = subscription_keys(epoch)
+            targets = stable
             operators = install(self.scenario, epoch, delivery_keys=targets, cache=self.cache)
         else:
             operators = self.custom(self.scenario, epoch)
@@ -153,15 +155,16 @@ class _Layouts:
             _, where[target], carried[target] = hit
             routes[target] = flow.path
             defined.append((target, where[target], flow.stream, flow.hops, None, ()))
-        for target, delivery in zip(targets, epoch.deliveries if epoch is not None else (), strict=True):
+        deliveries = epoch.deliveries if epoch is not None else ()
+        for target, copy, delivery in zip(targets, stable, deliveries, strict=True):
             stream = self.subscriptions[delivery.subscription].stream
             source = raw_key(stream) if delivery.flow is None else flow_key(delivery.flow)
-            hit = self.memo.get((id(delivery), where[source], target))
+            hit = self.memo.get((id(delivery), where[source], copy))
             if hit is None:
                 feeder = (where[source], routes[source].index(delivery.home))
                 hops = ((delivery.home, delivery.peer),)
-                key = self.key(("delivery", delivery.subscription), (stream, hops, delivery.attrs, feeder, target))
-                hit = self.memo[(id(delivery), where[source], target)] = (delivery, key, hops)
+                key = self.key(copy, (stream, hops, delivery.attrs, feeder))
+                hit = self.memo[(id(delivery), where[source], copy)] = (delivery, key, hops)
             _, key, hops = hit
             where[target] = key
             defined.append((target, key, stream, hops, delivery.subscription, delivery.attrs))

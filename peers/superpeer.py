@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import NamedTuple
 
 import numpy as np
@@ -96,8 +96,7 @@ class FlowOperator:
         self._label_of: list[int] = []  # per reader: its column in the matcher's output
         self._trim: list[tuple[np.ndarray, np.ndarray] | None] = []  # per reader: (label columns, entry x attr)
         for j, reader in enumerate(self.readers):
-            needed = [*reader.predicate.dims, *reader.attrs, *(d for p, _ in reader.trim for d in p.dims)]
-            missing = sorted(set(needed) - have)
+            missing = sorted(_needed(reader) - have)
             if missing:
                 raise EmulatorError(
                     f"{reader.name} at {node} needs attribute {missing[0]!r}, which {source} does not carry there"
@@ -146,6 +145,12 @@ class OperatorCache:
         if hit is None:
             hit = self._readers[(id(item), key)] = (item, make())
         return hit[1]
+
+
+@lru_cache(maxsize=1 << 16)
+def _needed(reader: Reader) -> frozenset[str]:
+    # cached: an operator is rebuilt whenever one of its readers changes, and the others stay the same
+    return frozenset([*reader.predicate.dims, *reader.attrs, *(d for p, _ in reader.trim for d in p.dims)])
 
 
 def install(
