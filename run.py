@@ -113,7 +113,10 @@ def _add_live_parsers(sub) -> None:
     p.add_argument("--speed", type=float, default=1.0, help="emulated seconds per wall second")
     p.add_argument("--strategy", default="sharing-em")
     p.add_argument("--forever", action="store_true", help="run until SIGINT/SIGTERM")
-    p.add_argument("--processes", action="store_true", help="each super-peer in its own OS process")
+    p.add_argument(
+        "--processes", nargs="?", type=int, const=-1, default=0, metavar="N",
+        help="super-peers in N OS processes (alone: each in its own)",
+    )  # fmt: skip
     p.add_argument("--out", default=None, help="output directory (default out/<scenario name>/live/)")
     p.add_argument("--secure", action="store_true", help="generate passwords and an ACL for the broker")
     p.add_argument("--secure-dir", default=None, help="where --secure keeps the broker files (reused if present)")

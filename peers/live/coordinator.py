@@ -6,6 +6,10 @@ run-time subscription or departure takes effect at the largest horizon already p
 barrier that lets every tuple be routed by the epoch in force at its emission time.  At the end it sets the
 end time, waits until the sources are done and nothing is in flight (every data topic received as many
 messages as were sent, twice in a row), and turns the nodes' counters into a ``StrategyRun``.
+
+A super-peer whose process died (its last will, confirmed by ``gone``) is taken out of the backbone: the
+subscriptions it made unreachable end at the horizon (reported in ``failures``), the others are planned
+again on the remaining network from the horizon on (earlier epochs stay as they were).
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -31,6 +36,28 @@ from topologies.model import Scenario, SubscriptionSpec
 
 TICK_S = 0.1  # wall seconds between horizon updates
 LEAD_S = 0.5  # wall seconds of emission the horizon runs ahead of the clock
+GONE_WAIT_S = 2.0  # how long a last will waits for ``gone`` to confirm that the process really exited
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A dead super-peer taken out of the plan at emulated time ``at``: the subscriptions that could not be
+    re-routed (subscriber or source behind it, or cut off) and those planned again around it."""
+
+    node: str
+    at: float
+    lost: tuple[str, ...]
+    replanned: tuple[str, ...]
+    version: int
+
+    def to_json(self) -> dict:
+        return {
+            "node": self.node,
+            "at": self.at,
+            "lost_subscriptions": list(self.lost),
+            "replanned_subscriptions": list(self.replanned),
+            "plan_version": self.version,
+        }
 
 
 class Coordinator:
@@ -43,6 +70,7 @@ class Coordinator:
         speed: float,
         book: PlanBook,
         end: float | None,
+        gone: Callable[[str], bool] | None = None,
     ):
         self.scenario = scenario
         self.strategy = strategy
@@ -60,6 +88,11 @@ class Coordinator:
         self.stats: dict[str, dict] = {}
         self.round = 0
         self.dead: list[str] = []
+        self.ready: dict[str, int] = {}  # super-peer -> latest plan version it decoded
+        self.gone = gone  # True when a super-peer's process has exited (None: nodes cannot die alone)
+        self.failures: list[Failure] = []
+        self.lost_ids: set[str] = set()  # subscriptions cut off by a failure: never planned again
+        self._checks: set[asyncio.Future] = set()  # pending confirmations of last wills
         self.connection = Connection(
             broker,
             "coordinator",
@@ -67,6 +100,7 @@ class Coordinator:
                 topics.control("request"),
                 topics.control("stats/+"),
                 topics.control("alive/+"),
+                topics.control("ready/+"),
             ],
             self._on_message,
         )
@@ -79,9 +113,14 @@ class Coordinator:
     def now(self) -> float:
         return (time.time() - self.t0) * self.speed if self.t0 != float("inf") else -float("inf")
 
-    def _replan(self, version: int) -> Plan:
+    def _replan(self, version: int, at: float | None = None) -> Plan:
+        """Plan the subscriptions again; from emulated time ``at`` on only (earlier epochs are kept from
+        the version in force: tuples emitted before ``at`` may still be on their way)."""
         scenario = replace(self.scenario, subscriptions=self.subscriptions)
-        plan = make_plan(scenario, self.strategy, self.network)
+        planned = tuple(s for s in self.subscriptions if s.id not in self.lost_ids)
+        plan = make_plan(replace(self.scenario, subscriptions=planned), self.strategy, self.network)
+        if at is not None:
+            plan = splice(self.book.versions[self.version].plan, plan, at)
         self.version = version
         self.book.add_version(version, scenario, plan)
         self.connection.publish(self.topics.control("plan"), plan_message(version, scenario, plan), retain=True)
@@ -98,10 +137,10 @@ class Coordinator:
         connection = asyncio.create_task(self.connection.run())
         try:
             deadline = time.monotonic() + timeout
-            while not self.alive.issuperset(self.scenario.super_peers):
+            while not all(self.ready.get(n, -1) >= 0 for n in self.scenario.super_peers):
                 if time.monotonic() > deadline:
-                    missing = sorted(set(self.scenario.super_peers) - self.alive)
-                    raise EngineError(f"super-peer {missing[0]} did not connect within {timeout:g} s")
+                    missing = sorted(n for n in self.scenario.super_peers if self.ready.get(n, -1) < 0)
+                    raise EngineError(f"super-peer {missing[0]} did not load the plan within {timeout:g} s")
                 await asyncio.sleep(0.02)
             self.t0 = time.time() + 0.2
             self._publish_clock()
@@ -127,9 +166,12 @@ class Coordinator:
         if self.end is not None and at >= self.end:
             raise InputError(f"the run ends at t={self.end:g}s; too late to subscribe")
         spec = subscription_from_json(self.scenario, {"id": sub_id, "peer": peer, "at": at, "query": query})
+        if not self._reachable(spec):
+            failed = ", ".join(self.failed_nodes)
+            raise InputError(f"--peer: no route from {spec.stream}'s source to {peer} (super-peers down: {failed})")
         self.subscriptions = (*self.subscriptions, spec)
         self.runtime_ids.append(sub_id)
-        plan = self._replan(self.version + 1)
+        plan = self._replan(self.version + 1, at)
         types = {a.name: a.type for a in self.scenario.stream(spec.stream).attributes}
         return {"id": sub_id, "at": at, "types": types, **self._describe(plan, spec.id, at)}
 
@@ -144,9 +186,61 @@ class Coordinator:
             self.subscriptions = tuple(s for s in self.subscriptions if s.id != sub_id)
         else:
             self.subscriptions = tuple(replace(s, until=at) if s.id == sub_id else s for s in self.subscriptions)
-        plan = self._replan(self.version + 1)
+        plan = self._replan(self.version + 1, at)
         decision = next((d for d in plan.decisions if d.subscription == sub_id and d.event == "unsubscribe"), None)
         return {"id": sub_id, "until": at, "summary": decision.summary if decision else "never started"}
+
+    # ---- failures ------------------------------------------------------------------------------------------
+
+    def fail(self, node: str) -> Failure:
+        """Take super-peer ``node`` out of the backbone from the current horizon on and re-plan around it.
+
+        A subscription is lost when its subscriber's or its source's super-peer is down or no route joins
+        them any more; it ends at the horizon (one that had not started yet is dropped).
+        """
+        at = max(self.horizon, self.now())
+        alive = tuple(n for n in self.network.super_peers if n != node)
+        links = tuple(link for link in self.scenario.links if link.a in alive and link.b in alive)
+        self.network = Network(alive, links)
+        lost, replanned, kept = [], [], []
+        for s in self.subscriptions:
+            active = s.until is None or s.until > at
+            if s.id in self.lost_ids or not active or self._reachable(s):
+                kept.append(s)
+                if active and s.id not in self.lost_ids:
+                    replanned.append(s.id)
+                continue
+            lost.append(s.id)
+            self.lost_ids.add(s.id)
+            if s.at < at:
+                kept.append(replace(s, until=at))
+        self.subscriptions = tuple(kept)
+        self._replan(self.version + 1, at)
+        failure = Failure(node, at, tuple(lost), tuple(replanned), self.version)
+        self.failures.append(failure)
+        return failure
+
+    @property
+    def failed_nodes(self) -> list[str]:
+        return [f.node for f in self.failures]
+
+    def _reachable(self, sub: SubscriptionSpec) -> bool:
+        home = self.scenario.home(sub.peer)
+        source_home = self.scenario.home(self.scenario.stream(sub.stream).source)
+        alive = self.network.super_peers
+        return home in alive and source_home in alive and home in self.network.routes_from(source_home)
+
+    async def _confirm_failure(self, node: str) -> None:
+        """A last will arrived: re-plan once ``gone`` confirms the process exited (the broker also sends
+        wills when it shuts down, and those nodes come back)."""
+        deadline = time.monotonic() + GONE_WAIT_S
+        while time.monotonic() < deadline:
+            if node not in self.dead or node not in self.network.super_peers:
+                return
+            if self.gone(node):
+                self.fail(node)
+                return
+            await asyncio.sleep(0.05)
 
     def _describe(self, plan: Plan, sub_id: str, at: float) -> dict:
         decision = next((d for d in plan.decisions if d.subscription == sub_id and d.event == "subscribe"), None)
@@ -187,10 +281,14 @@ class Coordinator:
             # the broker also sends last wills when it shuts down: a node that comes back is alive again
             if payload == b"0" and parts[2] not in self.dead:
                 self.dead.append(parts[2])
+                if self.gone is not None and not retained:
+                    self._checks.add(asyncio.ensure_future(self._confirm_failure(parts[2])))
             elif payload == b"1":
                 self.alive.add(parts[2])
                 if parts[2] in self.dead:
                     self.dead.remove(parts[2])
+        elif parts[:2] == ("ctl", "ready"):
+            self.ready[parts[2]] = int(payload)
         elif parts[:2] == ("ctl", "request"):
             request = json.loads(payload)
             self.connection.publish(self.topics.reply(request["reply_to"]), json.dumps(self._answer(request)).encode())
@@ -249,7 +347,7 @@ class Coordinator:
             await asyncio.sleep(0.05)
         previous, last_progress = None, time.monotonic()
         while True:
-            await self.collect(nodes, timeout=patience)
+            await self.collect([n for n in nodes if n not in self.dead], timeout=patience)
             snapshot = json.dumps({n: self.stats.get(n, {}).get("received") for n in nodes}, sort_keys=True)
             missing = self.in_flight()
             if not missing and snapshot == previous:
@@ -263,7 +361,7 @@ class Coordinator:
 
     def result(self, scenario: Scenario, thin_peers: list[ThinPeerService]) -> StrategyRun:
         """The traffic that crossed each emulated link, as the receivers counted it, and the deliveries."""
-        directions = sorted(self.network.directions)
+        directions = sorted(Network.of(self.scenario).directions)  # the whole backbone, failed nodes included
         link_bytes = dict.fromkeys(directions, 0)
         link_tuples = dict.fromkeys(directions, 0)
         access: dict[tuple[str, str], int] = {}
@@ -313,3 +411,11 @@ class Coordinator:
             timeline=timeline if length else {},
             bin_s=bin_s,
         )
+
+
+def splice(before: Plan, after: Plan, at: float) -> Plan:
+    """``before``'s epochs up to emulated time ``at``, then ``after``'s (an epoch across ``at`` is cut)."""
+    head = tuple(replace(e, end=min(e.end, at)) for e in before.epochs if e.start < at)
+    tail = tuple(replace(e, start=max(e.start, at)) for e in after.epochs if e.end > at)
+    decisions = tuple(d for d in before.decisions if d.time < at) + tuple(d for d in after.decisions if d.time >= at)
+    return Plan(after.strategy, after.scenario, head + tail, decisions)

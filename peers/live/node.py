@@ -1,49 +1,65 @@
-"""``python -m peers.live.node SCENARIO SUPER_PEER mqtt://HOST:PORT``: one super-peer in its own process.
+"""``python -m peers.live.node SCENARIO mqtt://HOST:PORT SUPER_PEER...``: super-peers in their own process.
 
-Started by ``serve --processes``; credentials, if any, come from the environment
-(``STREAMGLOBE_MQTT_USER``/``STREAMGLOBE_MQTT_PASSWORD``) so they never show in ``ps``.  Its last will
-(``ctl/alive/<node>`` = ``0``) tells the coordinator when it dies.
+Started by ``serve --processes``; each super-peer keeps its own broker connection (its own user, ACL and
+last will ``ctl/alive/<node>`` = ``0``, which tells the coordinator when the process dies), and they share
+one :class:`PlanBook`, so each plan version is decoded and each epoch installed once per process.
+Credentials, if any, come from the environment (``STREAMGLOBE_MQTT_CREDENTIALS``, JSON ``{node:
+password}``) so they never show in ``ps``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 from dataclasses import replace
 
 from peers.live.connection import Broker
 from peers.live.plans import PlanBook
-from peers.live.serve import FOREVER_S
+from peers.live.serve import CREDENTIALS_ENV, FOREVER_S
 from peers.live.superpeer_service import SuperPeerService
 from peers.live.topics import Topics
+from topologies.errors import InputError
 from topologies.loader import load_scenario
 
 
-async def run_node(args: argparse.Namespace) -> None:
+async def run_nodes(args: argparse.Namespace) -> None:
+    """Raises :class:`InputError` for a node that is not a super-peer of the scenario."""
     scenario = load_scenario(args.scenario)
     if args.forever:
         scenario = replace(scenario, duration=FOREVER_S)
+    unknown = sorted(set(args.nodes) - set(scenario.super_peers))
+    if unknown:
+        raise InputError(f"{args.scenario}: no super-peer {unknown[0]!r}")
     broker = Broker.parse(args.broker)
-    user = os.environ.get("STREAMGLOBE_MQTT_USER")
-    if user:
-        broker = broker.as_user(user, os.environ.get("STREAMGLOBE_MQTT_PASSWORD"))
-    service = SuperPeerService(args.node, PlanBook(scenario), broker, Topics(args.prefix))
+    credentials = json.loads(os.environ.get(CREDENTIALS_ENV, "{}"))
+    book = PlanBook(scenario)
+    topics = Topics(args.prefix)
+    services = [
+        SuperPeerService(node, book, broker.as_user(node, credentials[node]) if credentials else broker, topics)
+        for node in args.nodes
+    ]
     loop = asyncio.get_running_loop()
+    closing: list[asyncio.Task] = []
+
+    def stop() -> None:
+        closing.extend(loop.create_task(service.close()) for service in services)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(service.close()))
-    await service.run()
+        loop.add_signal_handler(sig, stop)
+    await asyncio.gather(*(service.run() for service in services))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m peers.live.node")
     parser.add_argument("scenario")
-    parser.add_argument("node")
     parser.add_argument("broker")
+    parser.add_argument("nodes", nargs="+", metavar="super_peer")
     parser.add_argument("--prefix", default="streamglobe")
     parser.add_argument("--forever", action="store_true")
-    asyncio.run(run_node(parser.parse_args()))
+    asyncio.run(run_nodes(parser.parse_args()))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from peers.live.wire import plan_from_json, subscription_from_json, subscription_to_json
+from peers.live.wire import plan_from_wire, plan_to_wire, subscription_from_json, subscription_to_json
 from peers.superpeer import FlowOperator, install
 from sharing.plan import Plan
 from topologies.model import Scenario
@@ -46,7 +46,7 @@ def plan_message(version: int, scenario: Scenario, plan: Plan) -> bytes:
         "version": version,
         "duration": scenario.duration,
         "subscriptions": [subscription_to_json(s) for s in scenario.subscriptions],
-        "plan": plan.to_json(),
+        "plan": plan_to_wire(plan),
     }
     return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -69,7 +69,7 @@ class PlanBook:
         if version not in self.versions:
             subscriptions = tuple(subscription_from_json(self.base, s) for s in doc["subscriptions"])
             scenario = replace(self.base, duration=float(doc["duration"]), subscriptions=subscriptions)
-            self.add_version(version, scenario, plan_from_json(doc["plan"]))
+            self.add_version(version, scenario, plan_from_wire(doc["plan"]))
         return self.versions[version]
 
     def add_version(self, version: int, scenario: Scenario, plan: Plan) -> PlanVersion:

@@ -1,8 +1,9 @@
 """``python run.py serve``: run a scenario live over an MQTT broker and write its report.
 
-Every super-peer and thin-peer is an asyncio service with its own broker connection (with ``--processes``
-each super-peer runs in its own OS process, see peers/live/node.py); the coordinator plans, keeps the
-clock and answers the subscription CLI.  Without ``--forever`` the run ends at the scenario's duration,
+Every super-peer and thin-peer is an asyncio service with its own broker connection; with ``--processes N``
+the super-peers are spread over N OS processes (round robin; see peers/live/node.py), with ``--processes``
+alone each runs in its own.  The coordinator plans, keeps the clock and answers the subscription CLI; it
+re-plans around a super-peer whose process died.  Without ``--forever`` the run ends at the scenario's duration,
 with it at SIGINT/SIGTERM; then the report (SPEC section 5, ``"engine": "mqtt"``) is written.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -32,6 +34,7 @@ from sharing import STRATEGIES
 from topologies.errors import EngineError, InputError
 from topologies.model import Scenario
 
+CREDENTIALS_ENV = "STREAMGLOBE_MQTT_CREDENTIALS"  # {super-peer: password} for node processes (not in ``ps``)
 FOREVER_S = 10.0**7  # the emulated duration planned for when running until a signal
 DRAIN_PATIENCE_S = 5.0  # wall seconds without progress after which what is in flight counts as lost
 
@@ -42,7 +45,7 @@ class ServeOptions:
     strategy: str = "sharing-em"
     speed: float = 1.0
     forever: bool = False
-    processes: bool = False
+    processes: int = 0  # OS processes for the super-peers; 0: all in this process
     prefix: str = DEFAULT_PREFIX
     credentials: dict | None = None  # user -> password, with --secure
 
@@ -56,10 +59,13 @@ class LiveResult:
     reconnects: int
     max_backlog: dict[str, int]  # per super-peer: most messages waiting in its incoming queue
     dead: list[str]
+    failures: list[dict]  # per dead super-peer: when it was taken out, subscriptions lost and re-planned
 
 
 def check_options(scenario: Scenario, options: ServeOptions) -> None:
     """Raises :class:`InputError` for a bad ``--speed`` or ``--strategy``."""
+    if options.processes < 0:
+        raise InputError(f"--processes: must be a positive number of processes, got {options.processes}")
     if not options.speed > 0:
         raise InputError(f"--speed: must be positive, got {options.speed:g}")
     if options.strategy not in STRATEGIES:
@@ -81,13 +87,19 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
     book = PlanBook(base)
     network = Network.of(base)
     end = None if options.forever else float(scenario.duration)
-    coordinator = Coordinator(base, options.strategy, _as(options, "coordinator"), topics, options.speed, book, end)
+    groups = [base.super_peers[k :: options.processes] for k in range(min(options.processes, len(base.super_peers)))]
+    children = {nodes: _spawn(scenario, nodes, options) for nodes in groups}
+    process_of = {node: child for nodes, child in children.items() for node in nodes}
+
+    def gone(node: str) -> bool:
+        return node in process_of and process_of[node].poll() is not None
+
+    coordinator = Coordinator(
+        base, options.strategy, _as(options, "coordinator"), topics, options.speed, book, end, gone if groups else None
+    )
     thin_peers = [ThinPeerService(p.id, base, _as(options, p.id), topics) for p in base.thin_peers]
     super_peers: list[SuperPeerService] = []
-    children: list[subprocess.Popen] = []
-    if options.processes:
-        children = [_spawn(scenario, node, options) for node in base.super_peers]
-    else:
+    if not groups:
         super_peers = [SuperPeerService(n, book, _as(options, n), topics, network) for n in base.super_peers]
     tasks = [asyncio.create_task(coordinator.run())]
     tasks += [asyncio.create_task(s.run()) for s in [*super_peers, *thin_peers]]
@@ -117,10 +129,10 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for child in children:
+        for child in children.values():
             if child.poll() is None:
                 child.terminate()
-        for child in children:
+        for child in children.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=5)
     final = _final_scenario(scenario, coordinator, end)
@@ -137,8 +149,10 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
         "duplicates_dropped": sum(int(doc.get("duplicates", 0)) for doc in coordinator.stats.values()),
         "max_backlog": backlog,
         "dead_peers": list(coordinator.dead),
+        "failures": [f.to_json() for f in coordinator.failures],
     }
-    return LiveResult(report, run, final, lost, reconnects, backlog, list(coordinator.dead))
+    failures = report["live"]["failures"]
+    return LiveResult(report, run, final, lost, reconnects, backlog, list(coordinator.dead), failures)
 
 
 def _final_scenario(scenario: Scenario, coordinator: Coordinator, end: float) -> Scenario:
@@ -147,17 +161,16 @@ def _final_scenario(scenario: Scenario, coordinator: Coordinator, end: float) ->
     return replace(scenario, duration=end, subscriptions=subs)
 
 
-def _spawn(scenario: Scenario, node: str, options: ServeOptions) -> subprocess.Popen:
+def _spawn(scenario: Scenario, nodes: tuple[str, ...], options: ServeOptions) -> subprocess.Popen:
     if scenario.path is None:
         raise InputError("--processes needs a scenario loaded from a file")
-    broker = _as(options, node)
-    url = f"mqtt://{broker.host}:{broker.port}"
-    cmd = [sys.executable, "-m", "peers.live.node", scenario.path, node, url, "--prefix", options.prefix]
+    url = f"mqtt://{options.broker.host}:{options.broker.port}"
+    cmd = [sys.executable, "-m", "peers.live.node", scenario.path, url, *nodes, "--prefix", options.prefix]
     if options.forever:
         cmd.append("--forever")
     env = dict(os.environ)
-    if broker.username is not None:
-        env["STREAMGLOBE_MQTT_USER"], env["STREAMGLOBE_MQTT_PASSWORD"] = broker.username, broker.password or ""
+    if options.credentials is not None:
+        env[CREDENTIALS_ENV] = json.dumps({n: options.credentials[n] for n in nodes})
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return subprocess.Popen(cmd, cwd=root, env=env)
 
@@ -177,8 +190,9 @@ def run_serve(args: argparse.Namespace) -> int:
         setup = secure_setup(scenario, args.secure_dir or os.path.join(out_dir + "-broker"), broker, args.prefix)
         credentials = setup.credentials
         print(setup.instructions)
+    processes = len(scenario.super_peers) if args.processes == -1 else args.processes
     options = ServeOptions(
-        broker, args.strategy, args.speed, args.forever, args.processes, args.prefix, credentials
+        broker, args.strategy, args.speed, args.forever, processes, args.prefix, credentials
     )  # fmt: skip
 
     async def main() -> LiveResult:

@@ -85,6 +85,7 @@ class SuperPeerService:
     def _on_control(self, name: str, payload: bytes) -> None:
         if name == "plan":
             version = self.book.add(payload)
+            self.connection.publish(self.topics.ready(self.node), str(version.version).encode())
             for _, batch in self.waiting.pop(version.version, []):
                 self._route(batch)
         elif name == "clock":

@@ -15,6 +15,7 @@ Control topics (JSON, QoS 1), all under ``<prefix>/ctl/``:
 * ``request``: requests of the subscription CLI to the coordinator, answered on ``reply/<client id>``;
 * ``stats/<node>``: a node's counters, answering a ``collect`` broadcast;
 * ``alive/<node>`` (retained): ``1`` while a node is connected, its last will ``0`` when it dies;
+* ``ready/<super-peer>``: the plan versions a super-peer has decoded (the clock starts when all have version 0);
 * ``done/<thin-peer>``: a source has emitted its last tuple before the end time.
 """
 
@@ -57,6 +58,9 @@ class Topics:
 
     def alive(self, node: str) -> str:
         return f"{self.prefix}/ctl/alive/{node}"
+
+    def ready(self, node: str) -> str:
+        return f"{self.prefix}/ctl/ready/{node}"
 
     def done(self, thin_peer: str) -> str:
         return f"{self.prefix}/ctl/done/{thin_peer}"

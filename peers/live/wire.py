@@ -119,7 +119,88 @@ def plan_from_json(doc: dict) -> Plan:
         )
         for e in doc["epochs"]
     )
-    decisions = tuple(
+    return Plan(doc["strategy"], doc["scenario"], epochs, _decisions(doc))
+
+
+def plan_to_wire(plan: Plan) -> dict:
+    """A compact JSON form of ``plan``: consecutive epochs share most flows and deliveries, so each distinct
+    flow, delivery and predicate text is written once and epochs list indices into those tables (a large
+    scenario's plan shrinks from tens of megabytes, and each predicate is parsed once on arrival)."""
+    texts: dict[str, int] = {}
+    flows: dict[Flow, int] = {}
+    deliveries: dict[Delivery, int] = {}
+
+    def text(p) -> int:
+        return texts.setdefault(p.to_text(), len(texts))
+
+    def flow(f: Flow) -> int:
+        if f not in flows:
+            doc = f.to_json()
+            doc["where"] = text(f.predicate)
+            if f.trim:
+                doc["trim"] = [{"where": text(p), "attrs": list(a)} for p, a in f.trim]
+            flows[f] = len(flows)
+            flow_docs.append(doc)
+        return flows[f]
+
+    def delivery(d: Delivery) -> int:
+        if d not in deliveries:
+            doc = d.to_json()
+            doc["where"] = text(d.predicate)
+            deliveries[d] = len(deliveries)
+            delivery_docs.append(doc)
+        return deliveries[d]
+
+    flow_docs: list[dict] = []
+    delivery_docs: list[dict] = []
+    epochs = [
+        {
+            "start": e.start,
+            "end": e.end,
+            "flows": [flow(f) for f in e.flows],
+            "deliveries": [delivery(d) for d in e.deliveries],
+        }
+        for e in plan.epochs
+    ]
+    return {
+        "strategy": plan.strategy,
+        "scenario": plan.scenario,
+        "texts": list(texts),
+        "flow_table": flow_docs,
+        "delivery_table": delivery_docs,
+        "epochs": epochs,
+        "decisions": [d.to_json() for d in plan.decisions],
+    }
+
+
+def plan_from_wire(doc: dict) -> Plan:
+    """The inverse of :func:`plan_to_wire`; equal flows of different epochs are one shared object."""
+    predicates = [parse_condition(t) for t in doc["texts"]]
+
+    def flow(f: dict) -> Flow:
+        trim = tuple((predicates[t["where"]], tuple(t["attrs"])) for t in f.get("trim", ()))
+        where = predicates[f["where"]]
+        return Flow(f["id"], f["stream"], f["parent"], f["origin"], tuple(f["path"]), where, tuple(f["attrs"]), trim)
+
+    flows = [flow(f) for f in doc["flow_table"]]
+    deliveries = [
+        Delivery(d["subscription"], d["peer"], d["home"], d["flow"], predicates[d["where"]], tuple(d["attrs"]))
+        for d in doc["delivery_table"]
+    ]
+    epochs = tuple(
+        Epoch(
+            float(e["start"]),
+            float(e["end"]),
+            tuple(flows[k] for k in e["flows"]),
+            tuple(deliveries[k] for k in e["deliveries"]),
+        )
+        for e in doc["epochs"]
+    )
+    return Plan(doc["strategy"], doc["scenario"], epochs, _decisions(doc))
+
+
+def _decisions(doc: dict) -> tuple[Decision, ...]:
+    return tuple(
         Decision(
             float(d["time"]),
             d["event"],
@@ -132,7 +213,6 @@ def plan_from_json(doc: dict) -> Plan:
         )
         for d in doc.get("decisions", ())
     )
-    return Plan(doc["strategy"], doc["scenario"], epochs, decisions)
 
 
 def _flow(f: dict) -> Flow:

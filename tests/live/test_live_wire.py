@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+import json
+
 import numpy as np
 import pytest
 
 from peers.live.topics import Topics
-from peers.live.wire import Batch, decode_batch, encode_batch, plan_from_json
+from peers.live.wire import Batch, decode_batch, encode_batch, plan_from_json, plan_from_wire, plan_to_wire
 from sharing import STRATEGIES, make_plan
 from topologies.errors import EngineError
 from topologies.loader import load_scenario
@@ -51,3 +54,18 @@ def test_topic_layout_parses_back():
     assert topics.parse(topics.down("P1", "Q1")) == ("down", "P1", "Q1")
     assert topics.parse(topics.up("P0")) == ("up", "P0")
     assert topics.parse("other/link/a/b") == ()
+
+
+@pytest.mark.parametrize("strategy", ["sharing-em", "ideal", "multicast"])
+def test_compact_plan_round_trip_shares_equal_flows(strategy):
+    scenario = load_scenario("topologies/figure1.yaml")
+    plan = make_plan(scenario, strategy)
+    doc = json.loads(json.dumps(plan_to_wire(plan)))
+    back = plan_from_wire(doc)
+    assert back == plan
+    assert len(doc["flow_table"]) == len({f for e in plan.epochs for f in e.flows})
+    # a flow unchanged between two epochs is one object after decoding
+    for a, b in itertools.pairwise(back.epochs):
+        for f in a.flows:
+            if f in b.flows:
+                assert next(g for g in b.flows if g == f) is f
