@@ -150,11 +150,11 @@ class _Layouts:
             # (the object is kept in the value, so its id stays unique)
             hit = self.memo.get((id(flow), where[parent]))
             if hit is None:
-                hit = (flow, *self._flow_channel(flow, where[parent], carried[parent], routes[parent]))
-                self.memo[(id(flow), where[parent])] = hit
-            _, where[target], carried[target] = hit
+                key, carries = self._flow_channel(flow, where[parent], carried[parent], routes[parent])
+                hit = self.memo[(id(flow), where[parent])] = (flow, key, carries, flow.hops)
+            _, where[target], carried[target], hops = hit
             routes[target] = flow.path
-            defined.append((target, where[target], flow.stream, flow.hops, None, ()))
+            defined.append((target, where[target], flow.stream, hops, None, ()))
         deliveries = epoch.deliveries if epoch is not None else ()
         for target, copy, delivery in zip(targets, stable, deliveries, strict=True):
             stream = self.subscriptions[delivery.subscription].stream
@@ -168,13 +168,13 @@ class _Layouts:
             _, key, hops = hit
             where[target] = key
             defined.append((target, key, stream, hops, delivery.subscription, delivery.attrs))
+        taps_of: dict[Hashable, dict[int, Tap]] = {}
+        for (node, source), operator in operators.items():
+            feeds = tuple(where[t] for t in operator.targets)
+            taps_of.setdefault(source, {})[routes[source].index(node)] = self._tap(operator, feeds)
         channels = {}
         for target, key, stream, hops, sink, attrs in defined:
-            taps = {}
-            for pos, node in enumerate(routes.get(target, ())):  # deliveries have no taps
-                operator = operators.get((node, target))
-                if operator is not None:
-                    taps[pos] = self._tap(operator, tuple(where[t] for t in operator.targets))
+            taps = taps_of.get(target, {})
             signature = (key, tuple((pos, id(tap)) for pos, tap in taps.items()))
             channel = self.channels.get(signature)
             if channel is None:
