@@ -117,6 +117,7 @@ def _add_live_parsers(sub) -> None:
         "--processes", nargs="?", type=int, const=-1, default=0, metavar="N",
         help="super-peers in N OS processes (alone: each in its own)",
     )  # fmt: skip
+    p.add_argument("--batch-ms", type=float, default=50.0, help="wall ms between a source's tuple batches")
     p.add_argument("--out", default=None, help="output directory (default out/<scenario name>/live/)")
     p.add_argument("--secure", action="store_true", help="generate passwords and an ACL for the broker")
     p.add_argument("--secure-dir", default=None, help="where --secure keeps the broker files (reused if present)")

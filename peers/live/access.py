@@ -53,7 +53,7 @@ def acl_text(scenario: Scenario, topics: Topics) -> str:
                 lines += [f"topic read {topics.up(peer.id)}", f"topic write {topics.down(peer.id, '#')}"]
         lines += [f"topic read {topics.control(n)}" for n in ("plan", "clock", "collect")]
         lines += [f"topic write {topics.stats(node)}", f"topic readwrite {topics.alive(node)}"]
-        lines.append(f"topic write {topics.ready(node)}")
+        lines += [f"topic write {topics.ready(node)}", f"topic write {topics.load(node)}"]
         blocks.append(lines)
     for peer in scenario.thin_peers:
         lines = [f"user {peer.id}", f"topic write {topics.up(peer.id)}", f"topic read {topics.downs(peer.id)}"]

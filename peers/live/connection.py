@@ -23,6 +23,8 @@ from topologies.errors import InputError
 
 Handler = Callable[[str, bytes, bool], Awaitable[None]]
 _CHUNK = 64  # publishes awaited together: enough to fill the broker's in-flight window
+HIGH_WATER = 200  # incoming messages waiting: the node reports congestion (backpressure, see Coordinator)
+LOW_WATER = 20  # ... and the all-clear once its queue is back down to this
 _log = logging.getLogger("peers.live")
 
 
@@ -74,7 +76,9 @@ class Connection:
     """A node's session with the broker; :meth:`run` until :meth:`close`.
 
     ``subscriptions`` are topic filters (QoS 1); ``handler(topic, payload, retained)`` is awaited for each
-    message in arrival order; ``on_connect`` runs after every (re)connection, before messages flow.
+    message in arrival order; ``on_connect`` runs after every (re)connection, before messages flow;
+    ``on_pressure(True)`` is called when more than ``HIGH_WATER`` messages wait to be handled,
+    ``on_pressure(False)`` when they are back down to ``LOW_WATER``.
     """
 
     def __init__(
@@ -87,6 +91,7 @@ class Connection:
         will: tuple[str, bytes] | None = None,
         on_connect: Callable[[], Awaitable[None]] | None = None,
         persistent: bool = True,
+        on_pressure: Callable[[bool], None] | None = None,
     ):
         self.broker = broker
         self.client_id = client_id
@@ -98,6 +103,9 @@ class Connection:
         self.connected = asyncio.Event()
         self.reconnects = 0
         self.max_backlog = 0  # most messages seen waiting in the incoming queue
+        self.max_outbox = 0  # most messages seen waiting for the broker's acknowledgement
+        self.on_pressure = on_pressure
+        self.congested = False
         self._outbox: deque[tuple[str, bytes, bool]] = deque()
         self._pending = asyncio.Event()
         self._closing = False
@@ -106,6 +114,7 @@ class Connection:
     def publish(self, topic: str, payload: bytes, retain: bool = False) -> None:
         """Queue a QoS 1 message; it is sent, in order, as soon as the broker is reachable."""
         self._outbox.append((topic, payload, retain))
+        self.max_outbox = max(self.max_outbox, len(self._outbox))
         self._pending.set()
 
     @property
@@ -132,8 +141,12 @@ class Connection:
 
     async def run(self) -> None:
         backoff = 0.05
+        fresh = self.persistent  # first drop what a previous run's session under this id left queued
         while not self._closing:
             try:
+                if fresh:
+                    await self._clear_session()
+                    fresh = False
                 await self._session()
             except aiomqtt.MqttError as err:
                 if self._closing:
@@ -147,6 +160,16 @@ class Connection:
                 continue
             backoff = 0.05
         self.connected.clear()
+
+    async def _clear_session(self) -> None:
+        """Connect once with a clean session: the broker discards the queued messages and subscriptions a
+        crashed earlier run left under this client id (a persistent session would replay them)."""
+        client = aiomqtt.Client(
+            self.broker.host, self.broker.port, username=self.broker.username, password=self.broker.password,
+            identifier=self.client_id, clean_session=True, timeout=10,
+        )  # fmt: skip
+        async with client:
+            pass
 
     async def _session(self) -> None:
         will = aiomqtt.Will(self.will[0], self.will[1], qos=1, retain=True) if self.will else None
@@ -163,6 +186,7 @@ class Connection:
             # paho leaves Nagle on: a small publish would wait for the broker's delayed ACK (~40 ms a hop)
             socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
         )
+        client.pending_calls_threshold = 2 * _CHUNK  # we keep up to _CHUNK publishes in flight on purpose
         async with client:
             for topic in self.subscriptions:
                 await client.subscribe(topic, qos=1)
@@ -185,7 +209,12 @@ class Connection:
 
     async def _receive(self, client: aiomqtt.Client) -> None:
         async for message in client.messages:
-            self.max_backlog = max(self.max_backlog, len(client.messages))
+            waiting = len(client.messages)
+            self.max_backlog = max(self.max_backlog, waiting)
+            over = waiting > (LOW_WATER if self.congested else HIGH_WATER)
+            if self.on_pressure is not None and self.congested != over:
+                self.congested = not self.congested
+                self.on_pressure(self.congested)
             payload = message.payload if isinstance(message.payload, bytes) else str(message.payload).encode()
             await self.handler(message.topic.value, payload, message.retain)
         raise aiomqtt.MqttError("message stream ended")

@@ -3,9 +3,13 @@
 Plan changes take effect at emulated times the sources have not reached yet: the coordinator promises,
 with each ``ctl/clock`` message, a horizon ``H`` (sources emit only tuples emitted before ``H``), and a
 run-time subscription or departure takes effect at the largest horizon already promised.  That is the
-barrier that lets every tuple be routed by the epoch in force at its emission time.  At the end it sets the
-end time, waits until the sources are done and nothing is in flight (every data topic received as many
-messages as were sent, twice in a row), and turns the nodes' counters into a ``StrategyRun``.
+barrier that lets every tuple be routed by the epoch in force at its emission time.  It is also the
+backpressure: while a super-peer reports its incoming queue over the high-water mark (``ctl/load``) the
+horizon stands still, so sources pause until the queue has drained and every queue stays bounded.
+
+At the end it sets the end time, waits until the sources are done and nothing is in flight (every data
+topic received as many messages as were sent, twice in a row), and turns the nodes' counters into a
+``StrategyRun``.
 
 A super-peer whose process died (its last will, confirmed by ``gone``) is taken out of the backbone: the
 subscriptions it made unreachable end at the horizon (reported in ``failures``), the others are planned
@@ -93,6 +97,9 @@ class Coordinator:
         self.failures: list[Failure] = []
         self.lost_ids: set[str] = set()  # subscriptions cut off by a failure: never planned again
         self._checks: set[asyncio.Future] = set()  # pending confirmations of last wills
+        self.congested: set[str] = set()  # super-peers whose incoming queue is over the high-water mark
+        self.held_s = 0.0  # wall seconds the horizon stood still for them
+        self.max_congested = 0  # most super-peers congested at once
         self.connection = Connection(
             broker,
             "coordinator",
@@ -101,6 +108,7 @@ class Coordinator:
                 topics.control("stats/+"),
                 topics.control("alive/+"),
                 topics.control("ready/+"),
+                topics.control("load/+"),
             ],
             self._on_message,
         )
@@ -127,6 +135,9 @@ class Coordinator:
         return plan
 
     def _publish_clock(self) -> None:
+        if self.congested:
+            self.held_s += TICK_S
+            return
         self.horizon = max(self.horizon, self.now() + LEAD_S * self.speed)
         doc = {"t0": self.t0, "speed": self.speed, "version": self.version, "horizon": self.horizon, "end": self.end}
         self.connection.publish(self.topics.control("clock"), json.dumps(doc).encode(), retain=True)
@@ -202,6 +213,7 @@ class Coordinator:
         alive = tuple(n for n in self.network.super_peers if n != node)
         links = tuple(link for link in self.scenario.links if link.a in alive and link.b in alive)
         self.network = Network(alive, links)
+        self.congested.discard(node)
         lost, replanned, kept = [], [], []
         for s in self.subscriptions:
             active = s.until is None or s.until > at
@@ -287,6 +299,12 @@ class Coordinator:
                 self.alive.add(parts[2])
                 if parts[2] in self.dead:
                     self.dead.remove(parts[2])
+        elif parts[:2] == ("ctl", "load"):
+            if payload == b"1" and parts[2] in self.network.super_peers:
+                self.congested.add(parts[2])
+                self.max_congested = max(self.max_congested, len(self.congested))
+            else:
+                self.congested.discard(parts[2])
         elif parts[:2] == ("ctl", "ready"):
             self.ready[parts[2]] = int(payload)
         elif parts[:2] == ("ctl", "request"):

@@ -22,11 +22,11 @@ from dataclasses import dataclass, replace
 
 from network.meter import StrategyRun
 from network.routing import Network
-from peers.live.connection import Broker
+from peers.live.connection import HIGH_WATER, Broker
 from peers.live.coordinator import Coordinator
 from peers.live.plans import PlanBook
 from peers.live.superpeer_service import SuperPeerService
-from peers.live.thinpeer_service import ThinPeerService
+from peers.live.thinpeer_service import BATCH_S, ThinPeerService
 from peers.live.topics import DEFAULT_PREFIX, Topics
 from reports.expected import expected_results
 from reports.report import build_report, report_json
@@ -48,6 +48,7 @@ class ServeOptions:
     processes: int = 0  # OS processes for the super-peers; 0: all in this process
     prefix: str = DEFAULT_PREFIX
     credentials: dict | None = None  # user -> password, with --secure
+    batch_s: float = BATCH_S  # wall seconds between a source's batches: fewer messages, more latency
 
 
 @dataclass
@@ -66,6 +67,8 @@ def check_options(scenario: Scenario, options: ServeOptions) -> None:
     """Raises :class:`InputError` for a bad ``--speed`` or ``--strategy``."""
     if options.processes < 0:
         raise InputError(f"--processes: must be a positive number of processes, got {options.processes}")
+    if not options.batch_s > 0:
+        raise InputError(f"--batch-ms: must be positive, got {options.batch_s * 1000:g}")
     if not options.speed > 0:
         raise InputError(f"--speed: must be positive, got {options.speed:g}")
     if options.strategy not in STRATEGIES:
@@ -97,7 +100,7 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
     coordinator = Coordinator(
         base, options.strategy, _as(options, "coordinator"), topics, options.speed, book, end, gone if groups else None
     )
-    thin_peers = [ThinPeerService(p.id, base, _as(options, p.id), topics) for p in base.thin_peers]
+    thin_peers = [ThinPeerService(p.id, base, _as(options, p.id), topics, options.batch_s) for p in base.thin_peers]
     super_peers: list[SuperPeerService] = []
     if not groups:
         super_peers = [SuperPeerService(n, book, _as(options, n), topics, network) for n in base.super_peers]
@@ -139,6 +142,7 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
     run = coordinator.result(final, thin_peers)
     report = build_report(final, {options.strategy: run}, expected_results(final), engine="mqtt")
     backlog = {n: int(coordinator.stats.get(n, {}).get("backlog", -1)) for n in base.super_peers}
+    outbox = {n: int(coordinator.stats.get(n, {}).get("outbox", -1)) for n in base.super_peers}
     reconnects = sum(int(doc.get("reconnects", 0)) for doc in coordinator.stats.values())
     report["live"] = {
         "speed": options.speed,
@@ -148,6 +152,12 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
         "reconnects": reconnects,
         "duplicates_dropped": sum(int(doc.get("duplicates", 0)) for doc in coordinator.stats.values()),
         "max_backlog": backlog,
+        "max_outbox": outbox,
+        "backpressure": {
+            "high_water": HIGH_WATER,
+            "horizon_held_s": round(coordinator.held_s, 3),
+            "max_congested_super_peers": coordinator.max_congested,
+        },
         "dead_peers": list(coordinator.dead),
         "failures": [f.to_json() for f in coordinator.failures],
     }
@@ -192,7 +202,7 @@ def run_serve(args: argparse.Namespace) -> int:
         print(setup.instructions)
     processes = len(scenario.super_peers) if args.processes == -1 else args.processes
     options = ServeOptions(
-        broker, args.strategy, args.speed, args.forever, processes, args.prefix, credentials
+        broker, args.strategy, args.speed, args.forever, processes, args.prefix, credentials, args.batch_ms / 1000
     )  # fmt: skip
 
     async def main() -> LiveResult:
@@ -215,5 +225,14 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     if latency["p50"] is not None:
         print(f"latency p50 {latency['p50'] * 1000:.1f} ms, p99 {latency['p99'] * 1000:.1f} ms")
+    live = result.report["live"]
+    worst = max(result.max_backlog, key=result.max_backlog.get)
+    print(
+        f"max super-peer backlog {result.max_backlog[worst]} messages ({worst}), max outbox "
+        f"{max(live['max_outbox'].values())}, horizon held {live['backpressure']['horizon_held_s']:g} s"
+    )
+    if result.failures:
+        for f in result.failures:
+            print(f"super-peer {f['node']} died: re-planned at t={f['at']:.3f}s, lost {f['lost_subscriptions']}")
     print(f"wrote {os.path.join(out_dir, 'report.json')}")
     return 0 if result.report["exact"] else 1

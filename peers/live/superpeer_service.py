@@ -50,6 +50,7 @@ class SuperPeerService:
             self._on_message,
             will=(topics.alive(node), b"0"),
             on_connect=self._on_connect,
+            on_pressure=lambda congested: self.connection.publish(self.topics.load(node), b"1" if congested else b"0"),
         )
 
     async def run(self) -> None:
@@ -100,7 +101,7 @@ class SuperPeerService:
             "node": self.node,
             "round": round_,
             "backlog": self.connection.max_backlog,
-            "outbox": self.connection.outbox_size,
+            "outbox": self.connection.max_outbox,
             "waiting": self.max_waiting,
             "reconnects": self.connection.reconnects,
             **self.counters.to_json(),

@@ -16,6 +16,7 @@ Control topics (JSON, QoS 1), all under ``<prefix>/ctl/``:
 * ``stats/<node>``: a node's counters, answering a ``collect`` broadcast;
 * ``alive/<node>`` (retained): ``1`` while a node is connected, its last will ``0`` when it dies;
 * ``ready/<super-peer>``: the plan versions a super-peer has decoded (the clock starts when all have version 0);
+* ``load/<super-peer>``: ``1`` when its incoming queue passed the high-water mark, ``0`` when drained again;
 * ``done/<thin-peer>``: a source has emitted its last tuple before the end time.
 """
 
@@ -61,6 +62,9 @@ class Topics:
 
     def ready(self, node: str) -> str:
         return f"{self.prefix}/ctl/ready/{node}"
+
+    def load(self, node: str) -> str:
+        return f"{self.prefix}/ctl/load/{node}"
 
     def done(self, thin_peer: str) -> str:
         return f"{self.prefix}/ctl/done/{thin_peer}"
