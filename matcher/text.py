@@ -28,6 +28,7 @@ def name_to_text(name: str) -> str:
 
 def number_to_text(x: float) -> str:
     """Shortest text that reads back as the same float (integers without a decimal point)."""
+    x = float(x)  # an Interval built directly may hold ints
     if x.is_integer() and abs(x) < 1e16:
         return str(int(x))
     return repr(x)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matcher import Box, Interval, Predicate, Query, Uniform
+from matcher import Box, Interval, Predicate, Query, Uniform, interval
 from network.routing import Network
 from peers.local import run_local
 from reports.expected import expected_results
@@ -57,9 +57,9 @@ def check_report(scenario: Scenario, report: dict) -> None:
         assert entry["access_bytes"] == access, name
         assert entry["backbone_bytes"] >= report["strategies"]["ideal"]["backbone_bytes"], name
         assert entry["backbone_tuples"] >= report["strategies"]["ideal"]["backbone_tuples"], name
-    for name in ("sharing-hsr", "sharing-hcr", "sharing-em"):
-        assert report["strategies"][name]["backbone_bytes"] <= report["strategies"]["data-shipping"]["backbone_bytes"]
-    assert report["strategies"]["multicast"]["backbone_bytes"] <= report["strategies"]["data-shipping"]["backbone_bytes"]
+    raw_everywhere = report["strategies"]["data-shipping"]["backbone_bytes"]
+    for name in ("multicast", "sharing-hsr", "sharing-hcr", "sharing-em"):
+        assert report["strategies"][name]["backbone_bytes"] <= raw_everywhere, name
 
 
 @pytest.mark.parametrize("path", SHIPPED)
@@ -90,7 +90,7 @@ def intervals(draw) -> Interval:
     if kind == "closed":
         return Interval.closed(lo, hi)
     if kind == "open":
-        return Interval(lo, hi, False, draw(st.booleans()))
+        return interval(lo, hi, False, draw(st.booleans()))
     if kind == "above":
         return Interval.above(lo, inclusive=draw(st.booleans()))
     if kind == "below":
