@@ -163,7 +163,7 @@ def _execute(session, job: Job):
             .mapInArrow(run_units(broadcast, f"{os.getpid()}-{next(_job_numbers)}"), RECORD_SCHEMA)
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
-        feeds = session.createDataFrame(_channel_feeds(job), "channel int, kind string, name string, peer string")
+        feeds = session.createDataFrame(_channel_feeds(job))
         summed = (
             records.join(F.broadcast(feeds), "channel")
             .groupBy("kind", "name", "peer")
@@ -195,9 +195,12 @@ def _partitions(job: Job, cores: int) -> int:
     return max(1, min(len(job.units), wanted))
 
 
-def _channel_feeds(job: Job) -> list[tuple[int, str, str, str]]:
-    """What each channel's tuples count towards: ``(channel, "link", from, to)`` for every link direction
+def _channel_feeds(job: Job):
+    """What each channel's tuples count towards, as an Arrow table (a list of Python rows is slow to turn
+    into a DataFrame when a plan has many epochs): ``(channel, "link", from, to)`` for every link direction
     it crosses (a delivery crosses its access link) and ``(channel, "subscription", id, "")``."""
+    import pyarrow as pa
+
     feeds = []
     for k in sorted(job.epochs):
         work = job.epochs[k]
@@ -208,7 +211,11 @@ def _channel_feeds(job: Job) -> list[tuple[int, str, str, str]]:
                 feeds.append((channel, "subscription", subscription, ""))
             else:
                 feeds.extend((channel, "link", a, b) for a, b in pairwise(work.paths[key]))
-    return feeds
+    columns = list(zip(*feeds, strict=True)) if feeds else [(), (), (), ()]
+    return pa.table(
+        [pa.array(columns[0], pa.int32()), *(pa.array(c, pa.string()) for c in columns[1:])],
+        names=["channel", "kind", "name", "peer"],
+    )
 
 
 def _replays(operators: Mapping, work: EpochWork, records) -> dict:
