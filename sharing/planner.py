@@ -243,6 +243,8 @@ class Planner:
         # child before it was widened), the attributes it needs and would need if it had to filter.
         child_pred, child_sel, uncovered = sub.where, sub.sel, sub.where
         child_attrs, child_full = sub.select, sub.select | sub.where_attrs
+        if tap != sub.home:  # a branch flow always filters by its predicate: it needs WHERE's attributes
+            child_attrs = child_full
         node = flow
         if flow.id is not None and branch + self._least_change(sub, flow, branch, limit) > limit:
             return None
@@ -270,7 +272,8 @@ class Planner:
                 return None
             changes.append((node, pred, sel, attrs, full))
             child_pred, child_sel, uncovered = pred, sel, fresh
-            child_attrs, child_full = attrs, attrs | self._dims_mask(node, pred, fresh)
+            child_full = attrs | self._dims_mask(node, pred, fresh)
+            child_attrs = child_full  # flows filter by their predicate even when it equals the parent's
             node = node.parent
         return _Option((total, hops, tap, flow.seq), flow, tap, changes)
 
@@ -461,8 +464,9 @@ class Planner:
         """Recompute ``flow`` from its consumers; True if anything changed."""
         stream = flow.stream
         consumers = [
-            (c.predicate, c.sel, c.attrs, c.attrs | self._mask(stream, c.predicate.dims), c.origin)
+            (c.predicate, c.sel, needs, needs, c.origin)  # a flow filters by its predicate: needs its attributes
             for c in flow.children
+            for needs in [c.attrs | self._mask(stream, c.predicate.dims)]
         ]
         consumers += [(s.where, s.sel, s.select, s.select | s.where_attrs, s.home) for s in flow.deliveries]
         pred, sel = consumers[0][:2]
