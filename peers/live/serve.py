@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -36,7 +35,7 @@ from topologies.model import Scenario
 
 CREDENTIALS_ENV = "STREAMGLOBE_MQTT_CREDENTIALS"  # {super-peer: password} for node processes (not in ``ps``)
 FOREVER_S = 10.0**7  # the emulated duration planned for when running until a signal
-DRAIN_PATIENCE_S = 5.0  # wall seconds without progress after which what is in flight counts as lost
+DRAIN_PATIENCE_S = 30.0  # wall seconds without progress after which what is in flight counts as lost
 
 
 @dataclass(frozen=True)
@@ -136,8 +135,11 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
             if child.poll() is None:
                 child.terminate()
         for child in children.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
+            try:
                 child.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                child.kill()  # a node still busy with a backlog: it must not outlive the run
+                child.wait()
     final = _final_scenario(scenario, coordinator, end)
     run = coordinator.result(final, thin_peers)
     report = build_report(final, {options.strategy: run}, expected_results(final), engine="mqtt")
