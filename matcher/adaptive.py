@@ -5,6 +5,14 @@ the region-bitmap evaluator (:class:`MultiMatcher`) pays the same for every tupl
 filter and the ASC engine pay per attribute probed and win when most tuples are dropped early.
 :class:`AdaptiveMultiMatcher` estimates each engine's seconds per tuple and runs the cheapest.
 
+Every engine is called on slices of at most ``chunk`` rows (default 4,096, below
+:data:`matcher.multi.PARALLEL_MIN_TUPLES`), live and while probing, so that a probe times the very kernel
+the live calls run.  Without it the probes (a few hundred to a thousand rows) ran the region-bitmap
+engine's serial kernel while the live 8,192-row batches ran its thread-pool kernel, which on the shared
+2-core machine costs 2.5-4x more per tuple (CPU: 230-600 ns serial vs 600-970 ns parallel, wall: up to
+1,460 ns), and the choice was made for an engine that was never run.  On an idle many-core machine a larger
+``chunk`` gives the parallel kernel back to live batches (then the probes no longer time it).
+
 The estimate is a two-term cost model per engine, ``seconds(call of n tuples) = per_call + n * per_tuple``,
 fitted on **probes**: disjoint slices of the live input of two sizes (``sample // 4`` and ``sample``
 rows), each engine's slices interleaved with the others', repeated ``repeats`` times and reduced by the
@@ -12,8 +20,8 @@ minimum (interference only ever adds CPU time: cache misses, a parallel kernel's
 Probes are timed in process CPU time, not wall time: on a shared machine a short slice usually
 runs inside one scheduler quantum while a long one is preempted, so wall-clock probes are biased by the
 load (measured: 1.4 ms for 1,024 tuples, 24 ms for 4,096 under a load of 7 on 2 cores), whereas CPU time
-is what the engine itself consumes.  The fitted model predicts the cost at the size of the live
-batches, so short probe slices do not favour the engine with the lowest per-call overhead.  Probing never
+is what the engine itself consumes.  The fitted model predicts the cost of a live call (``min(batch, chunk)``
+rows), so short probe slices do not favour the engine with the lowest per-call overhead.  Probing never
 pays for a whole batch on a slow engine: a probed slice is part of the output (every engine returns
 exactly the same bool matrix), so a probe costs only the *difference* between the probed engine and the
 chosen one on a few thousand rows, and an engine more than ``eliminate`` times slower than the best after
@@ -38,12 +46,13 @@ import numpy as np
 
 from matcher.asc import ASCMatcher
 from matcher.grouped import ConjunctTable, GroupedFilter, row_count
-from matcher.multi import MultiMatcher
+from matcher.multi import PARALLEL_MIN_TUPLES, MultiMatcher
 from matcher.predicate import Box, Predicate, interval
 
 ENGINES = ("multi", "grouped", "asc")
 WARM_ROWS = 8  # an untimed first call per engine loads compiled kernels before anything is timed
 STATISTICS_WINDOW = 16_384  # tuples over which the drift statistics are averaged before they are compared
+CHUNK = PARALLEL_MIN_TUPLES // 2  # rows per engine call: the serial bitmap kernel, as in the probes
 
 
 def _make(name: str, labelled: Sequence[tuple[str, Predicate]]):
@@ -60,7 +69,7 @@ class AdaptiveMultiMatcher:
     ``choice`` is the engine in use, ``history`` the ``(tuples seen, engine)`` choices, ``cost`` the last
     predicted seconds per tuple of each probed engine at the live batch size, ``probed_tuples`` the rows
     matched by a probe on an engine other than the final choice of that probe (the probing overhead).
-    Raises ValueError for an unknown engine name or non-positive settings.
+    Raises ValueError for an unknown engine name, non-positive settings or a ``chunk`` below ``sample``.
     """
 
     def __init__(
@@ -75,6 +84,7 @@ class AdaptiveMultiMatcher:
         drift: float = 0.15,
         margin: float = 0.05,
         eliminate: float = 2.0,
+        chunk: int = CHUNK,
     ):
         unknown = [e for e in engines if e not in ENGINES]
         if unknown or not engines:
@@ -84,7 +94,18 @@ class AdaptiveMultiMatcher:
                 f"sample {sample}, repeats {repeats}, period {period}, max_backoff {max_backoff}:"
                 f" sample must be at least {4 * WARM_ROWS}, the others positive"
             )
-        settings = (int(sample), int(repeats), int(period), int(max_backoff), float(drift), float(margin), eliminate)
+        if chunk < sample:
+            raise ValueError(f"chunk {chunk}: must be at least sample {sample} (probe slices are engine calls)")
+        settings = (
+            int(sample),
+            int(repeats),
+            int(period),
+            int(max_backoff),
+            float(drift),
+            float(margin),
+            float(eliminate),
+            int(chunk),
+        )
         self._setup(tuple(labelled), tuple(engines), settings)
 
     def _setup(self, labelled, engines, settings) -> None:
@@ -92,7 +113,16 @@ class AdaptiveMultiMatcher:
         self.labels = tuple(label for label, _ in labelled)
         self.engines = {name: _make(name, labelled) for name in engines}
         self._settings = settings
-        self.sample, self.repeats, self.period, self.max_backoff, self.drift, self.margin, self.eliminate = settings
+        (
+            self.sample,
+            self.repeats,
+            self.period,
+            self.max_backoff,
+            self.drift,
+            self.margin,
+            self.eliminate,
+            self.chunk,
+        ) = settings
         self.cost: dict[str, float] = {}
         self.choice = engines[0]
         self.history: list[tuple[int, str]] = []
@@ -101,7 +131,7 @@ class AdaptiveMultiMatcher:
         self._rounds_left = 0
         self._tasks: list[tuple[str, int]] = []  # probe slices still to run: (engine, rows)
         self._timings: dict[str, dict[int, list[float]]] = {}
-        self._batch = self.sample  # size of the live batches, for the cost prediction
+        self._batch = self.sample  # rows per live engine call, for the cost prediction
         self._next_probe = 0
         self._backoff = 1
         self._reference: tuple[float, float] | None = None  # (drop ratio, evaluations/tuple) at the last choice
@@ -129,7 +159,7 @@ class AdaptiveMultiMatcher:
         out = np.zeros((n, len(self.labels)), dtype=bool)
         if n == 0:
             return out
-        self._batch = n
+        self._batch = min(n, self.chunk)
         if not self._warm:
             # load compiled kernels and caches outside any timing (the rows are matched again below)
             self._warm = True
@@ -141,24 +171,23 @@ class AdaptiveMultiMatcher:
         while self._tasks and start < n:
             name, rows = self._tasks[0]
             stop = min(n, start + rows)
-            out[start:stop] = self._timed(name, _slice(columns, start, stop), stop - start, probe=True)
+            out[start:stop] = self._timed(name, _slice(columns, start, stop), stop - start)
             self._tasks[0] = (name, rows - (stop - start))
             if self._tasks[0][1] == 0:
                 self._tasks.pop(0)
                 if not self._tasks and self._round_done():
                     self._decide()
             start = stop
-        if start < n:
-            rest = _slice(columns, start, n) if start else columns
-            out[start:] = self._timed(self.choice, rest, n - start, probe=False)
+        engine = self.engines[self.choice]
+        for begin in range(start, n, self.chunk):
+            stop = min(n, begin + self.chunk)
+            out[begin:stop] = engine.match(_slice(columns, begin, stop) if stop - begin < n else columns)
         self.tuples_seen += n
         self._watch(out)
         return out
 
-    def _timed(self, name: str, columns: Mapping[str, np.ndarray], n: int, *, probe: bool) -> np.ndarray:
+    def _timed(self, name: str, columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
         engine = self.engines[name]
-        if not probe:
-            return engine.match(columns)
         began = time.process_time()
         result = engine.match(columns)
         self._timings[name].setdefault(n, []).append(time.process_time() - began)
