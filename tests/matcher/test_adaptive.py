@@ -101,3 +101,33 @@ def test_bad_settings_are_rejected():
         AdaptiveMultiMatcher([], engines=("rtree",))
     with pytest.raises(ValueError, match="sample 8"):
         AdaptiveMultiMatcher([], sample=8)
+
+
+class CallSizes:
+    """A real engine that records the number of rows of each call."""
+
+    def __init__(self, engine):
+        self.engine, self.labels, self.sizes = engine, engine.labels, []
+
+    def match(self, columns):
+        self.sizes.append(len(columns["a"]))
+        return self.engine.match(columns)
+
+
+def test_live_calls_are_sliced_to_chunk_rows_and_predicted_at_that_size():
+    labelled = threshold_workload()
+    engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1, period=10**6, chunk=100)
+    columns = {"a": np.arange(1_000, dtype=float) % 7}
+    engine.match({"a": columns["a"][:300]})  # the probe: 3 engines x (16 + 64) rows = 240, then 60 rows
+    recorders = {name: CallSizes(e) for name, e in engine.engines.items()}
+    engine.engines = dict(recorders)
+    out = np.concatenate([engine.match({"a": columns["a"][s : s + 350]}) for s in (300, 650)])
+    assert np.array_equal(out, reference_a(labelled, {"a": columns["a"][300:1_000]}))
+    assert recorders[engine.choice].sizes == [100, 100, 100, 50, 100, 100, 100, 50]
+    assert all(not r.sizes for name, r in recorders.items() if name != engine.choice)
+    assert engine._batch == 100
+
+
+def test_chunk_below_sample_is_rejected():
+    with pytest.raises(ValueError, match="chunk 32"):
+        AdaptiveMultiMatcher([], sample=64, chunk=32)
