@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import count, pairwise
 
 import numpy as np
@@ -29,8 +29,19 @@ import numpy as np
 from network.meter import StrategyRun
 from peers.local import run_local
 from peers.spark_session import parse_master, spark_session
-from peers.spark_tasks import RECORD_SCHEMA, EpochWork, Job, Unit, epoch_work, run_units
-from peers.superpeer import Output, install
+from peers.spark_tasks import (
+    POSITION_DTYPE,
+    RECORD_SCHEMA,
+    VARYING_WIRE,
+    WIRES_DTYPE,
+    EpochWork,
+    Job,
+    PortableOperator,
+    Unit,
+    portable,
+    run_units,
+)
+from peers.superpeer import OperatorCache, Output, delivery_key, flow_key, install, subscription_keys
 from sharing.plan import Plan
 from topologies import workload
 from topologies.errors import EngineError
@@ -97,15 +108,14 @@ def run_spark(
     Raises EmulatorError for an inconsistent plan (as the local engine does), EngineError when Spark cannot
     start, a Spark job fails, or Spark's aggregates disagree with the simulated traffic.
     """
-    installed, works, units = _prepare(scenario, plan)
+    prepared = _prepare(scenario, plan)
     session = spark_session(master)
-    job = Job(scenario, works, tuple(units))
-    records, link_totals, delivery_totals = _execute(session, job)
-    replays = {k: _replays(installed[k], works[k], records) for k in installed}
+    carried, link_totals, delivery_totals = _execute(session, prepared)
+    replays = _Replays(carried)
     number = {id(epoch): k for k, epoch in enumerate(plan.epochs)}
 
     def operators(_: Scenario, epoch) -> dict:
-        return replays[number[id(epoch)]]
+        return replays.of(prepared.installed[number[id(epoch)]])
 
     def tuple_ids(stream_id: str, start: int, stop: int) -> dict[str, np.ndarray]:
         ids = np.arange(start, stop, dtype=np.int64)
@@ -116,20 +126,61 @@ def run_spark(
     return replace(run, engine="spark")
 
 
-def _prepare(scenario: Scenario, plan: Plan) -> tuple[dict[int, dict], dict[int, EpochWork], list[Unit]]:
-    """Operators, shipped epochs and work units of every epoch that holds emitted tuples."""
+Placed = dict[tuple[str, Hashable], tuple[int, tuple[Hashable, ...], tuple[int, ...]]]
+
+
+@dataclass
+class _Prepared:
+    """The job to broadcast; per epoch ``{place: (operator number, targets as the simulator names them,
+    channel per target)}``; and per channel the links and subscription it counts towards (Spark's feeds)."""
+
+    job: Job
+    installed: dict[int, Placed]
+    feeds: list[tuple[int, str, str, str]]
+
+
+def _prepare(scenario: Scenario, plan: Plan) -> _Prepared:
+    """Operators (each distinct one once), channels and work units of every epoch that holds emitted tuples.
+
+    A channel is one output of one distinct operator along one route: the same operator reused by many
+    epochs feeds the same channels, so its carried tuples form one sorted array for the replay.
+    """
     times = {s.id: workload.emission_times(s, 0, workload.tuple_count(s, scenario.duration)) for s in scenario.streams}
-    installed: dict[int, dict] = {}
+    cache = OperatorCache()
+    numbers: dict[int, int] = {}  # id(operator) -> operator number (the cache keeps the operators alive)
+    shipped: list[PortableOperator] = []
+    channels: dict[tuple, int] = {}  # (operator number, reader, route) -> channel number
+    feeds: list[tuple[int, str, str, str]] = []
+    installed: dict[int, Placed] = {}
     works: dict[int, EpochWork] = {}
     units: list[Unit] = []
-    channels = 0
     for k, epoch in enumerate(plan.epochs):
         start, end = max(epoch.start, 0.0), min(epoch.end, scenario.duration)
         if start >= end:
             continue
-        installed[k] = install(scenario, epoch)
-        works[k] = epoch_work(scenario, epoch, installed[k], channels)
-        channels += len(works[k].channel_ids)
+        keys = subscription_keys(epoch)
+        operators = install(scenario, epoch, delivery_keys=keys, cache=cache)
+        paths = {flow_key(f.id): f.path for f in epoch.flows}
+        deliveries = {key: (d.subscription, d.home, d.peer) for key, d in zip(keys, epoch.deliveries, strict=True)}
+        positional = {key: delivery_key(n) for n, key in enumerate(keys)}
+        installed[k] = {}
+        places = {}
+        for place, operator in operators.items():
+            if id(operator) not in numbers:
+                numbers[id(operator)] = len(shipped)
+                shipped.append(portable(operator))
+            number = numbers[id(operator)]
+            ids = []
+            for j, target in enumerate(operator.targets):
+                route = deliveries[target] if target in deliveries else paths[target]
+                channel = channels.get((number, j, route))
+                if channel is None:
+                    channel = channels[(number, j, route)] = len(channels)
+                    feeds.extend(_feeds_of(channel, target in deliveries, route))
+                ids.append(channel)
+            places[place] = (number, tuple(ids))
+            installed[k][place] = (number, tuple(positional.get(t, t) for t in operator.targets), tuple(ids))
+        works[k] = EpochWork(places, paths)
         for stream_id, stream_times in times.items():
             # the same tuples the simulator assigns to [start, end): first time >= start up to first >= end
             first, stop = (int(i) for i in np.searchsorted(stream_times, [start, end], side="left"))
@@ -137,22 +188,31 @@ def _prepare(scenario: Scenario, plan: Plan) -> tuple[dict[int, dict], dict[int,
                 cut = min(stop, (first // UNIT_TUPLES + 1) * UNIT_TUPLES)
                 units.append(Unit(k, stream_id, first, cut))
                 first = cut
-    return installed, works, units
+    return _Prepared(Job(scenario, tuple(shipped), works, tuple(units)), installed, feeds)
 
 
-def _execute(session, job: Job):
-    """Run the job on Spark: the records sorted by (channel, tuple), and Spark's aggregates per link
-    direction ``{(from, to): (tuples, bytes)}`` and per subscription ``{sub: (tuples, bytes)}``.
+def _feeds_of(channel: int, delivery: bool, route: tuple[str, ...]) -> list[tuple[int, str, str, str]]:
+    """What a channel's tuples count towards: ``(channel, "link", from, to)`` for every link direction it
+    crosses (a delivery crosses its access link) and ``(channel, "subscription", id, "")``."""
+    if delivery:
+        subscription, home, peer = route
+        return [(channel, "link", home, peer), (channel, "subscription", subscription, "")]
+    return [(channel, "link", a, b) for a, b in pairwise(route)]
 
-    Two actions over the persisted records: one aggregation (joined with which links and subscriptions each
-    channel feeds) and one collection of the records for the driver's replay.
+
+def _execute(session, prepared: _Prepared):
+    """Run the job on Spark: per channel ``(sorted tuple indices, wire bytes)``, and Spark's aggregates per
+    link direction ``{(from, to): (tuples, bytes)}`` and per subscription ``{sub: (tuples, bytes)}``.
+
+    Two actions over the persisted records (one per unit and channel): one aggregation (joined with what
+    each channel counts towards) and one collection of the records for the driver's replay.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    empty = (np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    job = prepared.job
     if not job.units:
-        return empty, {}, {}
+        return {}, {}, {}
     sc = session.sparkContext
     broadcast = sc.broadcast(job)
     records = None
@@ -163,11 +223,11 @@ def _execute(session, job: Job):
             .mapInArrow(run_units(broadcast, f"{os.getpid()}-{next(_job_numbers)}"), RECORD_SCHEMA)
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
-        feeds = session.createDataFrame(_channel_feeds(job))
+        feeds = session.createDataFrame(_feeds_table(prepared.feeds))
         summed = (
             records.join(F.broadcast(feeds), "channel")
             .groupBy("kind", "name", "peer")
-            .agg(F.count("*").alias("tuples"), F.sum("wire").alias("bytes"))
+            .agg(F.sum("tuples").alias("tuples"), F.sum("bytes").alias("bytes"))
             .collect()
         )
         table = records.toArrow()
@@ -180,11 +240,7 @@ def _execute(session, job: Job):
         broadcast.destroy()
     link_totals = {(r.name, r.peer): (r.tuples, r.bytes) for r in summed if r.kind == "link"}
     delivery_totals = {r.name: (r.tuples, r.bytes) for r in summed if r.kind == "subscription"}
-    channel = table.column("channel").to_numpy()
-    tuples = table.column("tuple").to_numpy()
-    wire = table.column("wire").to_numpy().astype(np.int64)
-    order = np.lexsort((tuples, channel))
-    return (channel[order], tuples[order], wire[order]), link_totals, delivery_totals
+    return _carried(table), link_totals, delivery_totals
 
 
 def _partitions(job: Job, cores: int) -> int:
@@ -195,22 +251,10 @@ def _partitions(job: Job, cores: int) -> int:
     return max(1, min(len(job.units), wanted))
 
 
-def _channel_feeds(job: Job):
-    """What each channel's tuples count towards, as an Arrow table (a list of Python rows is slow to turn
-    into a DataFrame when a plan has many epochs): ``(channel, "link", from, to)`` for every link direction
-    it crosses (a delivery crosses its access link) and ``(channel, "subscription", id, "")``."""
+def _feeds_table(feeds: list[tuple[int, str, str, str]]):
+    """The feeds as an Arrow table (a list of Python rows is slow to turn into a DataFrame)."""
     import pyarrow as pa
 
-    feeds = []
-    for k in sorted(job.epochs):
-        work = job.epochs[k]
-        for key, channel in work.channel_ids.items():
-            if key in work.deliveries:
-                subscription, home, peer = work.deliveries[key]
-                feeds.append((channel, "link", home, peer))
-                feeds.append((channel, "subscription", subscription, ""))
-            else:
-                feeds.extend((channel, "link", a, b) for a, b in pairwise(work.paths[key]))
     columns = list(zip(*feeds, strict=True)) if feeds else [(), (), (), ()]
     return pa.table(
         [pa.array(columns[0], pa.int32()), *(pa.array(c, pa.string()) for c in columns[1:])],
@@ -218,17 +262,65 @@ def _channel_feeds(job: Job):
     )
 
 
-def _replays(operators: Mapping, work: EpochWork, records) -> dict:
-    """One :class:`ReplayOperator` per installed operator of an epoch, fed from Spark's sorted records."""
-    channel, tuples, wire = records
-    replays = {}
-    for place, operator in operators.items():
-        carried = {}
-        for target in operator.targets:
-            lo, hi = np.searchsorted(channel, [work.channel_ids[target], work.channel_ids[target] + 1])
-            carried[target] = (tuples[lo:hi], wire[lo:hi])
-        replays[place] = ReplayOperator(operator.targets, carried)
-    return replays
+def _binary_values(column, dtype: np.dtype) -> np.ndarray:
+    """All cells of an Arrow binary column, concatenated in row order, as one array of ``dtype``."""
+    cells = column.combine_chunks()
+    offsets = np.frombuffer(cells.buffers()[1], np.int32)[cells.offset : cells.offset + len(cells) + 1]
+    data = cells.buffers()[2]
+    if data is None or offsets[-1] == offsets[0]:
+        return np.zeros(0, dtype)
+    return np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]].view(dtype)
+
+
+def _carried(table) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per channel ``(sorted tuple indices, wire bytes)`` from the records, without a Python object per
+    tuple: cells are put in (channel, first tuple) order, which sorts the tuples since a channel's units
+    are disjoint ranges and positions inside a cell ascend."""
+    channel = table.column("channel").to_numpy()
+    start = table.column("start").to_numpy()
+    counts = table.column("tuples").to_numpy().astype(np.int64)
+    constant = table.column("wire").to_numpy()
+    positions = _binary_values(table.column("positions"), POSITION_DTYPE)
+    wires = np.repeat(constant.astype(np.int64), counts)
+    cell_offsets = np.concatenate([[0], np.cumsum(counts)])
+    varying = np.flatnonzero(constant == VARYING_WIRE)
+    if len(varying):
+        sizes = _binary_values(table.column("wires").take(varying), WIRES_DTYPE)
+        at = 0
+        for row in varying:
+            wires[cell_offsets[row] : cell_offsets[row + 1]] = sizes[at : at + counts[row]]
+            at += counts[row]
+    indices = np.repeat(start, counts) + positions
+    order = np.lexsort((start, channel))
+    ordered_counts = counts[order]
+    ordered_offsets = np.concatenate([[0], np.cumsum(ordered_counts)])
+    gather = np.repeat(cell_offsets[order] - ordered_offsets[:-1], ordered_counts) + np.arange(ordered_offsets[-1])
+    indices, wires = indices[gather], wires[gather]
+    ordered_channels = channel[order]
+    found, first_cells = np.unique(ordered_channels, return_index=True)
+    bounds = np.append(ordered_offsets[first_cells], ordered_offsets[-1])
+    return {int(c): (indices[a:b], wires[a:b]) for c, a, b in zip(found, bounds[:-1], bounds[1:], strict=True)}
+
+
+class _Replays:
+    """One :class:`ReplayOperator` per distinct (operator, targets, channels), so an operator unchanged
+    across epochs stands in as one object, as the local engine's cached operators do."""
+
+    EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    def __init__(self, carried: Mapping[int, tuple[np.ndarray, np.ndarray]]):
+        self.carried = carried
+        self.made: dict[tuple, ReplayOperator] = {}
+
+    def of(self, placed: Placed) -> dict:
+        replays = {}
+        for place, (number, targets, channels) in placed.items():
+            replay = self.made.get((number, targets, channels))
+            if replay is None:
+                carried = {t: self.carried.get(c, self.EMPTY) for t, c in zip(targets, channels, strict=True)}
+                replay = self.made[(number, targets, channels)] = ReplayOperator(targets, carried)
+            replays[place] = replay
+        return replays
 
 
 def _check_agreement(scenario: Scenario, run: StrategyRun, link_totals: dict, delivery_totals: dict) -> None:

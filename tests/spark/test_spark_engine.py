@@ -148,9 +148,10 @@ def test_the_task_walk_delivers_exactly_the_plain_evaluation_of_each_subscriptio
             if start == stop:
                 continue
             paths = {flow_key(f.id): f.path for f in epoch.flows}
+            operators = install(scenario, epoch)
             reached = {
-                key: indices
-                for key, indices, _ in carry(scenario, install(scenario, epoch), paths, Unit(0, stream.id, start, stop))
+                operators[place].targets[j]: indices
+                for place, j, indices, _ in carry(scenario, operators, paths, Unit(0, stream.id, start, stop))
             }
             values = workload.columns(scenario, stream.id, start, stop)
             for k, delivery in enumerate(epoch.deliveries):
