@@ -33,8 +33,10 @@ label satisfied), which decides how much the early-drop engines save, counted on
 time; 1,024 counted rows per window give a standard error below 0.016, far under ``drift``), and the
 chosen engine's own evaluations per tuple (grouped filters or ASCs, the papers' cost unit, exact) when it
 counts them.  A re-probe
-starts when either moved by ``drift`` (relative; absolute for the drop ratio) against its value at the
-last choice, or after ``period`` tuples, a period that doubles each time a re-probe confirms the choice
+starts when either moved by ``drift`` (relative; absolute for the drop ratio) away from every state
+measured after a probe that kept the current choice (a stream that alternates between two distributions
+is probed once in each, not at every change: measured, table2-30q/drift re-probed 4 times in 160,000
+tuples), or after ``period`` tuples, a period that doubles each time a re-probe confirms the choice
 (up to ``max_backoff`` times), so probing is amortised over long stable streams.  The engine switches only
 when a challenger is predicted at least ``margin`` cheaper (hysteresis: no flapping between near-equal
 engines).
@@ -55,6 +57,7 @@ from matcher.predicate import Box, Predicate, interval
 ENGINES = ("multi", "grouped", "asc")
 WARM_ROWS = 8  # an untimed first call per engine loads compiled kernels before anything is timed
 STATISTICS_WINDOW = 16_384  # tuples over which the drift statistics are averaged before they are compared
+MAX_STATES = 16  # confirmed states remembered: bounded, as the evaluations/tuple axis is unbounded
 DROP_STRIDE = 16  # the drop ratio is counted on every 16th output row
 CHUNK = PARALLEL_MIN_TUPLES // 2  # rows per engine call: the serial bitmap kernel, as in the probes
 
@@ -138,7 +141,8 @@ class AdaptiveMultiMatcher:
         self._batch = self.sample  # rows per live engine call, for the cost prediction
         self._next_probe = 0
         self._backoff = 1
-        self._reference: tuple[float, float] | None = None  # (drop ratio, evaluations/tuple) at the last choice
+        self._reference: tuple[float, float] | None = None  # (drop ratio, evaluations/tuple) after the last probe
+        self._confirmed: list[tuple[float, float]] = []  # the references measured while the choice held
         self._window = [0, 0, 0, 0]  # tuples, counted rows, dropped of those, -evaluations at the window start
 
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -249,6 +253,7 @@ class AdaptiveMultiMatcher:
             self.choice = best
             self.history.append((self.tuples_seen, best))
             self._backoff = 1
+            self._confirmed = []
         else:
             self._backoff = min(self.max_backoff, self._backoff * 2)
         self.probed_tuples -= sum(len(v) * s for s, v in self._timings.get(self.choice, {}).items())
@@ -276,11 +281,14 @@ class AdaptiveMultiMatcher:
         self._window = [0, 0, 0, 0]
         if self._reference is None:
             self._reference = now
+            self._confirmed = [*self._confirmed[-MAX_STATES + 1 :], now]
             return
-        drop_moved = abs(now[0] - self._reference[0]) >= self.drift
-        cost_moved = self._reference[1] > 0 and abs(now[1] / self._reference[1] - 1) >= self.drift
-        if drop_moved or cost_moved:
+        if all(self._moved(now, state) for state in self._confirmed):
             self._next_probe = self.tuples_seen
+
+    def _moved(self, now: tuple[float, float], state: tuple[float, float]) -> bool:
+        drop_moved = abs(now[0] - state[0]) >= self.drift
+        return drop_moved or (state[1] > 0 and abs(now[1] / state[1] - 1) >= self.drift)
 
 
 def _slice(columns: Mapping[str, np.ndarray], start: int, stop: int) -> dict[str, np.ndarray]:

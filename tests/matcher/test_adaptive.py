@@ -131,3 +131,25 @@ def test_live_calls_are_sliced_to_chunk_rows_and_predicted_at_that_size():
 def test_chunk_below_sample_is_rejected():
     with pytest.raises(ValueError, match="chunk 32"):
         AdaptiveMultiMatcher([], sample=64, chunk=32)
+
+
+def test_a_stream_alternating_between_known_states_is_not_reprobed():
+    engine = AdaptiveMultiMatcher(
+        threshold_workload(), engines=("multi",), sample=64, repeats=1, period=10**7, drift=0.3
+    )
+    batch = 4_096
+    matching = {"a": np.full(batch, 10.0)}  # drop ratio 0
+    dropped = {"a": np.full(batch, -1.0)}  # drop ratio 1
+    half = {"a": np.repeat([10.0, -1.0], batch // 2)}  # drop ratio 0.5, also on every 16th row
+    for phase in (matching, dropped):
+        for _ in range(4):  # one statistics window per phase
+            engine.match(phase)
+    engine.match(dropped)
+    assert engine.probes == 2  # the drop ratio moved 0 -> 1: re-probed, the choice held
+    for phase in (dropped, matching, dropped, matching):
+        for _ in range(4):
+            engine.match(phase)
+    assert engine.probes == 2  # both states were measured while the choice held
+    for _ in range(5):
+        engine.match(half)
+    assert engine.probes == 3  # 0.5 is 0.5 away from both known states
