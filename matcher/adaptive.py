@@ -281,7 +281,7 @@ class AdaptiveMultiMatcher:
         self._window = [0, 0, 0, 0]
         if self._reference is None:
             self._reference = now
-            self._confirmed = [*self._confirmed[-MAX_STATES + 1 :], now]
+            self._confirmed = [*self._confirmed, now][-MAX_STATES:]
             return
         if all(self._moved(now, state) for state in self._confirmed):
             self._next_probe = self.tuples_seen
