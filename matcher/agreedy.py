@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from matcher.ordering import best_order
 from matcher.predicate import Box
 
 VARIANTS = ("agreedy", "sweep", "independent")
@@ -272,17 +273,4 @@ def optimal_order(drops: np.ndarray, costs: Sequence[float] | None = None) -> tu
         halves = within.reshape(-1, 2, 1 << f)
         halves[:, 1, :] += halves[:, 0, :]
     survive = within[((1 << n) - 1) ^ np.arange(1 << n)] / max(n_tuples, 1)
-    best = np.full(1 << n, np.inf)
-    choice = np.zeros(1 << n, dtype=np.int64)
-    best[0] = 0.0
-    for s in range(1, 1 << n):
-        for f in range(n):
-            if s >> f & 1:
-                c = best[s ^ (1 << f)] + costs[f] * survive[s ^ (1 << f)]
-                if c < best[s]:
-                    best[s], choice[s] = c, f
-    order, s = [], (1 << n) - 1
-    while s:
-        order.append(int(choice[s]))
-        s ^= 1 << int(choice[s])
-    return order[::-1], float(best[-1])
+    return best_order(survive, costs)

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from matcher.grouped import ConjunctTable, pack, row_count, unpack
+from matcher.ordering import best_order
 from matcher.predicate import Predicate
 
 ORDERINGS = ("hybrid", "macro", "fixed")
@@ -328,20 +329,8 @@ def fixed_order_costs(matcher: ASCMatcher, columns: Mapping[str, np.ndarray]) ->
             visit(subset | 1 << a, grb & bitmaps[a], a + 1)
 
     visit(0, np.broadcast_to(matcher.all_bits, (n, len(matcher.all_bits))), 0)
-    best = np.full(1 << n_asc, np.inf)
-    choice = np.zeros(1 << n_asc, dtype=np.int64)
-    best[0] = 0.0
-    for subset in range(1, 1 << n_asc):
-        for a in range(n_asc):
-            if subset >> a & 1:
-                cost = best[subset ^ (1 << a)] + alive[subset ^ (1 << a)]
-                if cost < best[subset]:
-                    best[subset], choice[subset] = cost, a
-    order, subset = [], (1 << n_asc) - 1
-    while subset:
-        order.append(int(choice[subset]))
-        subset ^= 1 << int(choice[subset])
-    return tuple(matcher.dims[a] for a in reversed(order)), float(best[-1])
+    order, cost = best_order(alive, np.ones(n_asc))
+    return tuple(matcher.dims[a] for a in order), cost
 
 
 def order_cost(matcher: ASCMatcher, columns: Mapping[str, np.ndarray], order: Sequence[str]) -> float:
