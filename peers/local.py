@@ -57,7 +57,7 @@ def run_local(
 
         feeds.append(Feed(stream.id, workload.emission_times(stream, 0, count), columns, scenario.header_bytes))
     streams = {s.id: s for s in scenario.streams}
-    attrs = {s.id: s.query.select or streams[s.stream].attribute_names for s in scenario.subscriptions}
+    attrs = {s.id: s.query.attributes(streams[s.stream].attribute_names) for s in scenario.subscriptions}
     meter = TrafficMeter(network.directions, attrs, bin_width(scenario.duration))
     spans = _spans(scenario, plan, _Layouts(scenario, network, operators))
     Simulator(links, feeds, spans, meter, window, progress).run()
