@@ -496,11 +496,15 @@ def summary(scenario: Scenario) -> str:
     from topologies.workload import tuple_count
 
     tuples = sum(tuple_count(s, scenario.duration) for s in scenario.streams)
-    text = (
-        f"{scenario.name}: {len(scenario.super_peers)} super-peers, {len(scenario.links)} links, "
-        f"{len(scenario.thin_peers)} thin-peers, {len(scenario.streams)} streams, "
-        f"{len(scenario.subscriptions)} subscriptions, {scenario.duration:g} s, {tuples} tuples"
-    )
+    counts = [
+        (len(scenario.super_peers), "super-peer"),
+        (len(scenario.links), "link"),
+        (len(scenario.thin_peers), "thin-peer"),
+        (len(scenario.streams), "stream"),
+        (len(scenario.subscriptions), "subscription"),
+    ]
+    parts = [f"{n} {noun}{'' if n == 1 else 's'}" for n, noun in counts]
+    text = f"{scenario.name}: {', '.join(parts)}, {scenario.duration:g} s, {tuples} tuples"
     if scenario.warnings:
         text += f", {len(scenario.warnings)} warning(s)"
     return text
