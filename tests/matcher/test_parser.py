@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matcher import INF, MAX_BOXES, Box, Interval, Predicate, Query, QueryError, interval, parse_condition, parse_query
+from tests.matcher.pointwise import members as pointwise_members
 
 GRID = np.array([-1.0, *(x / 2 for x in range(13)), 7.0])  # one point per cell of the bounds 0..6
 DIMS = ("a", "b", "c")
@@ -15,14 +16,7 @@ COLUMNS = dict(zip(DIMS, (g.ravel() for g in np.meshgrid(GRID, GRID, GRID, index
 
 
 def members(pred: Predicate, columns=COLUMNS):
-    result = np.zeros(len(columns["a"]), bool)
-    for box in pred.boxes:
-        inside = np.ones_like(result)
-        for dim, iv in box.items():
-            x = columns[dim]
-            inside &= ((x > iv.lo) | ((x == iv.lo) & iv.lo_closed)) & ((x < iv.hi) | ((x == iv.hi) & iv.hi_closed))
-        result |= inside
-    return result
+    return pointwise_members(pred, columns)
 
 
 def box(**constraints: Interval) -> Box:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matcher import INF, Box, Choice, Empirical, Interval, Normal, Predicate, Uniform, interval, selectivity, volume
+from tests.matcher.pointwise import members
 
 DIMS = ("a", "b", "c")
 GRID_VALUES = [-1.0, *(x / 2 for x in range(13)), 7.0]  # bounds, midpoints and outside values
@@ -21,17 +22,6 @@ predicates = st.lists(st.lists(constraint, max_size=3), max_size=4).map(
         for b in raw
     )
 )
-
-
-def members(pred: Predicate, columns):
-    result = np.zeros(len(next(iter(columns.values()))), bool)
-    for box in pred.boxes:
-        inside = np.ones_like(result)
-        for dim, iv in box.items():
-            x = columns[dim]
-            inside &= ((x > iv.lo) | ((x == iv.lo) & iv.lo_closed)) & ((x < iv.hi) | ((x == iv.hi) & iv.hi_closed))
-        result |= inside
-    return result
 
 
 def enumerate_probability(pred: Predicate, supports) -> float:
