@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matcher import Box, Interval, Predicate, interval
-from matcher.asc import ASCMatcher, fixed_order_costs, local_search_order, order_cost
+from matcher.asc import OPTIMAL_MAX_ASCS, ASCMatcher, fixed_order_costs, local_search_order, order_cost
 from tests.matcher.test_grouped import as_columns, reference, tuples, workloads
 
 
@@ -17,16 +17,19 @@ from tests.matcher.test_grouped import as_columns, reference, tuples, workloads
     workloads,
     st.lists(tuples, min_size=1, max_size=4),
     st.sampled_from(["hybrid", "macro"]),
+    st.sampled_from(["optimal", "greedy"]),
     st.sampled_from([0.0, 0.3]),
 )
-def test_asc_equals_reference_while_relearning(labelled, batches, ordering, threshold):
-    engine = ASCMatcher(labelled, ordering=ordering, period=16, sample=12, threshold=threshold)
+def test_asc_equals_reference_while_relearning(labelled, batches, ordering, base, threshold):
+    engine = ASCMatcher(labelled, ordering=ordering, base=base, period=16, sample=12, threshold=threshold)
     for rows in batches:
         columns = as_columns(rows)
         assert np.array_equal(engine.match(columns), reference(labelled, columns))
     copy = ASCMatcher.from_arrays(engine.to_arrays())
-    assert copy.macro == engine.macro and all(
-        np.array_equal(x, y) for x, y in zip(copy.micro, engine.micro, strict=True)
+    assert (
+        copy.base == engine.base
+        and copy.macro == engine.macro
+        and all(np.array_equal(x, y) for x, y in zip(copy.micro, engine.micro, strict=True))
     )
     assert np.array_equal(copy.match(columns), reference(labelled, columns))
 
@@ -73,6 +76,42 @@ def test_fixed_order_search_is_exhaustive():
     assert fixed.evaluations_per_tuple == pytest.approx(cost)
 
 
+@pytest.mark.parametrize("ordering", ["macro", "hybrid"])
+def test_optimal_base_sequence_is_the_exact_optimum_of_the_window_learned_from(ordering):
+    rng = np.random.default_rng(11)
+    labelled = [
+        (
+            f"q{i}",
+            Predicate([Box({d: interval(*sorted(rng.integers(0, 10, 2))) for d in "abcde" if rng.random() < 0.5})]),
+        )
+        for i in range(12)
+    ]
+    columns = {d: rng.integers(0, 10, 800).astype(float) for d in "abcde"}
+    optimal = ASCMatcher(labelled, ordering=ordering)
+    greedy = ASCMatcher(labelled, ordering=ordering, base="greedy")
+    regions = np.stack([asc.region(columns[d]) for d, asc in zip(optimal.dims, optimal.constructs, strict=True)], 1)
+    optimal.relearn(regions)
+    greedy.relearn(regions)
+    _, best = fixed_order_costs(optimal, columns)
+    assert order_cost(optimal, columns, optimal.order) == pytest.approx(best)
+    assert order_cost(greedy, columns, greedy.order) >= best - 1e-12
+
+
+def test_above_the_dp_limit_the_greedy_sequence_is_used(monkeypatch):
+    labelled = [(f"q{k}", Predicate([Box({f"a{k}": Interval.above(float(k))})])) for k in range(OPTIMAL_MAX_ASCS + 1)]
+    columns = {f"a{k}": np.arange(40, dtype=float) for k in range(OPTIMAL_MAX_ASCS + 1)}
+    optimal, greedy = ASCMatcher(labelled, ordering="macro"), ASCMatcher(labelled, ordering="macro", base="greedy")
+    regions = np.stack([asc.region(columns[d]) for d, asc in zip(optimal.dims, optimal.constructs, strict=True)], 1)
+
+    def no_dp(alive, costs):
+        raise AssertionError(f"subset DP run over {len(costs)} ASCs")
+
+    monkeypatch.setattr("matcher.asc.best_order", no_dp)
+    optimal.relearn(regions)
+    greedy.relearn(regions)
+    assert optimal.macro == greedy.macro
+
+
 def test_hybrid_beats_best_fixed_order_on_region_dependent_workload():
     # even queries need a0 < 50 and are tight on a1; odd ones need a0 >= 50 and are tight on a2 (digest 2.6)
     rng = np.random.default_rng(7)
@@ -101,5 +140,7 @@ def test_bad_ordering_and_order_are_rejected():
     labelled = seed001_example()
     with pytest.raises(ValueError, match="ordering"):
         ASCMatcher(labelled, ordering="random")
+    with pytest.raises(ValueError, match="base 'exact'"):
+        ASCMatcher(labelled, base="exact")
     with pytest.raises(ValueError, match="permutation"):
         ASCMatcher(labelled, ordering="fixed", order=["A1", "A2"])
