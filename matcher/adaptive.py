@@ -15,8 +15,10 @@ engine's serial kernel while the live 8,192-row batches ran its thread-pool kern
 
 The estimate is a two-term cost model per engine, ``seconds(call of n tuples) = per_call + n * per_tuple``,
 fitted on **probes**: disjoint slices of the live input of two sizes (``sample // 4`` and ``sample``
-rows), each engine's slices interleaved with the others', repeated ``repeats`` times and reduced by the
-minimum (interference only ever adds CPU time: cache misses, a parallel kernel's threads spinning).
+rows; in the very first round ``sample // 16`` and ``sample // 4``, so that an engine that turns out
+slow costs a few hundred rows), each engine's slices interleaved with the others', repeated ``repeats``
+times and reduced by the minimum (interference only ever adds CPU time: cache misses, a parallel
+kernel's threads spinning).
 Probes are timed in process CPU time, not wall time: on a shared machine a short slice usually
 runs inside one scheduler quantum while a long one is preempted, so wall-clock probes are biased by the
 load (measured: 1.4 ms for 1,024 tuples, 24 ms for 4,096 under a load of 7 on 2 cores), whereas CPU time
@@ -26,6 +28,13 @@ pays for a whole batch on a slow engine: a probed slice is part of the output (e
 exactly the same bool matrix), so a probe costs only the *difference* between the probed engine and the
 chosen one on a few thousand rows, and an engine more than ``eliminate`` times slower than the best after
 the first round is dropped from the remaining rounds.
+
+Re-probes are cheap for **clear losers** (engines predicted more than ``eliminate`` times the choice's
+cost at their last probe): such an engine is timed on one ``sample // 4`` slice, read with the per-call
+cost of its last fit, and rejoins the full rounds only when that screen puts it within ``eliminate`` of
+the best; after each confirmed loss it sits out ``1, 3, 7, ...`` re-probes (back-off doubling up to
+``max_backoff``) unless the drop ratio moved by ``2 * drift`` since its loss.  On the shipped workloads
+the losers are 3-8x slower than the choice, so a full re-probe cost 1,280 of their rows each.
 
 Re-probing is driven by statistics that are free of timing noise: the fraction of tuples dropped (no
 label satisfied), which decides how much the early-drop engines save, counted on every
@@ -144,6 +153,9 @@ class AdaptiveMultiMatcher:
         self._reference: tuple[float, float] | None = None  # (drop ratio, evaluations/tuple) after the last probe
         self._confirmed: list[tuple[float, float]] = []  # the references measured while the choice held
         self._window = [0, 0, 0, 0]  # tuples, counted rows, dropped of those, -evaluations at the window start
+        self._fits: dict[str, float] = {}  # per engine: the per-call seconds of its last two-size fit
+        self._losers: dict[str, _Loser] = {}  # engines that lost by more than ``eliminate`` at their last probe
+        self._last_drop = 0.0  # the drop ratio of the latest statistics window
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         arrays = ConjunctTable.of(self._labelled).to_arrays()
@@ -202,18 +214,37 @@ class AdaptiveMultiMatcher:
         self.probed_tuples += n
         return result
 
-    # -- probing ----------------------------------------------------------------------------------------
-    def _start_probe(self, names: Sequence[str] | None = None, first: bool = True) -> None:
-        names = list(self.engines if names is None else names)
-        if first:
-            self.probes += 1
-            self._timings = {name: {} for name in names}
-            self._rounds_left = self.repeats
-        small = max(WARM_ROWS, self.sample // 4)
+    # -- probing ---------------------------------------------------------------------------------------
+    def _start_probe(self) -> None:
+        """Queue the first round of a new probe: every contender, plus one screening slice per clear loser."""
+        self.probes += 1
+        self._timings = {}
+        self._rounds_left = self.repeats
+        quarter = max(WARM_ROWS, self.sample // 4)
+        if not self.cost:
+            # nothing known yet: the first round fits every engine on two small slices (its per-call cost
+            # dominates there, so the fit still separates it from the per-tuple cost)
+            self._queue(list(self.engines), (max(WARM_ROWS, self.sample // 16), quarter))
+            return
+        contenders = [name for name in self.engines if name not in self._losers]
+        screened = []
+        for name, state in self._losers.items():
+            if state.skips > 0 and not self._drop_moved_since(state):
+                state.skips -= 1
+            else:
+                screened.append(name)
+        self._queue(contenders, (quarter, self.sample))
+        # a clear loser costs one slice: its per-call cost is known from its last fit (see _predict)
+        self._tasks = [(name, quarter) for name in screened] + self._tasks
+        self._timings.update({name: {} for name in screened})
+
+    def _queue(self, names: list[str], sizes: tuple[int, int]) -> None:
+        for name in names:
+            self._timings.setdefault(name, {})
         # rotate the engine order each round so that no engine always runs right after another
         shift = (self.repeats - self._rounds_left) % len(names)
         names = names[shift:] + names[:shift]
-        self._tasks = [(name, size) for size in (small, self.sample) for name in names]
+        self._tasks = [(name, size) for size in sizes for name in names]
         self._rounds_left -= 1
 
     def _round_done(self) -> bool:
@@ -225,20 +256,26 @@ class AdaptiveMultiMatcher:
         contenders = [name for name in self._timings if predicted[name] <= max(self.eliminate, 1.0) * best]
         if len(contenders) == 1:
             return True
-        self._start_probe(contenders, first=False)
+        self._queue(contenders, (max(WARM_ROWS, self.sample // 4), self.sample))
         return False
 
     def _predict(self) -> dict[str, float]:
-        """Seconds per tuple at the live batch size, from the least probe CPU time per size of each engine."""
+        """Seconds per tuple at the live batch size, from the least probe CPU time per size of each engine.
+
+        Two slice sizes fit ``per_call`` and ``per_tuple``; a single size (a screened loser) is read with
+        the ``per_call`` of the engine's last fit.
+        """
         predicted = {}
         for name, by_size in self._timings.items():
             sizes = sorted(by_size)
-            medians = [min(by_size[s]) for s in sizes]
-            if len(sizes) >= 2 and sizes[-1] > sizes[0]:
-                per_tuple = max((medians[-1] - medians[0]) / (sizes[-1] - sizes[0]), 0.0)
-                per_call = max(medians[0] - sizes[0] * per_tuple, 0.0)
+            least = [min(by_size[s]) for s in sizes]
+            if len(sizes) >= 2:
+                per_tuple = max((least[-1] - least[0]) / (sizes[-1] - sizes[0]), 0.0)
+                per_call = max(least[0] - sizes[0] * per_tuple, 0.0)
+                self._fits[name] = per_call
             else:
-                per_tuple, per_call = medians[-1] / sizes[-1], 0.0
+                per_call = min(self._fits.get(name, 0.0), least[0])
+                per_tuple = (least[0] - per_call) / sizes[0]
             predicted[name] = per_tuple + per_call / max(self._batch, 1)
         return predicted
 
@@ -254,12 +291,29 @@ class AdaptiveMultiMatcher:
             self.history.append((self.tuples_seen, best))
             self._backoff = 1
             self._confirmed = []
+            for state in self._losers.values():
+                state.skips = 0  # they lost against the previous choice: screen them against the new one
         else:
             self._backoff = min(self.max_backoff, self._backoff * 2)
+        for name, cost in predicted.items():
+            if name != self.choice and cost > self.eliminate * self.cost[self.choice]:
+                previous = self._losers.get(name)
+                backoff = 1 if previous is None else min(self.max_backoff, previous.backoff * 2)
+                self._losers[name] = _Loser(backoff)
+            else:
+                self._losers.pop(name, None)
         self.probed_tuples -= sum(len(v) * s for s, v in self._timings.get(self.choice, {}).items())
         self._next_probe = self.tuples_seen + self.period * self._backoff
         self._reference = None
         self._window = [0, 0, 0, 0]
+
+    def _drop_moved_since(self, loser: _Loser) -> bool:
+        """Did the drop ratio move by ``2 * drift`` since the loser's last measurement (then screen it)?"""
+        return (
+            loser.drop is not None
+            and self._reference is not None
+            and (abs(self._last_drop - loser.drop) >= 2 * self.drift)
+        )
 
     # -- drift ------------------------------------------------------------------------------------------
     def _watch(self, out: np.ndarray) -> None:
@@ -279,8 +333,11 @@ class AdaptiveMultiMatcher:
             return
         now = (window[2] / window[1], (evaluations + window[3]) / window[0])
         self._window = [0, 0, 0, 0]
+        self._last_drop = now[0]
         if self._reference is None:
             self._reference = now
+            for loser in self._losers.values():
+                loser.drop = now[0] if loser.drop is None else loser.drop
             self._confirmed = [*self._confirmed, now][-MAX_STATES:]
             return
         if all(self._moved(now, state) for state in self._confirmed):
@@ -289,6 +346,15 @@ class AdaptiveMultiMatcher:
     def _moved(self, now: tuple[float, float], state: tuple[float, float]) -> bool:
         drop_moved = abs(now[0] - state[0]) >= self.drift
         return drop_moved or (state[1] > 0 and abs(now[1] / state[1] - 1) >= self.drift)
+
+
+class _Loser:
+    """Back-off state of an engine that lost by more than ``eliminate``: it sits out ``skips`` re-probes
+    (``backoff - 1`` after each confirmed loss, ``backoff`` doubling up to ``max_backoff``) unless the drop
+    ratio moved by ``2 * drift`` from ``drop``, measured in the first statistics window after its loss."""
+
+    def __init__(self, backoff: int):
+        self.backoff, self.skips, self.drop = backoff, backoff - 1, None
 
 
 def _slice(columns: Mapping[str, np.ndarray], start: int, stop: int) -> dict[str, np.ndarray]:
