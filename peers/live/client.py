@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from peers.live.connection import Broker, Connection, Dedup
 from peers.live.topics import Topics
-from peers.live.wire import decode_batch
+from peers.live.wire import decode_message
 from topologies.errors import EngineError, InputError
 
 REPLY_TIMEOUT_S = 10.0
@@ -116,9 +116,9 @@ async def subscribe(
     received: list = []
 
     def on_data(payload: bytes) -> None:
-        batch = decode_batch(payload)
-        if dedup.first_time(batch.sender, batch.seq):
-            received.append(batch)
+        batches = decode_message(payload)
+        if dedup.first_time(batches[0].sender, batches[0].seq):
+            received.extend(batches)
             flush()
 
     def flush() -> None:

@@ -103,6 +103,7 @@ class Connection:
         self.connected = asyncio.Event()
         self.reconnects = 0
         self.max_backlog = 0  # most messages seen waiting in the incoming queue
+        self.waiting = 0  # messages waiting behind the one being handled (0: the handler may flush now)
         self.max_outbox = 0  # most messages seen waiting for the broker's acknowledgement
         self.on_pressure = on_pressure
         self.congested = False
@@ -209,7 +210,7 @@ class Connection:
 
     async def _receive(self, client: aiomqtt.Client) -> None:
         async for message in client.messages:
-            waiting = len(client.messages)
+            self.waiting = waiting = len(client.messages)
             self.max_backlog = max(self.max_backlog, waiting)
             over = waiting > (LOW_WATER if self.congested else HIGH_WATER)
             if self.on_pressure is not None and self.congested != over:

@@ -144,15 +144,20 @@ class Coordinator:
 
     async def run(self, timeout: float = 60.0) -> None:
         """Start the clock once every super-peer is subscribed (nothing published before is lost), then
-        advance the horizon.  Raises :class:`EngineError` when some super-peer never comes up."""
+        advance the horizon.  Raises :class:`EngineError` when ``timeout`` wall seconds pass without one
+        more super-peer reporting the plan loaded (a loaded machine may take minutes to start them all)."""
         connection = asyncio.create_task(self.connection.run())
         try:
-            deadline = time.monotonic() + timeout
-            while not all(self.ready.get(n, -1) >= 0 for n in self.scenario.super_peers):
+            deadline, count = time.monotonic() + timeout, 0
+            while count < len(self.scenario.super_peers):
                 if time.monotonic() > deadline:
                     missing = sorted(n for n in self.scenario.super_peers if self.ready.get(n, -1) < 0)
-                    raise EngineError(f"super-peer {missing[0]} did not load the plan within {timeout:g} s")
+                    shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+                    raise EngineError(f"super-peers without the plan after {timeout:g} s without progress: {shown}")
                 await asyncio.sleep(0.02)
+                ready = sum(self.ready.get(n, -1) >= 0 for n in self.scenario.super_peers)
+                if ready > count:
+                    deadline, count = time.monotonic() + timeout, ready
             self.t0 = time.time() + 0.2
             self._publish_clock()
             while True:

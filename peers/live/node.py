@@ -20,6 +20,7 @@ from peers.live.connection import Broker
 from peers.live.plans import PlanBook
 from peers.live.serve import CREDENTIALS_ENV, FOREVER_S
 from peers.live.superpeer_service import SuperPeerService
+from peers.live.thinpeer_service import BATCH_S
 from peers.live.topics import Topics
 from topologies.errors import InputError
 from topologies.loader import load_scenario
@@ -37,10 +38,11 @@ async def run_nodes(args: argparse.Namespace) -> None:
     credentials = json.loads(os.environ.get(CREDENTIALS_ENV, "{}"))
     book = PlanBook(scenario)
     topics = Topics(args.prefix)
-    services = [
-        SuperPeerService(node, book, broker.as_user(node, credentials[node]) if credentials else broker, topics)
-        for node in args.nodes
-    ]
+    flush_s = args.batch_ms / 1000
+    services = []
+    for node in args.nodes:
+        login = broker.as_user(node, credentials[node]) if credentials else broker
+        services.append(SuperPeerService(node, book, login, topics, flush_s=flush_s))
     loop = asyncio.get_running_loop()
     closing: list[asyncio.Task] = []
 
@@ -59,6 +61,7 @@ def main() -> None:
     parser.add_argument("nodes", nargs="+", metavar="super_peer")
     parser.add_argument("--prefix", default="streamglobe")
     parser.add_argument("--forever", action="store_true")
+    parser.add_argument("--batch-ms", type=float, default=BATCH_S * 1000, help="longest wall ms outputs wait")
     asyncio.run(run_nodes(parser.parse_args()))
 
 

@@ -58,18 +58,23 @@ class PlanBook:
         self.base = base
         self.versions: dict[int, PlanVersion] = {}
         self._operators: OrderedDict[tuple[int, int], dict[tuple[str, Hashable], FlowOperator]] = OrderedDict()
+        self._last: tuple[bytes, int] | None = None  # the latest plan message and its version
 
     @property
     def latest(self) -> PlanVersion | None:
         return self.versions[max(self.versions)] if self.versions else None
 
     def add(self, payload: bytes) -> PlanVersion:
+        # every node of a process receives the same retained message: parse it once (megabytes on large)
+        if self._last is not None and self._last[0] == payload:
+            return self.versions[self._last[1]]
         doc = json.loads(payload)
         version = int(doc["version"])
         if version not in self.versions:
             subscriptions = tuple(subscription_from_json(self.base, s) for s in doc["subscriptions"])
             scenario = replace(self.base, duration=float(doc["duration"]), subscriptions=subscriptions)
             self.add_version(version, scenario, plan_from_wire(doc["plan"]))
+        self._last = (payload, version)
         return self.versions[version]
 
     def add_version(self, version: int, scenario: Scenario, plan: Plan) -> PlanVersion:

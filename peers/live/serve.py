@@ -48,6 +48,7 @@ class ServeOptions:
     prefix: str = DEFAULT_PREFIX
     credentials: dict | None = None  # user -> password, with --secure
     batch_s: float = BATCH_S  # wall seconds between a source's batches: fewer messages, more latency
+    ready_timeout_s: float = 60.0  # wall seconds without one more super-peer loading the plan: give up
 
 
 @dataclass
@@ -102,26 +103,29 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
     thin_peers = [ThinPeerService(p.id, base, _as(options, p.id), topics, options.batch_s) for p in base.thin_peers]
     super_peers: list[SuperPeerService] = []
     if not groups:
-        super_peers = [SuperPeerService(n, book, _as(options, n), topics, network) for n in base.super_peers]
-    tasks = [asyncio.create_task(coordinator.run())]
+        super_peers = [
+            SuperPeerService(n, book, _as(options, n), topics, network, options.batch_s) for n in base.super_peers
+        ]
+    tasks = [asyncio.create_task(coordinator.run(options.ready_timeout_s))]
     tasks += [asyncio.create_task(s.run()) for s in [*super_peers, *thin_peers]]
     try:
         if end is None:
-            await stop.wait()
+            while not stop.is_set():
+                await asyncio.sleep(0.05)
+                _raise_failed(tasks)
             end = max(coordinator.now(), 0.0)
             coordinator.end = end
         else:
             while coordinator.now() < end and not stop.is_set():
                 await asyncio.sleep(0.05)
+                _raise_failed(tasks)
             if stop.is_set():
                 end = max(min(coordinator.now(), end), 0.0)
                 coordinator.end = end
         sources = [t for t in thin_peers if t.streams]
         nodes = [*base.super_peers, *(t.peer for t in thin_peers)]
         lost = await coordinator.drain(nodes, sources, DRAIN_PATIENCE_S)
-        for task in tasks:
-            if task.done() and task.exception() is not None:
-                raise EngineError(f"a live service failed: {task.exception()}") from task.exception()
+        _raise_failed(tasks)
     finally:
         for service in [*super_peers, *thin_peers]:
             await service.close()
@@ -167,6 +171,14 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
     return LiveResult(report, run, final, lost, reconnects, backlog, list(coordinator.dead), failures)
 
 
+def _raise_failed(tasks: list[asyncio.Task]) -> None:
+    """Raises :class:`EngineError` when a service (the coordinator, a node) stopped with an error: the
+    run cannot go on without it (a coordinator that never started the clock would leave us waiting)."""
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise EngineError(f"a live service failed: {task.exception()}") from task.exception()
+
+
 def _final_scenario(scenario: Scenario, coordinator: Coordinator, end: float) -> Scenario:
     """The scenario as it ran: its emitted duration and every subscription that started before the end."""
     subs = tuple(s for s in coordinator.subscriptions if s.at < end)
@@ -178,6 +190,7 @@ def _spawn(scenario: Scenario, nodes: tuple[str, ...], options: ServeOptions) ->
         raise InputError("--processes needs a scenario loaded from a file")
     url = f"mqtt://{options.broker.host}:{options.broker.port}"
     cmd = [sys.executable, "-m", "peers.live.node", scenario.path, url, *nodes, "--prefix", options.prefix]
+    cmd += ["--batch-ms", f"{options.batch_s * 1000:g}"]
     if options.forever:
         cmd.append("--forever")
     env = dict(os.environ)

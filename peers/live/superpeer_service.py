@@ -4,12 +4,17 @@ It reads the uploads of its thin-peers and the backbone directions ending at it,
 operators that the batch's plan version installs at this super-peer for the batch's epoch, and publishes
 what they output: child flows on to their next hop, results to the subscribers' delivery topics.  The
 operator code is exactly the simulator's; only the clock and the transport differ.
+
+Outputs are buffered per topic and sent as one message (one part per flow and epoch) once the incoming
+queue is empty, or at the latest ``flush_s`` wall seconds after the oldest buffered output: an input's
+outputs towards one link direction always travel together, and under load so do those of many inputs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Hashable
 
 import numpy as np
@@ -19,15 +24,24 @@ from network.routing import Network
 from peers.live.connection import Broker, Connection, Dedup
 from peers.live.counters import Counters
 from peers.live.plans import Clock, PlanBook, PlanVersion
+from peers.live.thinpeer_service import BATCH_S
 from peers.live.topics import Topics
-from peers.live.wire import Batch, decode_batch, encode_batch
+from peers.live.wire import Batch, decode_message, encode_message
 from peers.superpeer import flow_key, raw_key
 
 
 class SuperPeerService:
     """Super-peer ``node`` of ``book.base``; ``run()`` until ``close()``."""
 
-    def __init__(self, node: str, book: PlanBook, broker: Broker, topics: Topics, network: Network | None = None):
+    def __init__(
+        self,
+        node: str,
+        book: PlanBook,
+        broker: Broker,
+        topics: Topics,
+        network: Network | None = None,
+        flush_s: float = BATCH_S,
+    ):
         scenario = book.base
         self.node = node
         self.book = book
@@ -41,8 +55,11 @@ class SuperPeerService:
         self.dedup = Dedup()
         self.clock: Clock | None = None
         self.seq = 0
-        self.waiting: dict[int, list[tuple[str, Batch]]] = {}  # batches whose plan version has not arrived
-        self.max_waiting = 0
+        self.held: dict[int, list[Batch]] = {}  # batches whose plan version has not arrived
+        self.max_held = 0
+        self.flush_s = flush_s
+        self.outgoing: dict[str, list[Batch]] = {}  # topic -> parts of its next message
+        self.oldest = 0.0  # time.monotonic() when the oldest buffered part was queued
         self.connection = Connection(
             broker,
             f"sp-{node}",
@@ -68,26 +85,33 @@ class SuperPeerService:
             return
         if parts[0] == "ctl":
             self._on_control(parts[1], payload)
-            return
-        batch = decode_batch(payload)
-        if not self.dedup.first_time(batch.sender, batch.seq):
+        else:
+            self._on_data("/".join(parts), payload)
+        if self.outgoing and (self.connection.waiting == 0 or time.monotonic() - self.oldest >= self.flush_s):
+            self._flush()
+        # yield to the event loop so control messages and the outbox keep moving under load
+        await asyncio.sleep(0)
+
+    def _on_data(self, topic: str, payload: bytes) -> None:
+        batches = decode_message(payload)
+        if not self.dedup.first_time(batches[0].sender, batches[0].seq):
             self.counters.duplicates += 1
             return
         arrival = self.clock.now() if self.clock is not None else 0.0
-        self.counters.count_received("/".join(parts), len(batch), int(batch.wire_bytes.sum()), arrival)
-        if batch.version not in self.book.versions:
-            self.waiting.setdefault(batch.version, []).append((topic, batch))
-            self.max_waiting = max(self.max_waiting, sum(len(w) for w in self.waiting.values()))
-            return
-        self._route(batch)
-        # yield to the event loop so control messages and the outbox keep moving under load
-        await asyncio.sleep(0)
+        tuples = sum(len(b) for b in batches)
+        self.counters.count_received(topic, tuples, sum(int(b.wire_bytes.sum()) for b in batches), arrival)
+        for batch in batches:
+            if batch.version in self.book.versions:
+                self._route(batch)
+            else:
+                self.held.setdefault(batch.version, []).append(batch)
+                self.max_held = max(self.max_held, sum(len(w) for w in self.held.values()))
 
     def _on_control(self, name: str, payload: bytes) -> None:
         if name == "plan":
             version = self.book.add(payload)
             self.connection.publish(self.topics.ready(self.node), str(version.version).encode())
-            for _, batch in self.waiting.pop(version.version, []):
+            for batch in self.held.pop(version.version, []):
                 self._route(batch)
         elif name == "clock":
             doc = json.loads(payload)
@@ -102,7 +126,7 @@ class SuperPeerService:
             "round": round_,
             "backlog": self.connection.max_backlog,
             "outbox": self.connection.max_outbox,
-            "waiting": self.max_waiting,
+            "waiting": self.max_held,
             "reconnects": self.connection.reconnects,
             **self.counters.to_json(),
         }
@@ -149,10 +173,17 @@ class SuperPeerService:
                 self._send(self.topics.link(self.node, path[position + 1]), batch)
 
     def _send(self, topic: str, batch: Batch) -> None:
-        self.seq += 1
-        batch.sender, batch.seq = self.node, self.seq
-        self.counters.count_sent(topic.removeprefix(self.topics.prefix + "/"))
-        self.connection.publish(topic, encode_batch(batch))
+        if not self.outgoing:
+            self.oldest = time.monotonic()
+        self.outgoing.setdefault(topic, []).append(batch)
+
+    def _flush(self) -> None:
+        """One message per topic with everything buffered for it."""
+        for topic, batches in self.outgoing.items():
+            self.seq += 1
+            self.counters.count_sent(topic.removeprefix(self.topics.prefix + "/"))
+            self.connection.publish(topic, encode_message(self.node, self.seq, batches))
+        self.outgoing.clear()
 
 
 def _part(batch: Batch, positions: np.ndarray) -> Batch:

@@ -17,7 +17,7 @@ import numpy as np
 from peers.live.connection import Broker, Connection, Dedup
 from peers.live.counters import Counters
 from peers.live.topics import Topics
-from peers.live.wire import Batch, decode_batch, encode_batch
+from peers.live.wire import Batch, decode_message, encode_message
 from topologies import workload
 from topologies.model import Scenario
 
@@ -72,17 +72,20 @@ class ThinPeerService:
             doc["reconnects"] = self.connection.reconnects
             self.connection.publish(self.topics.stats(self.peer), json.dumps(doc).encode())
         elif parts[:1] == ("down",):
-            batch = decode_batch(payload)
-            if not self.dedup.first_time(batch.sender, batch.seq):
+            batches = decode_message(payload)
+            if not self.dedup.first_time(batches[0].sender, batches[0].seq):
                 self.counters.duplicates += 1
                 return
             arrival = time.time()
             sub = parts[2]
-            self.counters.count_received("/".join(parts), len(batch), int(batch.wire_bytes.sum()), 0.0)
-            self.delivered.setdefault(sub, []).append(batch.indices.copy())
+            tuples = sum(len(b) for b in batches)
+            nbytes = sum(int(b.wire_bytes.sum()) for b in batches)
+            self.counters.count_received("/".join(parts), tuples, nbytes, 0.0)
             t0, speed = float(self.clock_doc["t0"]), float(self.clock_doc["speed"])
-            self.latencies.setdefault(sub, []).append(arrival - (t0 + batch.times / speed))
-            self.attrs[sub] = tuple(batch.columns)
+            for batch in batches:
+                self.delivered.setdefault(sub, []).append(batch.indices.copy())
+                self.latencies.setdefault(sub, []).append(arrival - (t0 + batch.times / speed))
+                self.attrs[sub] = tuple(batch.columns)
 
     async def _emit(self, stream_id: str) -> None:
         stream = self.scenario.stream(stream_id)
@@ -109,9 +112,8 @@ class ThinPeerService:
                     np.full(count - start, header, dtype=np.int64),
                 )  # fmt: skip
                 self.seq += 1
-                batch.seq = self.seq
                 self.counters.count_sent("/".join(self.topics.parse(topic)))
-                self.connection.publish(topic, encode_batch(batch))
+                self.connection.publish(topic, encode_message(self.peer, self.seq, [batch]))
                 self.emitted[stream_id] = count
             if end is not None and limit >= float(end):
                 # the last tuple before the end time is out: say so once the broker has it

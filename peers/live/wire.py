@@ -1,15 +1,18 @@
 """Wire formats of the live mode: tuple batches (binary) and plans / subscriptions (JSON).
 
-A batch message is ``MAGIC``, a 4-byte little-endian header length, a JSON header, then the arrays raw
-(little-endian): tuple indices (int64), emission times (float64, emulated seconds), one float64 column per
-attribute in the header's order, and the emulated wire size of each tuple (int64; SPEC section 3, what the
-traffic counters add up, not the MQTT payload size).
+A message carries one or more batches (parts): ``MAGIC``, a 4-byte little-endian header length, a JSON
+header (sender, seq, and per part its plan version, epoch, channel, stream, tuple count and attributes),
+then per part, in order, the arrays raw (little-endian): tuple indices (int64), emission times (float64,
+emulated seconds), one float64 column per attribute in the header's order, and the emulated wire size of
+each tuple (int64; SPEC section 3, what the traffic counters add up, not the MQTT payload size).  Several
+parts per message let a super-peer send every flow crossing one link direction at once.
 """
 
 from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,13 +22,13 @@ from sharing.plan import Decision, Delivery, Epoch, Flow, Plan
 from topologies.errors import EngineError, InputError
 from topologies.model import Scenario, SubscriptionSpec
 
-MAGIC = b"SGB1"
+MAGIC = b"SGB2"
 _LENGTH = struct.Struct("<I")
 
 
 @dataclass
 class Batch:
-    """Tuples of one stream travelling on one channel.
+    """Tuples of one stream travelling on one channel (one part of a message).
 
     ``channel`` is ``("raw", stream)``, ``("flow", flow id)`` or ``("delivery", subscription)``;
     ``version`` is the plan version routing it and ``epoch`` the index of its epoch in that plan (-1 for
@@ -51,54 +54,70 @@ class Batch:
         return self.indices[positions], self.times[positions]
 
 
-def encode_batch(batch: Batch) -> bytes:
-    attrs = list(batch.columns)
-    header = json.dumps(
+def encode_message(sender: str, seq: int, batches: Sequence[Batch]) -> bytes:
+    """One MQTT message carrying ``batches`` (one or more parts, e.g. every flow crossing one link direction
+    in a batch period), identified by ``(sender, seq)``."""
+    heads = [
         {
-            "sender": batch.sender,
-            "seq": batch.seq,
-            "version": batch.version,
-            "epoch": batch.epoch,
-            "channel": list(batch.channel),
-            "stream": batch.stream,
-            "n": len(batch.indices),
-            "attrs": attrs,
-        },
-        separators=(",", ":"),
-    ).encode()
-    parts = [MAGIC, _LENGTH.pack(len(header)), header, np.ascontiguousarray(batch.indices, "<i8").tobytes()]
-    parts.append(np.ascontiguousarray(batch.times, "<f8").tobytes())
-    parts.extend(np.ascontiguousarray(batch.columns[a], "<f8").tobytes() for a in attrs)
-    parts.append(np.ascontiguousarray(batch.wire_bytes, "<i8").tobytes())
+            "version": b.version,
+            "epoch": b.epoch,
+            "channel": list(b.channel),
+            "stream": b.stream,
+            "n": len(b.indices),
+            "attrs": list(b.columns),
+        }
+        for b in batches
+    ]
+    header = json.dumps({"sender": sender, "seq": seq, "parts": heads}, separators=(",", ":")).encode()
+    parts = [MAGIC, _LENGTH.pack(len(header)), header]
+    for b in batches:
+        parts.append(np.ascontiguousarray(b.indices, "<i8").tobytes())
+        parts.append(np.ascontiguousarray(b.times, "<f8").tobytes())
+        parts.extend(np.ascontiguousarray(b.columns[a], "<f8").tobytes() for a in b.columns)
+        parts.append(np.ascontiguousarray(b.wire_bytes, "<i8").tobytes())
     return b"".join(parts)
 
 
-def decode_batch(payload: bytes) -> Batch:
-    """Raises :class:`EngineError` for a payload that is not a well-formed batch."""
+def decode_message(payload: bytes) -> list[Batch]:
+    """The parts of a message, each carrying the message's ``(sender, seq)``.
+
+    Raises :class:`EngineError` for a payload that is not a well-formed message of at least one part.
+    """
     if not payload.startswith(MAGIC) or len(payload) < len(MAGIC) + _LENGTH.size:
         raise EngineError("received a message that is not a tuple batch")
     (length,) = _LENGTH.unpack_from(payload, len(MAGIC))
     start = len(MAGIC) + _LENGTH.size
     try:
         header = json.loads(payload[start : start + length])
-        n = int(header["n"])
-        attrs = list(header["attrs"])
+        sender, seq, heads = str(header["sender"]), int(header["seq"]), list(header["parts"])
+        if not heads:
+            raise ValueError("no parts")
         body = memoryview(payload)[start + length :]
-        if len(body) != 8 * n * (3 + len(attrs)):
-            raise ValueError(f"body of {len(body)} bytes for {n} tuples of {len(attrs)} attributes")
-        arrays = [np.frombuffer(body[8 * n * k : 8 * n * (k + 1)], "<f8") for k in range(3 + len(attrs))]
-        return Batch(
-            sender=str(header["sender"]),
-            seq=int(header["seq"]),
-            version=int(header["version"]),
-            epoch=int(header["epoch"]),
-            channel=(str(header["channel"][0]), str(header["channel"][1])),
-            stream=str(header["stream"]),
-            indices=arrays[0].view("<i8"),
-            times=arrays[1],
-            columns=dict(zip(attrs, arrays[2:-1], strict=True)),
-            wire_bytes=arrays[-1].view("<i8"),
-        )
+        sizes = [8 * int(h["n"]) * (3 + len(h["attrs"])) for h in heads]
+        if len(body) != sum(sizes):
+            raise ValueError(f"body of {len(body)} bytes for parts of {sum(sizes)} bytes")
+        batches, offset = [], 0
+        for h, size in zip(heads, sizes, strict=True):
+            n, attrs = int(h["n"]), list(h["attrs"])
+            arrays = [
+                np.frombuffer(body[offset + 8 * n * k : offset + 8 * n * (k + 1)], "<f8") for k in range(3 + len(attrs))
+            ]
+            offset += size
+            batches.append(
+                Batch(
+                    sender=sender,
+                    seq=seq,
+                    version=int(h["version"]),
+                    epoch=int(h["epoch"]),
+                    channel=(str(h["channel"][0]), str(h["channel"][1])),
+                    stream=str(h["stream"]),
+                    indices=arrays[0].view("<i8"),
+                    times=arrays[1],
+                    columns=dict(zip(attrs, arrays[2:-1], strict=True)),
+                    wire_bytes=arrays[-1].view("<i8"),
+                )
+            )
+        return batches
     except (ValueError, KeyError, IndexError, TypeError) as err:
         raise EngineError(f"malformed tuple batch: {err}") from err
 

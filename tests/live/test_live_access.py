@@ -14,7 +14,7 @@ from peers.live.broker import Mosquitto, free_port, mosquitto_binary
 from peers.live.connection import Broker
 from peers.live.serve import ServeOptions, serve
 from peers.live.topics import Topics
-from peers.live.wire import Batch, encode_batch
+from peers.live.wire import Batch, encode_message
 from peers.local import run_local
 from sharing import make_plan
 from topologies.loader import load_scenario
@@ -49,7 +49,7 @@ async def test_intruder_can_neither_read_results_nor_inject_into_links(tmp_path)
             # a denied publish is dropped by the broker (or the intruder disconnected): either way no effect
             with contextlib.suppress(aiomqtt.MqttError):
                 async with aiomqtt.Client("127.0.0.1", url.port, **spy_login) as injector:
-                    await injector.publish(topic, encode_batch(forged), qos=1)
+                    await injector.publish(topic, encode_message("SP4", 10**9, [forged]), qos=1)
         async with aiomqtt.Client("127.0.0.1", url.port, **spy_login) as spy:
             await spy.subscribe(topics.downs("P1"), qos=1)
             await spy.subscribe(topics.link("SP4", "SP5"), qos=1)

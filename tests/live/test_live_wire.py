@@ -9,36 +9,47 @@ import numpy as np
 import pytest
 
 from peers.live.topics import Topics
-from peers.live.wire import Batch, decode_batch, encode_batch, plan_from_json, plan_from_wire, plan_to_wire
+from peers.live.wire import Batch, decode_message, encode_message, plan_from_json, plan_from_wire, plan_to_wire
 from sharing import STRATEGIES, make_plan
 from topologies.errors import EngineError
 from topologies.loader import load_scenario
 
 
-def test_batch_round_trip_keeps_every_array_bit_for_bit():
+def test_message_round_trip_keeps_every_part_and_array_bit_for_bit():
     rng = np.random.default_rng(3)
-    batch = Batch(
-        "SP1", 7, 2, 3, ("flow", "F4"), "stream0", np.arange(5, 10, dtype=np.int64), rng.random(5),
+    first = Batch(
+        "SP1", 0, 2, 3, ("flow", "F4"), "stream0", np.arange(5, 10, dtype=np.int64), rng.random(5),
         {"a": rng.normal(size=5), "c": np.array([np.inf, -0.0, 1e300, np.nan, 2.5])}, np.full(5, 32, np.int64),
     )  # fmt: skip
-    back = decode_batch(encode_batch(batch))
-    assert (back.sender, back.seq, back.version, back.epoch, back.channel, back.stream) == (
-        "SP1", 7, 2, 3, ("flow", "F4"), "stream0",
+    second = Batch(
+        "SP1", 0, 2, 4, ("flow", "F9"), "stream1", np.array([3], np.int64), np.array([0.25]),
+        {"z": np.array([-1.5])}, np.array([24], np.int64),
     )  # fmt: skip
-    assert list(back.columns) == ["a", "c"]
-    for got, want in [(back.indices, batch.indices), (back.times, batch.times), (back.wire_bytes, batch.wire_bytes)]:
-        assert got.tobytes() == want.tobytes()
-    for a in batch.columns:
-        assert back.columns[a].tobytes() == batch.columns[a].tobytes()
+    parts = decode_message(encode_message("SP1", 7, [first, second]))
+    assert [(b.sender, b.seq, b.version, b.epoch, b.channel, b.stream) for b in parts] == [
+        ("SP1", 7, 2, 3, ("flow", "F4"), "stream0"), ("SP1", 7, 2, 4, ("flow", "F9"), "stream1"),
+    ]  # fmt: skip
+    for back, batch in zip(parts, [first, second], strict=True):
+        assert list(back.columns) == list(batch.columns)
+        for got, want in [
+            (back.indices, batch.indices),
+            (back.times, batch.times),
+            (back.wire_bytes, batch.wire_bytes),
+        ]:
+            assert got.tobytes() == want.tobytes()
+        for a in batch.columns:
+            assert back.columns[a].tobytes() == batch.columns[a].tobytes()
 
 
-def test_empty_and_malformed_batches():
+def test_empty_and_malformed_messages():
     empty = Batch("P0", 1, 0, -1, ("raw", "s"), "s", np.zeros(0, np.int64), np.zeros(0), {}, np.zeros(0, np.int64))
-    assert len(decode_batch(encode_batch(empty))) == 0
+    assert [len(b) for b in decode_message(encode_message("P0", 1, [empty, empty]))] == [0, 0]
     with pytest.raises(EngineError, match="not a tuple batch"):
-        decode_batch(b"hello")
+        decode_message(b"hello")
     with pytest.raises(EngineError, match="malformed"):
-        decode_batch(encode_batch(empty)[:-1] + b"x")
+        decode_message(encode_message("P0", 1, [empty])[:-1] + b"x")
+    with pytest.raises(EngineError, match="no parts"):
+        decode_message(encode_message("P0", 1, []))
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
