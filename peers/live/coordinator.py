@@ -75,8 +75,10 @@ class Coordinator:
         book: PlanBook,
         end: float | None,
         gone: Callable[[str], bool] | None = None,
+        run: str = "",
     ):
         self.scenario = scenario
+        self.run_id = run  # stamped on clock and plan messages: nodes ignore a previous run's retained ones
         self.strategy = strategy
         self.topics = topics
         self.speed = speed
@@ -114,7 +116,8 @@ class Coordinator:
         )
         self._replan(0)
         # replaces a previous run's retained clock: nobody emits before this run's clock starts
-        self.connection.publish(self.topics.control("clock"), json.dumps({"t0": None}).encode(), retain=True)
+        reset = {"run": run, "t0": None}
+        self.connection.publish(self.topics.control("clock"), json.dumps(reset).encode(), retain=True)
 
     # ---- clock and plan ---------------------------------------------------------------------------------
 
@@ -131,7 +134,9 @@ class Coordinator:
             plan = splice(self.book.versions[self.version].plan, plan, at)
         self.version = version
         self.book.add_version(version, scenario, plan)
-        self.connection.publish(self.topics.control("plan"), plan_message(version, scenario, plan), retain=True)
+        self.connection.publish(
+            self.topics.control("plan"), plan_message(version, scenario, plan, self.run_id), retain=True
+        )
         return plan
 
     def _publish_clock(self) -> None:
@@ -139,7 +144,14 @@ class Coordinator:
             self.held_s += TICK_S
             return
         self.horizon = max(self.horizon, self.now() + LEAD_S * self.speed)
-        doc = {"t0": self.t0, "speed": self.speed, "version": self.version, "horizon": self.horizon, "end": self.end}
+        doc = {
+            "run": self.run_id,
+            "t0": self.t0,
+            "speed": self.speed,
+            "version": self.version,
+            "horizon": self.horizon,
+            "end": self.end,
+        }
         self.connection.publish(self.topics.control("clock"), json.dumps(doc).encode(), retain=True)
 
     async def run(self, timeout: float = 60.0) -> None:

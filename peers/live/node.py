@@ -36,7 +36,7 @@ async def run_nodes(args: argparse.Namespace) -> None:
         raise InputError(f"{args.scenario}: no super-peer {unknown[0]!r}")
     broker = Broker.parse(args.broker)
     credentials = json.loads(os.environ.get(CREDENTIALS_ENV, "{}"))
-    book = PlanBook(scenario)
+    book = PlanBook(scenario, args.run)
     topics = Topics(args.prefix)
     flush_s = args.batch_ms / 1000
     services = []
@@ -61,6 +61,7 @@ def main() -> None:
     parser.add_argument("nodes", nargs="+", metavar="super_peer")
     parser.add_argument("--prefix", default="streamglobe")
     parser.add_argument("--forever", action="store_true")
+    parser.add_argument("--run", default="", help="the run id the coordinator stamps on clock and plan messages")
     parser.add_argument("--batch-ms", type=float, default=BATCH_S * 1000, help="longest wall ms outputs wait")
     asyncio.run(run_nodes(parser.parse_args()))
 

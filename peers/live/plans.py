@@ -41,8 +41,9 @@ class PlanVersion:
         return np.where(inside, k, -1)
 
 
-def plan_message(version: int, scenario: Scenario, plan: Plan) -> bytes:
+def plan_message(version: int, scenario: Scenario, plan: Plan, run: str = "") -> bytes:
     doc = {
+        "run": run,
         "version": version,
         "duration": scenario.duration,
         "subscriptions": [subscription_to_json(s) for s in scenario.subscriptions],
@@ -52,10 +53,11 @@ def plan_message(version: int, scenario: Scenario, plan: Plan) -> bytes:
 
 
 class PlanBook:
-    """Plan versions decoded from ``ctl/plan`` messages, and the operators of their epochs."""
+    """Plan versions decoded from ``ctl/plan`` messages of run ``run``, and the operators of their epochs."""
 
-    def __init__(self, base: Scenario):
+    def __init__(self, base: Scenario, run: str = ""):
         self.base = base
+        self.run_id = run
         self.versions: dict[int, PlanVersion] = {}
         self._operators: OrderedDict[tuple[int, int], dict[tuple[str, Hashable], FlowOperator]] = OrderedDict()
         self._last: tuple[bytes, int] | None = None  # the latest plan message and its version
@@ -64,11 +66,14 @@ class PlanBook:
     def latest(self) -> PlanVersion | None:
         return self.versions[max(self.versions)] if self.versions else None
 
-    def add(self, payload: bytes) -> PlanVersion:
+    def add(self, payload: bytes) -> PlanVersion | None:
+        """The version a plan message carries; None for a message of another run (a retained leftover)."""
         # every node of a process receives the same retained message: parse it once (megabytes on large)
         if self._last is not None and self._last[0] == payload:
             return self.versions[self._last[1]]
         doc = json.loads(payload)
+        if doc.get("run") != self.run_id:
+            return None
         version = int(doc["version"])
         if version not in self.versions:
             subscriptions = tuple(subscription_from_json(self.base, s) for s in doc["subscriptions"])

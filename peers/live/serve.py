@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -87,20 +88,24 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
     stop = stop or asyncio.Event()
     base = replace(scenario, duration=FOREVER_S) if options.forever else scenario
     topics = Topics(options.prefix)
-    book = PlanBook(base)
+    run = secrets.token_hex(4)
+    book = PlanBook(base, run)
     network = Network.of(base)
     end = None if options.forever else float(scenario.duration)
     groups = [base.super_peers[k :: options.processes] for k in range(min(options.processes, len(base.super_peers)))]
-    children = {nodes: _spawn(scenario, nodes, options) for nodes in groups}
+    children = {nodes: _spawn(scenario, nodes, options, run) for nodes in groups}
     process_of = {node: child for nodes, child in children.items() for node in nodes}
 
     def gone(node: str) -> bool:
         return node in process_of and process_of[node].poll() is not None
 
     coordinator = Coordinator(
-        base, options.strategy, _as(options, "coordinator"), topics, options.speed, book, end, gone if groups else None
-    )
-    thin_peers = [ThinPeerService(p.id, base, _as(options, p.id), topics, options.batch_s) for p in base.thin_peers]
+        base, options.strategy, _as(options, "coordinator"), topics, options.speed, book, end,
+        gone if groups else None, run,
+    )  # fmt: skip
+    thin_peers = [
+        ThinPeerService(p.id, base, _as(options, p.id), topics, options.batch_s, run) for p in base.thin_peers
+    ]
     super_peers: list[SuperPeerService] = []
     if not groups:
         super_peers = [
@@ -185,12 +190,12 @@ def _final_scenario(scenario: Scenario, coordinator: Coordinator, end: float) ->
     return replace(scenario, duration=end, subscriptions=subs)
 
 
-def _spawn(scenario: Scenario, nodes: tuple[str, ...], options: ServeOptions) -> subprocess.Popen:
+def _spawn(scenario: Scenario, nodes: tuple[str, ...], options: ServeOptions, run: str) -> subprocess.Popen:
     if scenario.path is None:
         raise InputError("--processes needs a scenario loaded from a file")
     url = f"mqtt://{options.broker.host}:{options.broker.port}"
     cmd = [sys.executable, "-m", "peers.live.node", scenario.path, url, *nodes, "--prefix", options.prefix]
-    cmd += ["--batch-ms", f"{options.batch_s * 1000:g}"]
+    cmd += ["--batch-ms", f"{options.batch_s * 1000:g}", "--run", run]
     if options.forever:
         cmd.append("--forever")
     env = dict(os.environ)

@@ -110,12 +110,14 @@ class SuperPeerService:
     def _on_control(self, name: str, payload: bytes) -> None:
         if name == "plan":
             version = self.book.add(payload)
+            if version is None:
+                return
             self.connection.publish(self.topics.ready(self.node), str(version.version).encode())
             for batch in self.held.pop(version.version, []):
                 self._route(batch)
         elif name == "clock":
             doc = json.loads(payload)
-            if doc.get("t0") is not None:
+            if doc.get("run") == self.book.run_id and doc.get("t0") is not None:
                 self.clock = Clock(float(doc["t0"]), float(doc["speed"]))
         elif name == "collect":
             self.connection.publish(self.topics.stats(self.node), self.stats(json.loads(payload)["round"]))

@@ -30,8 +30,11 @@ class ThinPeerService:
     The clock, the horizon and the end time come from the coordinator's retained ``ctl/clock`` message.
     """
 
-    def __init__(self, peer: str, scenario: Scenario, broker: Broker, topics: Topics, batch_s: float = BATCH_S):
+    def __init__(
+        self, peer: str, scenario: Scenario, broker: Broker, topics: Topics, batch_s: float = BATCH_S, run: str = ""
+    ):
         self.peer = peer
+        self.run_id = run  # the coordinator's clock messages name it (a retained clock of another run is ignored)
         self.scenario = scenario
         self.topics = topics
         self.batch_s = batch_s
@@ -64,8 +67,10 @@ class ThinPeerService:
     async def _on_message(self, topic: str, payload: bytes, retained: bool) -> None:
         parts = self.topics.parse(topic)
         if parts[:2] == ("ctl", "clock"):
-            self.clock_doc = json.loads(payload)
-            self.clock_changed.set()
+            doc = json.loads(payload)
+            if doc.get("run") == self.run_id:
+                self.clock_doc = doc
+                self.clock_changed.set()
         elif parts[:2] == ("ctl", "collect"):
             doc = {"node": self.peer, "round": json.loads(payload)["round"], "finished": self.finished}
             doc.update(self.counters.to_json())

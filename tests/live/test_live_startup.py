@@ -1,5 +1,6 @@
 """Starting a run: a coordinator that gives up on the super-peers ends ``serve`` with its error (it used to
-leave ``serve`` waiting for a clock that never started), and a process parses a plan message once."""
+leave ``serve`` waiting for a clock that never started), a process parses a plan message once, and a run
+ignores what an earlier run on the same broker left retained."""
 
 from __future__ import annotations
 
@@ -38,3 +39,15 @@ def test_plan_book_parses_a_repeated_plan_message_once(monkeypatch):
     assert parsed == [len(message)]
     assert first.plan == make_plan(scenario, "sharing-em")
     assert first.scenario.subscriptions == scenario.subscriptions
+
+
+async def test_a_second_run_on_the_same_broker_ignores_the_first_runs_retained_clock_and_plan(mosquitto):
+    scenario = load_scenario("topologies/figure1.yaml")
+    options = ServeOptions(Broker.parse(mosquitto.url), speed=40)
+    first = await serve(scenario, options)
+    # the broker still holds the first run's retained clock (started, horizon past the end) and plan
+    second = await serve(scenario, options)
+    assert first.report["exact"] and second.report["exact"]
+    assert second.lost == {}
+    for key in ("backbone_bytes", "access_bytes"):
+        assert second.report["strategies"]["sharing-em"][key] == first.report["strategies"]["sharing-em"][key]
