@@ -15,10 +15,11 @@ engine's serial kernel while the live 8,192-row batches ran its thread-pool kern
 
 The estimate is a two-term cost model per engine, ``seconds(call of n tuples) = per_call + n * per_tuple``,
 fitted on **probes**: disjoint slices of the live input of two sizes (``sample // 4`` and ``sample``
-rows; in the very first round ``sample // 16`` and ``sample // 4``, so that an engine that turns out
-slow costs a few hundred rows), each engine's slices interleaved with the others', repeated ``repeats``
-times and reduced by the minimum (interference only ever adds CPU time: cache misses, a parallel
-kernel's threads spinning).
+rows), each engine's slices interleaved with the others', repeated ``repeats`` times and reduced by the
+minimum (interference only ever adds CPU time: cache misses, a parallel kernel's threads spinning).
+Smaller first-round slices (64 and 256 rows) were tried and rejected: the grouped filter's and ASC's
+per-call cost (0.3-0.5 ms) drowns the 192-row difference, and on cacq-20q the fit chose ASC (fitted 88 ns
+per tuple, measured 421) in 2 of 5 runs.
 Probes are timed in process CPU time, not wall time: on a shared machine a short slice usually
 runs inside one scheduler quantum while a long one is preempted, so wall-clock probes are biased by the
 load (measured: 1.4 ms for 1,024 tuples, 24 ms for 4,096 under a load of 7 on 2 cores), whereas CPU time
@@ -64,7 +65,7 @@ from matcher.multi import PARALLEL_MIN_TUPLES, MultiMatcher
 from matcher.predicate import Box, Predicate, interval
 
 ENGINES = ("multi", "grouped", "asc")
-WARM_ROWS = 8  # an untimed first call per engine loads compiled kernels before anything is timed
+WARM_ROWS = 8  # an untimed first call of the bitmap engine loads its compiled kernels before anything is timed
 STATISTICS_WINDOW = 16_384  # tuples over which the drift statistics are averaged before they are compared
 MAX_STATES = 16  # confirmed states remembered: bounded, as the evaluations/tuple axis is unbounded
 DROP_STRIDE = 16  # the drop ratio is counted on every 16th output row
@@ -180,11 +181,12 @@ class AdaptiveMultiMatcher:
         if n == 0:
             return out
         self._batch = min(n, self.chunk)
-        if not self._warm:
-            # load compiled kernels and caches outside any timing (the rows are matched again below)
+        if not self._warm and "multi" in self.engines:
+            # load the numba kernels outside any timing (the rows are matched again below); the grouped
+            # filter and ASC are plain numpy, whose first call measured 0.5-1 ms like any other call of
+            # theirs: warming them was a whole extra call on the engines that usually lose
             self._warm = True
-            for engine in self.engines.values():
-                engine.match(_slice(columns, 0, min(n, WARM_ROWS)))
+            self.engines["multi"].match(_slice(columns, 0, min(n, WARM_ROWS)))
         if not self._tasks and self.tuples_seen >= self._next_probe:
             self._start_probe()
         start = 0
@@ -222,9 +224,7 @@ class AdaptiveMultiMatcher:
         self._rounds_left = self.repeats
         quarter = max(WARM_ROWS, self.sample // 4)
         if not self.cost:
-            # nothing known yet: the first round fits every engine on two small slices (its per-call cost
-            # dominates there, so the fit still separates it from the per-tuple cost)
-            self._queue(list(self.engines), (max(WARM_ROWS, self.sample // 16), quarter))
+            self._queue(list(self.engines), (quarter, self.sample))
             return
         contenders = [name for name in self.engines if name not in self._losers]
         screened = []

@@ -184,6 +184,9 @@ class ASCMatcher:
 
     def _execute(self, values: list[np.ndarray], rows: np.ndarray, grb: np.ndarray) -> None:
         """Run the current hybrid sequence over ``rows``, AND-ing into ``grb`` (early drop)."""
+        if not any((arrows >= 0).any() for arrows in self.micro):
+            self._execute_macro(values, rows, grb)
+            return
         n_asc = len(self.constructs)
         done_mask = (1 << n_asc) - 1
         macro = np.array(self.macro, dtype=np.int64)
@@ -203,6 +206,19 @@ class ASCMatcher:
             self.evaluations += len(live)
             self._period_evaluations += len(live)
             live = live[(grb[rows[live]] != 0).any(axis=1) & (evaluated[live] != done_mask)]
+
+    def _execute_macro(self, values: list[np.ndarray], rows: np.ndarray, grb: np.ndarray) -> None:
+        """:meth:`_execute` without micro-arrows: every live tuple takes the next ASC of the macro order
+        (the same evaluations, without the per-tuple routing that costs ~40 % of a small call)."""
+        live = rows
+        for a in self.macro:
+            if len(live) == 0:
+                break
+            asc = self.constructs[a]
+            grb[live] &= asc.qrb[asc.region(values[a][live])]
+            self.evaluations += len(live)
+            self._period_evaluations += len(live)
+            live = live[(grb[live] != 0).any(axis=1)]
 
     def _next(self, a: int, region: np.ndarray, evaluated: np.ndarray, macro: np.ndarray) -> np.ndarray:
         """The next ASC: the region's micro-arrow if its target is unevaluated, else the macro order."""

@@ -43,14 +43,14 @@ def test_probe_slices_are_part_of_the_output_and_span_batches():
     engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=2, period=10**6, eliminate=10**9)
     columns = {"a": np.arange(1_000, dtype=float) % 7}
     expected = reference_a(labelled, columns)
-    # 3 engines x ((8 + 16) rows in round 1 + (16 + 64) in round 2) = 312 probed rows, over batches of 50
+    # 3 engines x 2 rounds x (16 + 64) rows = 480 probed rows, spread over batches of 50
     out = np.concatenate([engine.match({"a": columns["a"][s : s + 50]}) for s in range(0, 1_000, 50)])
     assert np.array_equal(out, expected)
-    assert engine.probes == 1 and len(engine.history) == 1 and engine.history[0][0] == 300
+    assert engine.probes == 1 and len(engine.history) == 1 and engine.history[0][0] == 450
     assert set(engine.cost) == {"multi", "grouped", "asc"}
     assert engine.choice == min(engine.cost, key=lambda e: (engine.cost[e], e))
-    # probed rows of the two engines not chosen: 24 + 80 rows each
-    assert engine.probed_tuples == 2 * (24 + 80)
+    # probed rows of the two engines not chosen: 2 rounds x 80 rows each
+    assert engine.probed_tuples == 2 * 2 * 80
 
 
 def reference_a(labelled, columns):
@@ -63,7 +63,7 @@ def test_slow_engines_are_dropped_after_the_first_round():
     engine.match({"a": np.arange(2_000, dtype=float) % 7})
     # with a factor of 1 only the best survives the first round: one round of two slices per engine
     assert [sum(len(v) for v in engine._timings[e].values()) for e in engine.engines] == [2, 2, 2]
-    assert engine.probed_tuples == 2 * (8 + 16)
+    assert engine.probed_tuples == 2 * (16 + 64)
 
 
 def test_drift_of_the_drop_ratio_triggers_a_reprobe_and_the_period_backs_off():
@@ -118,7 +118,7 @@ def test_live_calls_are_sliced_to_chunk_rows_and_predicted_at_that_size():
     labelled = threshold_workload()
     engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1, period=10**6, chunk=100)
     columns = {"a": np.arange(1_000, dtype=float) % 7}
-    engine.match({"a": columns["a"][:300]})  # the probe: 3 engines x (8 + 16) rows = 72, then 228 rows
+    engine.match({"a": columns["a"][:300]})  # the probe: 3 engines x (16 + 64) rows = 240, then 60 rows
     recorders = {name: CallSizes(e) for name, e in engine.engines.items()}
     engine.engines = dict(recorders)
     out = np.concatenate([engine.match({"a": columns["a"][s : s + 350]}) for s in (300, 650)])
@@ -167,13 +167,14 @@ def probed_engines_per_probe(engine, batches):
 
 
 def test_clear_losers_are_screened_on_one_slice_with_exponential_back_off():
-    # eliminate ~0: every engine but the choice is a clear loser at every probe, whatever the timings
-    engine = AdaptiveMultiMatcher(threshold_workload(), sample=64, repeats=1, period=1_000, eliminate=1e-9)
+    # eliminate ~0: every engine but the choice is a clear loser at every probe; margin 1: the first choice
+    # holds, whatever the timings
+    engine = AdaptiveMultiMatcher(threshold_workload(), sample=64, repeats=1, period=1_000, eliminate=1e-9, margin=1.0)
     matching = {"a": np.full(500, 10.0)}  # no drift: every re-probe is a scheduled one
     probes = probed_engines_per_probe(engine, [matching] * 260)
     losers = sorted(set(engine.engines) - {engine.choice})
     assert engine.choice == engine.history[0][1] and len(engine.history) == 1
-    assert probes[0] == {name: [8, 16] for name in engine.engines}  # the first fit: two small slices each
+    assert probes[0] == {name: [16, 64] for name in engine.engines}  # the first fit: both sizes each
     screened = [i for i, probe in enumerate(probes) if set(losers) <= set(probe)]
     # screened at the first re-probe, then after sitting out 1, 3, 7 re-probes (back-off 2, 4, 8)
     assert screened[:5] == [0, 1, 3, 7, 15]
@@ -184,7 +185,7 @@ def test_clear_losers_are_screened_on_one_slice_with_exponential_back_off():
 
 def test_a_large_move_of_the_drop_ratio_screens_backed_off_losers():
     engine = AdaptiveMultiMatcher(
-        threshold_workload(), sample=64, repeats=1, period=4_096, eliminate=1e-9, drift=0.3, max_backoff=64
+        threshold_workload(), sample=64, repeats=1, period=4_096, eliminate=1e-9, margin=1.0, drift=0.3, max_backoff=64
     )
     matching = {"a": np.full(4_096, 10.0)}  # drop ratio 0
     dropped = {"a": np.full(4_096, -1.0)}  # drop ratio 1
