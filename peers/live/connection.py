@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import socket
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -228,7 +229,7 @@ class Connection:
                 continue
             chunk = [self._outbox[k] for k in range(min(_CHUNK, len(self._outbox)))]
             results = await asyncio.gather(
-                *(client.publish(t, p, qos=1, retain=r, timeout=10) for t, p, r in chunk), return_exceptions=True
+                *(client.publish(t, p, qos=1, retain=r, timeout=math.inf) for t, p, r in chunk), return_exceptions=True
             )
             # acknowledged messages leave the outbox; the first failure keeps it and everything after it
             for result in results:

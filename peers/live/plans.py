@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from peers.live.wire import plan_from_wire, plan_to_wire, subscription_from_json, subscription_to_json
-from peers.superpeer import FlowOperator, install
+from peers.superpeer import FlowOperator, OperatorCache, install, subscription_keys
 from sharing.plan import Plan
 from topologies.model import Scenario
 
@@ -32,6 +32,7 @@ class PlanVersion:
     scenario: Scenario  # the base scenario with this version's duration and subscriptions
     plan: Plan
     starts: np.ndarray  # epoch starts, to split uploads by epoch
+    subscribers: dict[str, str]  # subscription -> its thin-peer
 
     def epoch_of(self, times: np.ndarray) -> np.ndarray:
         """Index of the epoch in force at each emission time (-1 where no epoch is)."""
@@ -39,6 +40,12 @@ class PlanVersion:
         ends = np.array([e.end for e in self.plan.epochs])
         inside = (k >= 0) & (times < ends[np.clip(k, 0, None)]) if len(ends) else np.zeros(len(times), bool)
         return np.where(inside, k, -1)
+
+
+@dataclass(frozen=True)
+class Installed:
+    operators: dict[tuple[str, Hashable], FlowOperator]  # (super-peer, input channel key) -> operator
+    paths: dict[str, tuple[str, ...]]  # flow id -> its path
 
 
 def plan_message(version: int, scenario: Scenario, plan: Plan, run: str = "") -> bytes:
@@ -59,8 +66,10 @@ class PlanBook:
         self.base = base
         self.run_id = run
         self.versions: dict[int, PlanVersion] = {}
-        self._operators: OrderedDict[tuple[int, int], dict[tuple[str, Hashable], FlowOperator]] = OrderedDict()
+        self._installed: OrderedDict[tuple[int, int], Installed] = OrderedDict()
         self._last: tuple[bytes, int] | None = None  # the latest plan message and its version
+        # consecutive epochs share most operators: an operator is built once and reused while unchanged
+        self._cache = OperatorCache()
 
     @property
     def latest(self) -> PlanVersion | None:
@@ -84,21 +93,27 @@ class PlanBook:
 
     def add_version(self, version: int, scenario: Scenario, plan: Plan) -> PlanVersion:
         starts = np.array([e.start for e in plan.epochs], dtype=np.float64)
-        self.versions[version] = PlanVersion(version, scenario, plan, starts)
+        subscribers = {s.id: s.peer for s in scenario.subscriptions}
+        self.versions[version] = PlanVersion(version, scenario, plan, starts, subscribers)
         return self.versions[version]
 
-    def operators(self, version: int, epoch: int) -> dict[tuple[str, Hashable], FlowOperator]:
+    def installed(self, version: int, epoch: int) -> Installed:
+        """The operators of an epoch (a delivery's output is keyed ``("delivery", subscription, n)``) and
+        its flows' paths."""
         key = (version, epoch)
-        ops = self._operators.get(key)
-        if ops is None:
+        found = self._installed.get(key)
+        if found is None:
             pv = self.versions[version]
-            ops = install(pv.scenario, pv.plan.epochs[epoch])
-            self._operators[key] = ops
-            if len(self._operators) > _INSTALLED_EPOCHS:
-                self._operators.popitem(last=False)
+            plan_epoch = pv.plan.epochs[epoch]
+            keys = subscription_keys(plan_epoch)  # outputs name their subscription, stable across epochs
+            operators = install(pv.scenario, plan_epoch, delivery_keys=keys, cache=self._cache)
+            found = Installed(operators, {f.id: f.path for f in plan_epoch.flows})
+            self._installed[key] = found
+            if len(self._installed) > _INSTALLED_EPOCHS:
+                self._installed.popitem(last=False)
         else:
-            self._operators.move_to_end(key)
-        return ops
+            self._installed.move_to_end(key)
+        return found
 
 
 @dataclass(frozen=True)

@@ -149,27 +149,24 @@ class SuperPeerService:
 
     def _at_node(self, pv: PlanVersion, epoch: int, key: Hashable, batch: Batch, forward: bool) -> None:
         """``batch`` of channel ``key`` is here: run this node's operator on it, then pass it on."""
-        operators = self.book.operators(pv.version, epoch)
-        operator = operators.get((self.node, key))
-        plan_epoch = pv.plan.epochs[epoch]
+        installed = self.book.installed(pv.version, epoch)
+        operator = installed.operators.get((self.node, key))
         if operator is not None:
             for out in operator.process(len(batch), batch.columns):
                 if not len(out.positions):
                     continue
                 indices, times = batch.take(out.positions)
-                kind, name = out.target
+                kind, name = out.target[:2]  # ("flow", flow id) or ("delivery", subscription, n)
                 child = Batch(
-                    self.node, 0, pv.version, epoch, ("flow", name), batch.stream, indices, times,
+                    self.node, 0, pv.version, epoch, (kind, name), batch.stream, indices, times,
                     out.columns, out.wire_bytes,
                 )  # fmt: skip
                 if kind == "flow":
                     self._at_node(pv, epoch, flow_key(name), child, forward=True)
                 else:
-                    delivery = plan_epoch.deliveries[name]
-                    child.channel = ("delivery", delivery.subscription)
-                    self._send(self.topics.down(delivery.peer, delivery.subscription), child)
+                    self._send(self.topics.down(pv.subscribers[name], name), child)
         if forward and key[0] == "flow":
-            path = plan_epoch.flow(key[1]).path
+            path = installed.paths[key[1]]
             position = path.index(self.node)
             if position + 1 < len(path):
                 self._send(self.topics.link(self.node, path[position + 1]), batch)
