@@ -164,6 +164,11 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
         "duplicates_dropped": sum(int(doc.get("duplicates", 0)) for doc in coordinator.stats.values()),
         "max_backlog": backlog,
         "max_outbox": outbox,
+        "thin_peers": {
+            "max_backlog": max((t.connection.max_backlog for t in thin_peers), default=0),
+            "max_outbox": max((t.connection.max_outbox for t in thin_peers), default=0),
+            "max_source_lag_s": round(max((t.max_lag_s for t in thin_peers), default=0.0), 3),
+        },
         "backpressure": {
             "high_water": HIGH_WATER,
             "horizon_held_s": round(coordinator.held_s, 3),
@@ -250,6 +255,11 @@ def run_serve(args: argparse.Namespace) -> int:
     print(
         f"max super-peer backlog {result.max_backlog[worst]} messages ({worst}), max outbox "
         f"{max(live['max_outbox'].values())}, horizon held {live['backpressure']['horizon_held_s']:g} s"
+    )
+    thin = live["thin_peers"]
+    print(
+        f"thin-peers: max backlog {thin['max_backlog']} messages, max outbox {thin['max_outbox']}, "
+        f"sources at most {thin['max_source_lag_s']:g} s behind"
     )
     if result.failures:
         for f in result.failures:

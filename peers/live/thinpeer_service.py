@@ -49,6 +49,7 @@ class ThinPeerService:
         self.emitted: dict[str, int] = {s.id: 0 for s in self.streams}
         self.seq = 0
         self.finished = not self.streams
+        self.max_lag_s = 0.0  # most wall seconds a batch was queued after its last tuple's scheduled emission
         self.connection = Connection(
             broker,
             f"tp-{peer}",
@@ -119,6 +120,7 @@ class ThinPeerService:
                 self.seq += 1
                 self.counters.count_sent("/".join(self.topics.parse(topic)))
                 self.connection.publish(topic, encode_message(self.peer, self.seq, [batch]))
+                self.max_lag_s = max(self.max_lag_s, time.time() - (t0 + float(times[-1]) / speed))
                 self.emitted[stream_id] = count
             if end is not None and limit >= float(end):
                 # the last tuple before the end time is out: say so once the broker has it
