@@ -116,7 +116,7 @@ class Decision:
     summary: str  # one readable line
     reused: str | None = None  # flow id reused, if any
     widened: tuple[str, ...] = ()  # flow ids whose predicate or attributes were widened
-    narrowed: tuple[str, ...] = ()  # flow ids narrowed or removed on departure
+    narrowed: tuple[str, ...] = ()  # flow ids narrowed or removed (on departure, or replaced by a re-plan)
     added_bytes_per_s: float = 0.0  # the cost model's estimate for this decision
 
     def to_json(self) -> dict:

@@ -4,21 +4,30 @@ State: per source stream, a tree of installed flows rooted at the raw stream (av
 super-peer).  Each flow is (predicate, attributes, path); it is available at every super-peer of its path.
 
 A new subscription ``S`` (stream ``X``, WHERE ``q``, SELECT attributes ``A``) at super-peer ``home`` looks
-at every flow ``F`` of ``X`` and at the super-peer ``v`` of ``F``'s path nearest to ``home`` (widening
-costs the same wherever ``F`` is tapped, so only the branch length varies along ``F``):
+at every flow ``F`` of ``X`` at every super-peer ``v`` of ``F``'s path (but its origin, where tapping ``F``
+is tapping its parent):
 
 * reuse: the strategy's matcher says ``q => F.predicate`` and ``F`` carries the attributes ``S`` needs
   (``A``, plus ``q``'s attributes unless ``F`` holds exactly ``q``'s result);
 * widen: relax ``F.predicate`` with the strategy's matching algorithm (HSR, HCR or EM), add the missing
   attributes, and propagate upward: each ancestor that no longer covers its widened child (by the same
-  matcher's verdict) is relaxed in turn, up to the raw stream, which covers everything.
+  matcher's verdict) is relaxed in turn, up to the raw stream, which covers everything.  A widened flow
+  is split where its new consumer attaches: only the part upstream of ``v`` (of the child's origin, for
+  an ancestor) widens; downstream, the old flow goes on unchanged as a child of the widened part, so
+  consumers further down do not receive the widening.
 
-Then a branch flow ``v -> home`` with predicate ``q`` and attributes ``A`` (none when ``v == home``).  The
-option with the least estimated added bytes per second (sharing.cost) wins; ties go to the shorter
-branch, then the smaller super-peer id, then the older flow.  Candidates are visited nearest first and
-the search stops once the branch lower bound alone exceeds the best option found.  Reusing the raw
-stream at the source is always an option and costs exactly the query-shipping flow, so each arrival adds
-at most what query-shipping would.
+Then a branch flow ``v -> home`` with predicate ``q`` and attributes ``A`` (none when ``v == home``).
+
+Options are ranked by the estimated tuple-hops per second they add (sharing.cost: rate times
+selectivity times hops): ties go to the shorter branch, then the smaller super-peer id, then the older
+flow.  Tuples, not bytes: pricing the attributes a flow carries today makes the planner open parallel
+narrow flows next to a stream it could have widened, which later overlapping subscriptions cannot share
+(docs/PLANNER.md measures both).  Bytes bound the choice instead: after each event a stream's flows
+may not cost more estimated bytes per second than query-shipping its subscriptions; if they would, the
+stream is re-planned in arrival order with every option capped so that the bound holds after each
+subscription (reusing the raw stream at the source is the subscription's own query-shipping flow and is
+always allowed).  Candidates are visited nearest first and the search stops once the branch alone adds
+more tuple-hops than the best option found.
 
 Deliveries always apply the subscription's own WHERE and SELECT (HCR's false drops are filtered there),
 except that a delivery from a flow holding exactly its result needs no filter.
@@ -27,8 +36,7 @@ A departure removes the delivery, removes flows nobody reads and narrows the flo
 longer need their width: predicate, attributes and path are recomputed bottom-up from the remaining
 consumers, the predicate by folding the consumers' predicates with the strategy's matcher.  Narrowing
 can leave a tree dearer than shipping each remaining result separately (a widened stream's consumers
-may sit off the direct routes); the planner then re-plans that stream's remaining subscriptions in
-arrival order, which restores the bound above.
+may sit off the direct routes); the planner then re-plans the stream as above.
 
 EM runs with the DFS split strategy: seed 004 (sections 3.5 and 6.2) finds DFS detects mismatches
 earliest, which is the common case when a new query is matched against many installed streams, with the
@@ -105,21 +113,24 @@ class _Sub:
 
 @dataclass
 class _Option:
-    key: tuple  # (cost, branch hops, tap super-peer, flow seq): smaller is better
+    key: tuple  # (added tuple-hops/s, branch hops, tap super-peer, flow seq): smaller is better
+    bytes: float  # added bytes/s
     flow: _Flow
     tap: str
-    changes: list[tuple[_Flow, Predicate, float, int, int]]  # (flow, predicate, sel, attrs, full_needs)
+    # (flow, predicate, sel, attrs, full_needs, hops of the part that changes: the rest is split off)
+    changes: list[tuple[_Flow, Predicate, float, int, int, int]]
 
 
 class Planner:
     """Incremental planner for one scenario and one sharing strategy."""
 
-    def __init__(self, scenario: Scenario, strategy: str, network: Network, cost: CostModel):
+    def __init__(self, scenario: Scenario, strategy: str, network: Network, cost: CostModel, capped: bool):
         self.scenario = scenario
         self.strategy = strategy
         self.network = network
         self.cost = cost
         self.match = strategy_matcher(strategy)
+        self.capped = capped
         self._ids = count(1)
         self._seq = count()
         self._arrivals = count()
@@ -130,18 +141,21 @@ class Planner:
         self._subs: dict[str, _Sub] = {}
         self._total: dict[str, float] = {}  # stream -> estimated bytes/s of its flows
         self._shipping: dict[str, float] = {}  # stream -> what query-shipping its active subs would cost
+        self._tuples: dict[str, float] = {}  # stream -> estimated tuple-hops/s of its flows
+        self._shipping_tuples: dict[str, float] = {}  # stream -> the same for query-shipping
         self._hop_order: dict[str, list[tuple[int, str]]] = {}
         self._verdicts: dict[tuple[int, Predicate], tuple[bool, Predicate]] = {}
         self._widenings: dict[tuple[int, Predicate], tuple[Predicate, float]] = {}
         self._nearby: dict[tuple[int, Box], list[Box]] = {}
+        self._outside: dict[int, float] = {}  # flow seq -> lower bound of sel(query outside it), per search
         for s in scenario.streams:
             source = scenario.home(s.source)
             everything = (1 << len(s.attributes)) - 1
             root = _Flow(None, s.id, None, source, (source,), Predicate.TRUE, 1.0, everything, everything, -1)
             self._roots[s.id] = root
             self._at[s.id] = {source: [root]}
-            self._total[s.id] = 0.0
-            self._shipping[s.id] = 0.0
+            self._total[s.id] = self._tuples[s.id] = 0.0
+            self._shipping[s.id] = self._shipping_tuples[s.id] = 0.0
 
     # -- attribute masks -------------------------------------------------------------------------------
     def _mask(self, stream: str, names) -> int:
@@ -153,7 +167,12 @@ class Planner:
         return tuple(a for i, a in enumerate(self._schema[stream]) if mask >> i & 1)
 
     def _flow_cost(self, stream: str, sel: float, attrs: int, hops: int) -> float:
+        """Estimated bytes per second."""
         return self.cost.flow_cost(stream, sel, attrs.bit_count(), hops)
+
+    def _tuple_hops(self, stream: str, sel: float, hops: int) -> float:
+        """Estimated tuples per second crossing links: what options are ranked by."""
+        return self.cost.rate(stream) * sel * hops
 
     def _holds_exactly(self, pred: Predicate, sel: float, target: Predicate, target_sel: float) -> bool:
         """``pred`` (known to cover ``target``) equals it, so a consumer of ``target`` needs no filter.
@@ -176,22 +195,56 @@ class Planner:
             next(self._arrivals),
         )
         self._subs[spec.id] = sub
-        source = self._roots[stream].origin
-        self._shipping[stream] += self._flow_cost(
-            stream, sub.sel, sub.select, len(self.network.route(source, sub.home)) - 1
-        )
-        option = self._best_option(sub)
-        added, widened, branch = self._apply(sub, option)
+        self._ship(sub, +1)
+        before = self._total[stream]
+        option = self._best_option(sub, capped=self.capped)
+        _, widened, split, branch = self._apply(sub, option)
+        text = self._describe(sub, option, widened, split, branch)
+        replaced = ()
+        if self._dearer_than_shipping(stream):
+            replaced = tuple(self._replan(stream))
+            text += f"; re-planned {stream} (tree dearer than query-shipping), replacing {', '.join(replaced)}"
         return Decision(
             time,
             "subscribe",
             spec.id,
-            self._describe(sub, option, widened, branch),
+            text,
             option.flow.id,
             tuple(widened),
-            (),
-            added,
+            replaced,
+            self._total[stream] - before,
         )
+
+    def _shipping_cost(self, sub: _Sub) -> float:
+        """Bytes per second of ``sub``'s query-shipping flow: the raw stream tapped at the source."""
+        source = self._roots[sub.spec.stream].origin
+        return self._flow_cost(sub.spec.stream, sub.sel, sub.select, len(self.network.route(source, sub.home)) - 1)
+
+    def _ship(self, sub: _Sub, sign: int) -> None:
+        """Count ``sub``'s query-shipping flow in (+1) or out (-1) of the stream's shipping totals."""
+        stream = sub.spec.stream
+        hops = len(self.network.route(self._roots[stream].origin, sub.home)) - 1
+        self._shipping[stream] += sign * self._shipping_cost(sub)
+        self._shipping_tuples[stream] += sign * self._tuple_hops(stream, sub.sel, hops)
+
+    def _count(self, flow: _Flow, sign: int) -> None:
+        """Count ``flow`` as it is now in (+1) or out (-1) of its stream's totals."""
+        stream = flow.stream
+        self._total[stream] += sign * self._flow_cost(stream, flow.sel, flow.attrs, flow.hops)
+        self._tuples[stream] += sign * self._tuple_hops(stream, flow.sel, flow.hops)
+
+    def _dearer_than_shipping(self, stream: str) -> bool:
+        """The bound the planner keeps: bytes when capped, tuple-hops otherwise."""
+        if self.capped:
+            mine, shipping = self._total[stream], self._shipping[stream]
+        else:
+            mine, shipping = self._tuples[stream], self._shipping_tuples[stream]
+        return mine > shipping * (1 + _RELATIVE_SLACK) + 1e-9
+
+    @property
+    def bytes_per_s(self) -> float:
+        """The estimated backbone bytes per second of every installed flow."""
+        return sum(self._total.values())
 
     def _hops_from(self, home: str) -> list[tuple[int, str]]:
         """Every super-peer as (route hops to ``home``, id), nearest first (cached per home).  Route hop
@@ -203,20 +256,23 @@ class Planner:
             self._hop_order[home] = order
         return order
 
-    def _best_option(self, sub: _Sub) -> _Option:
+    def _best_option(self, sub: _Sub, capped: bool) -> _Option:
         stream = sub.spec.stream
-        unit = self._flow_cost(stream, sub.sel, sub.select, 1)  # a branch's cost per hop
+        unit = self._tuple_hops(stream, sub.sel, 1)  # a branch's tuple-hops per hop
+        # the stream's flows may not cost more bytes than query-shipping its subscriptions; reusing the
+        # raw stream (the subscription's own query-shipping flow) is always allowed
+        cap = max(self._shipping_cost(sub), self._shipping[stream] - self._total[stream]) if capped else float("inf")
         available = self._at[stream]
         # flows do not change during one search: verdicts and widenings of an ancestor shared by many
         # candidates are computed once
         self._verdicts.clear()
         self._widenings.clear()
         self._nearby.clear()
+        self._outside.clear()
         # the raw stream first: its query-shipping cost bounds every other candidate from the start
         root = self._roots[stream]
         hops = len(self.network.route(root.origin, sub.home)) - 1
-        best = self._evaluate(sub, root, root.origin, hops, unit * hops, None)
-        seen = {root.seq}
+        best = self._evaluate(sub, root, root.origin, hops, None)
         for hops, node in self._hops_from(sub.home):
             flows = available.get(node)
             if not flows:
@@ -224,20 +280,26 @@ class Planner:
             if (unit * hops, hops) > best.key[:2]:
                 break
             for flow in flows:
-                if flow.seq in seen:
+                if flow is root or node == flow.origin:  # tapping a flow at its origin is tapping its parent there
                     continue
-                seen.add(flow.seq)  # a flow is tried once, at its super-peer nearest to home
-                option = self._evaluate(sub, flow, node, hops, unit * hops, best)
-                if option is not None and option.key < best.key:
+                option = self._evaluate(sub, flow, node, hops, best)
+                if option is not None and option.key < best.key and option.bytes <= cap * (1 + _RELATIVE_SLACK):
                     best = option
         return best
 
-    def _evaluate(self, sub: _Sub, flow: _Flow, tap: str, hops: int, branch: float, best: _Option | None):
-        """The option of tapping ``flow`` at ``tap``, or None when it cannot beat ``best``."""
+    def _evaluate(self, sub: _Sub, flow: _Flow, tap: str, hops: int, best: _Option | None):
+        """The option of tapping ``flow`` at ``tap``, or None when it cannot beat ``best``.
+
+        A flow that must change is split where its new consumer attaches (``tap`` for ``flow``, the
+        child's origin for an ancestor): only the part upstream of that super-peer is widened; the part
+        downstream, when consumers sit there, stays as it was, as a child flow filtering by the old
+        predicate (so the upstream part also carries that predicate's attributes).
+        """
         stream = sub.spec.stream
         limit = best.key[0] * (1 + _RELATIVE_SLACK) if best is not None else float("inf")
-        total = branch
-        changes: list[tuple[_Flow, Predicate, float, int, int]] = []
+        total = self._tuple_hops(stream, sub.sel, hops)  # the branch
+        added = self._flow_cost(stream, sub.sel, sub.select, hops)
+        changes: list[tuple[_Flow, Predicate, float, int, int, int]] = []
         # The consumer added to ``node`` (first the branch flow or the delivery, then the widened child):
         # its predicate and selectivity, the part of it ``node`` may not cover yet (``node`` covered the
         # child before it was widened), the attributes it needs and would need if it had to filter.
@@ -245,10 +307,11 @@ class Planner:
         child_attrs, child_full = sub.select, sub.select | sub.where_attrs
         if tap != sub.home:  # a branch flow always filters by its predicate: it needs WHERE's attributes
             child_attrs = child_full
-        node = flow
-        if flow.id is not None and branch + self._least_change(sub, flow, branch, limit) > limit:
+        node, at = flow, tap
+        if flow.id is not None and total + self._least_change(sub, flow, flow.path.index(tap)) > limit:
             return None
         while node.id is not None:
+            cut = node.path.index(at) or node.hops  # a child at its parent's origin: widen the parent whole
             matched, relaxed = self._verdict(node, uncovered)
             if matched:
                 pred, sel, fresh = node.predicate, node.sel, Predicate.FALSE
@@ -264,46 +327,46 @@ class Planner:
                 attrs = full
             if matched and attrs == node.attrs:
                 if full != node.full_needs:
-                    changes.append((node, pred, sel, attrs, full))
+                    changes.append((node, pred, sel, attrs, full, node.hops))
                 break
-            before = self._flow_cost(stream, node.sel, node.attrs, node.hops)
-            total += self._flow_cost(stream, sel, attrs, node.hops) - before
+            if cut < node.hops:  # the downstream part keeps filtering by the old predicate
+                kept = node.attrs | self._dims_mask(node, node.predicate, Predicate.FALSE)
+                attrs, full = attrs | kept, full | kept
+            # linear in hops: the downstream part costs what it cost before
+            total += self._tuple_hops(stream, sel - node.sel, cut)
+            added += self._flow_cost(stream, sel, attrs, cut) - self._flow_cost(stream, node.sel, node.attrs, cut)
             if total > limit:
                 return None
-            changes.append((node, pred, sel, attrs, full))
+            changes.append((node, pred, sel, attrs, full, cut))
             child_pred, child_sel, uncovered = pred, sel, fresh
             child_full = attrs | self._dims_mask(node, pred, fresh)
             child_attrs = child_full  # flows filter by their predicate even when it equals the parent's
-            node = node.parent
-        return _Option((total, hops, tap, flow.seq), flow, tap, changes)
+            node, at = node.parent, node.origin
+        return _Option((total, hops, tap, flow.seq), added, flow, tap, changes)
 
-    def _least_change(self, sub: _Sub, flow: _Flow, branch: float, limit: float) -> float:
-        """A lower bound of what serving ``sub`` from ``flow`` adds to ``flow``'s own cost (computed only
-        as far as needed to tell whether ``branch`` plus it exceeds ``limit``).
+    def _least_change(self, sub: _Sub, flow: _Flow, cut: int) -> float:
+        """A lower bound of the tuple-hops per second that serving ``sub`` from ``flow`` tapped ``cut`` hops
+        downstream of its origin adds to ``flow``'s own.
 
         Any relaxation covers the query and the flow, so the selectivity grows at least by the
         probability of the query outside the flow, which is at least ``sel(box) - sum sel(box AND b)``
-        over the flow's boxes ``b`` near a query box (Bonferroni); when that is positive no matcher can
-        report a match, so every consumer's filter attributes join.  Otherwise at least the missing
-        SELECT attributes join.
+        over the flow's boxes ``b`` near a query box (Bonferroni), or ``sel(box)`` for a box missing the
+        flow's hull.  The bound does not depend on ``cut``: it is computed once per search.
         """
-        stream = flow.stream
-        before = self._flow_cost(stream, flow.sel, flow.attrs, flow.hops)
-        least = self._flow_cost(stream, flow.sel, flow.attrs | sub.select, flow.hops) - before
-        if branch + least > limit:  # the cheap bound first
-            return least
-        outside = 0.0
-        bounds = self._bounds(flow)
-        for box in sub.where.boxes:
-            if bounds.may_overlap(box):
-                bound = self.cost.outside_lower_bound(stream, box, self._near(flow, box))
-            else:  # the whole box lies outside the flow
-                bound = self.cost.box_probability(stream, box)
-            outside = max(outside, bound)
-        if outside > _RELATIVE_SLACK * flow.sel:
-            wider = flow.full_needs | sub.select | sub.where_attrs
-            least = max(least, self._flow_cost(stream, flow.sel + outside, wider, flow.hops) - before)
-        return least
+        outside = self._outside.get(flow.seq)
+        if outside is None:
+            outside = 0.0
+            bounds = self._bounds(flow)
+            for box in sub.where.boxes:
+                if bounds.may_overlap(box):
+                    bound = self.cost.outside_lower_bound(flow.stream, box, self._near(flow, box))
+                else:
+                    bound = self.cost.box_probability(flow.stream, box)
+                outside = max(outside, bound)
+            if outside <= _RELATIVE_SLACK * flow.sel:
+                outside = 0.0
+            self._outside[flow.seq] = outside
+        return self._tuple_hops(flow.stream, outside, cut)
 
     def _near(self, flow: _Flow, box) -> list:
         """The boxes of ``flow``'s predicate that may overlap ``box``, remembered for the current search."""
@@ -368,17 +431,19 @@ class Planner:
             flow.bounds = flow.bounds.widened(flow.predicate)
         return flow.bounds
 
-    def _apply(self, sub: _Sub, option: _Option) -> tuple[float, list[str], _Flow | None]:
+    def _apply(self, sub: _Sub, option: _Option) -> tuple[float, list[str], list[_Flow], _Flow | None]:
         stream = sub.spec.stream
         before = self._total[stream]
-        widened = []
-        for node, pred, sel, attrs, full in option.changes:
+        widened, split = [], []
+        for node, pred, sel, attrs, full, cut in option.changes:
             if (pred, attrs) != (node.predicate, node.attrs):
                 widened.append(node.id)
+                if cut < node.hops:
+                    split.append(self._split(node, cut))
                 node.frozen = None
-            self._total[stream] -= self._flow_cost(stream, node.sel, node.attrs, node.hops)
+            self._count(node, -1)
             node.predicate, node.sel, node.attrs, node.full_needs = pred, sel, attrs, full
-            self._total[stream] += self._flow_cost(stream, sel, attrs, node.hops)
+            self._count(node, +1)
         branch = None
         host = option.flow
         if option.tap != sub.home:
@@ -387,17 +452,56 @@ class Planner:
             host = branch
         host.deliveries.append(sub)
         sub.flow = host
-        return self._total[stream] - before, widened, branch
+        for part in split:  # its consumers are a part of the old flow's: it may narrow
+            self._narrow(part)
+        return self._total[stream] - before, widened, split, branch
+
+    def _split(self, flow: _Flow, cut: int) -> _Flow:
+        """Cut ``flow`` after ``cut`` hops; the rest becomes a child flow with the same predicate and
+        attributes that takes over the consumers downstream of the cut.  The total cost is unchanged."""
+        stream = flow.stream
+        tail = flow.path[cut:]
+        downstream = set(tail[1:])
+        part = _Flow(
+            f"F{next(self._ids)}",
+            stream,
+            flow,
+            tail[0],
+            tail,
+            flow.predicate,
+            flow.sel,
+            flow.attrs,
+            flow.full_needs,  # an upper bound until _apply narrows the part to its consumers
+            next(self._seq),
+        )
+        part.children = [c for c in flow.children if c.origin in downstream]
+        part.deliveries = [s for s in flow.deliveries if s.home in downstream]
+        flow.children = [c for c in flow.children if c.origin not in downstream] + [part]
+        flow.deliveries = [s for s in flow.deliveries if s.home not in downstream]
+        for child in part.children:
+            child.parent = part
+            child.frozen = None  # its snapshot names its parent
+        for s in part.deliveries:
+            s.flow = part
+        flow.path = flow.path[: cut + 1]
+        at = self._at[stream]
+        at[tail[0]].append(part)
+        for node in tail[1:]:
+            flows = at[node]
+            flows[flows.index(flow)] = part
+        return part
 
     def _install(self, stream, parent, path, pred, sel, attrs, full) -> _Flow:
         flow = _Flow(f"F{next(self._ids)}", stream, parent, path[0], path, pred, sel, attrs, full, next(self._seq))
         parent.children.append(flow)
         for node in path:
             self._at[stream].setdefault(node, []).append(flow)
-        self._total[stream] += self._flow_cost(stream, sel, attrs, flow.hops)
+        self._count(flow, +1)
         return flow
 
-    def _describe(self, sub: _Sub, option: _Option, widened: list[str], branch: _Flow | None) -> str:
+    def _describe(
+        self, sub: _Sub, option: _Option, widened: list[str], split: list[_Flow], branch: _Flow | None
+    ) -> str:
         stream = sub.spec.stream
         host = option.flow
         source = f"{host.id}" if host.id is not None else f"raw {stream}"
@@ -406,6 +510,7 @@ class Planner:
                 f"widens {', '.join(widened)} (now WHERE {host.predicate.to_text()}"
                 f" SELECT {','.join(self._names(stream, host.attrs))})"
             ]
+            parts += [f"{p.id} keeps {p.parent.id}'s former stream from {p.origin}" for p in split]
             verb = "taps"
         else:
             parts = []
@@ -415,16 +520,13 @@ class Planner:
             parts.append(f"new flow {branch.id} {' -> '.join(branch.path)}")
         else:
             parts.append("delivers there")
-        return "; ".join(parts) + f" (+{option.key[0]:.6g} B/s)"
+        return "; ".join(parts) + f" (+{option.bytes:.6g} B/s, +{option.key[0]:.6g} tuple-hops/s)"
 
     # -- departures ------------------------------------------------------------------------------------
     def unsubscribe(self, spec: SubscriptionSpec, time: float) -> Decision:
         sub = self._subs.pop(spec.id)
         stream = spec.stream
-        source = self._roots[stream].origin
-        self._shipping[stream] -= self._flow_cost(
-            stream, sub.sel, sub.select, len(self.network.route(source, sub.home)) - 1
-        )
+        self._ship(sub, -1)
         before = self._total[stream]
         node = sub.flow
         node.deliveries.remove(sub)
@@ -446,7 +548,7 @@ class Planner:
             or "no flow changed"
         )
         changed = removed + narrowed
-        if self._total[stream] > self._shipping[stream] * (1 + _RELATIVE_SLACK) + 1e-9:
+        if self._dearer_than_shipping(stream):
             replaced = self._replan(stream)
             changed += replaced
             summary += f"; re-planned {stream} (tree dearer than query-shipping), replacing {', '.join(replaced)}"
@@ -458,7 +560,7 @@ class Planner:
         flow.parent.children.remove(flow)
         for node in flow.path:
             self._at[stream][node].remove(flow)
-        self._total[stream] -= self._flow_cost(stream, flow.sel, flow.attrs, flow.hops)
+        self._count(flow, -1)
 
     def _narrow(self, flow: _Flow) -> bool:
         """Recompute ``flow`` from its consumers; True if anything changed."""
@@ -486,16 +588,30 @@ class Planner:
         if (pred, attrs, path) == (flow.predicate, flow.attrs, flow.path):
             flow.full_needs = full
             return False
-        self._total[stream] -= self._flow_cost(stream, flow.sel, flow.attrs, flow.hops)
+        self._count(flow, -1)
         for node in flow.path[last + 1 :]:
             self._at[stream][node].remove(flow)
         flow.predicate, flow.sel, flow.attrs, flow.full_needs, flow.path = pred, sel, attrs, full, path
         flow.frozen = None
-        self._total[stream] += self._flow_cost(stream, sel, attrs, flow.hops)
+        self._count(flow, +1)
         return True
 
     def _replan(self, stream: str) -> list[str]:
-        """Drop ``stream``'s tree and plan its active subscriptions again in arrival order."""
+        """Drop ``stream``'s tree and plan its active subscriptions again in arrival order.  Capped, each
+        option's cap counts only the subscriptions placed so far, so the tree stays within
+        query-shipping's bytes after every subscription; otherwise each adds at most its own
+        query-shipping tuple-hops."""
+        replaced = self._clear(stream)
+        subs = sorted((s for s in self._subs.values() if s.spec.stream == stream), key=lambda s: s.arrival)
+        for sub in subs:
+            self._ship(sub, -1)
+        for sub in subs:
+            self._ship(sub, +1)
+            self._apply(sub, self._best_option(sub, capped=self.capped))
+        return replaced
+
+    def _clear(self, stream: str) -> list[str]:
+        """Uninstall every flow of ``stream``; their ids in creation order."""
         root = self._roots[stream]
         replaced = []
         pending = [root]
@@ -507,9 +623,7 @@ class Planner:
         root.children.clear()
         root.deliveries.clear()
         self._at[stream] = {root.origin: [root]}
-        self._total[stream] = 0.0
-        for sub in sorted((s for s in self._subs.values() if s.spec.stream == stream), key=lambda s: s.arrival):
-            self._apply(sub, self._best_option(sub))
+        self._total[stream] = self._tuples[stream] = 0.0
         return sorted(replaced, key=lambda i: int(i[1:]))
 
     # -- snapshots -------------------------------------------------------------------------------------
@@ -552,9 +666,21 @@ class Planner:
 
 
 def plan_sharing(scenario: Scenario, strategy: str, network: Network, cost: CostModel) -> Plan:
-    """Run the planner over the scenario's subscription events; one epoch per interval between them."""
-    planner = Planner(scenario, strategy, network, cost)
+    """Plan the scenario twice, consolidating and byte-capped (module docstring), and keep the plan whose
+    flows the cost model expects to carry fewer bytes over the whole run (the capped one on a tie)."""
+    capped, capped_bytes = _plan_once(scenario, strategy, network, cost, capped=True)
+    free, free_bytes = _plan_once(scenario, strategy, network, cost, capped=False)
+    return free if free_bytes < capped_bytes * (1 - _RELATIVE_SLACK) else capped
+
+
+def _plan_once(
+    scenario: Scenario, strategy: str, network: Network, cost: CostModel, capped: bool
+) -> tuple[Plan, float]:
+    """One planner over the scenario's subscription events (one epoch per interval between them) and
+    its estimated backbone bytes over the run."""
+    planner = Planner(scenario, strategy, network, cost, capped)
     epochs, decisions = [], []
+    run_bytes = 0.0
     for start, end, events in timeline(scenario):
         for event in events:
             if event.kind == "subscribe":
@@ -562,4 +688,5 @@ def plan_sharing(scenario: Scenario, strategy: str, network: Network, cost: Cost
             else:
                 decisions.append(planner.unsubscribe(event.subscription, event.time))
         epochs.append(planner.epoch(start, end))
-    return Plan(strategy, scenario.name, tuple(epochs), tuple(decisions))
+        run_bytes += planner.bytes_per_s * (end - start)
+    return Plan(strategy, scenario.name, tuple(epochs), tuple(decisions)), run_bytes
