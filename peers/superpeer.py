@@ -1,9 +1,11 @@
 """The in-network operators a super-peer installs for one epoch of a Plan.
 
-For each incoming flow (or raw stream) a super-peer runs ONE :class:`FlowOperator`: a single
-``MultiMatcher`` over every child flow and delivery reading that input there (and the ``trim`` entries of
-``ideal`` flows), then, per reader, filter and project.  The class is plain numpy over column batches, no
-clock: the simpy simulator, Spark tasks and the MQTT services all call :meth:`FlowOperator.process`.
+For each incoming flow (or raw stream) a super-peer runs ONE :class:`FlowOperator`: a single matcher
+(``matcher.adaptive.matcher_for``: ``MultiMatcher``, or the cost-based ``AdaptiveMultiMatcher`` from
+``ADAPTIVE_MIN_BOXES`` boxes on) over every child flow and delivery reading that input there (and the
+``trim`` entries of ``ideal`` flows), then, per reader, filter and project.  The class is plain numpy
+over column batches, no clock: the simpy simulator, Spark tasks and the MQTT services all call
+:meth:`FlowOperator.process`.
 
 Channel keys name what a batch belongs to: ``("raw", stream)``, ``("flow", flow id)`` and
 ``("delivery", position in the epoch)``.  The local engine asks :func:`install` for delivery keys that do
@@ -21,7 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from matcher import MultiMatcher, Predicate
+from matcher import Predicate
+from matcher.adaptive import matcher_for
 from sharing.plan import Delivery, Epoch, Flow
 from topologies.errors import EmulatorError
 from topologies.model import Scenario
@@ -111,7 +114,7 @@ class FlowOperator:
                 self._trim.append((np.arange(first, len(labelled)), carries))
             else:
                 self._trim.append(None)
-        self.matcher = MultiMatcher(labelled)
+        self.matcher = matcher_for(labelled)
 
     def process(self, count: int, columns: Mapping[str, np.ndarray]) -> list[Output]:
         """The outputs, one per reader in order, for a batch of ``count`` tuples with these ``columns``."""

@@ -1,12 +1,14 @@
 """Cost-based choice: every engine returns the same sets; probing, hysteresis and drift re-probes."""
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matcher import Box, Interval, MultiMatcher, Predicate
-from matcher.adaptive import AdaptiveMultiMatcher
+from matcher.adaptive import ADAPTIVE_MIN_BOXES, AdaptiveMultiMatcher, matcher_for
 from matcher.asc import ASCMatcher
 from matcher.grouped import GroupedFilter
 from tests.matcher.test_grouped import DIMS, reference, workloads
@@ -38,19 +40,44 @@ def threshold_workload(n_labels=5):
     return [(f"q{i}", Predicate([Box({"a": Interval.above(float(i))})])) for i in range(n_labels)]
 
 
-def test_probe_slices_are_part_of_the_output_and_span_batches():
+def test_probe_slices_are_part_of_the_output_and_never_split_across_batches():
     labelled = threshold_workload()
     engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=2, period=10**6, eliminate=10**9)
     columns = {"a": np.arange(1_000, dtype=float) % 7}
     expected = reference_a(labelled, columns)
-    # 3 engines x 2 rounds x (16 + 64) rows = 480 probed rows, spread over batches of 50
-    out = np.concatenate([engine.match({"a": columns["a"][s : s + 50]}) for s in range(0, 1_000, 50)])
+    # 2 rounds x 3 engines x (16 + 64) rows over batches of 100: a slice that does not fit in the rest of
+    # a batch waits for the next one, e.g. batch 1 = 3 x 16 probed + 52 live rows
+    out = np.concatenate([engine.match({"a": columns["a"][s : s + 100]}) for s in range(0, 1_000, 100)])
     assert np.array_equal(out, expected)
-    assert engine.probes == 1 and len(engine.history) == 1 and engine.history[0][0] == 450
+    assert engine.probes == 1 and len(engine.history) == 1 and engine.history[0][0] == 600
+    assert all(sorted(by_size) == [16, 64] for by_size in engine._timings.values())
     assert set(engine.cost) == {"multi", "grouped", "asc"}
     assert engine.choice == min(engine.cost, key=lambda e: (engine.cost[e], e))
     # probed rows of the two engines not chosen: 2 rounds x 80 rows each
     assert engine.probed_tuples == 2 * 2 * 80
+
+
+def test_batches_below_sample_rows_go_to_the_current_choice_unprobed():
+    labelled = threshold_workload()
+    engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1)
+    columns = {"a": np.arange(630, dtype=float) % 7}
+    out = np.concatenate([engine.match({"a": columns["a"][s : s + 63]}) for s in range(0, 630, 63)])
+    assert np.array_equal(out, reference_a(labelled, columns))
+    assert engine.probes == 0 and engine.choice == "multi" and engine.tuples_seen == 630
+    engine.match({"a": columns["a"][:64]})
+    assert engine.probes == 1
+
+
+def test_a_super_peer_gets_the_adaptive_matcher_from_the_box_threshold():
+    few = [(f"q{i}", Predicate([Box({"a": Interval.above(float(i))})])) for i in range(ADAPTIVE_MIN_BOXES - 1)]
+    many = [*few, ("last", Predicate([Box({"a": Interval.below(0.0)})]))]
+    assert type(matcher_for(few)) is MultiMatcher
+    engine = matcher_for(many)
+    assert type(engine) is AdaptiveMultiMatcher and engine.labels == tuple(label for label, _ in many)
+    columns = {"a": np.arange(3_000, dtype=float) % 40 - 1}
+    engine.match(columns)
+    copy = pickle.loads(pickle.dumps(engine))  # through to_arrays/from_arrays, as Spark ships operators
+    assert copy.choice == engine.choice and np.array_equal(copy.match(columns), reference_a(many, columns))
 
 
 def reference_a(labelled, columns):
