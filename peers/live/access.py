@@ -59,6 +59,7 @@ def acl_text(scenario: Scenario, topics: Topics) -> str:
         lines = [f"user {peer.id}", f"topic write {topics.up(peer.id)}", f"topic read {topics.downs(peer.id)}"]
         lines += [f"topic read {topics.control(n)}" for n in ("clock", "collect")]
         lines += [f"topic write {topics.stats(peer.id)}", f"topic write {topics.done(peer.id)}"]
+        lines.append(f"topic write {topics.load(peer.id)}")
         lines += [f"topic write {topics.control('request')}", f"topic read {topics.reply(peer.id)}/#"]
         blocks.append(lines)
     return "\n\n".join("\n".join(b) for b in blocks) + "\n"

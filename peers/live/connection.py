@@ -26,6 +26,8 @@ Handler = Callable[[str, bytes, bool], Awaitable[None]]
 _CHUNK = 64  # publishes awaited together: enough to fill the broker's in-flight window
 HIGH_WATER = 200  # incoming messages waiting: the node reports congestion (backpressure, see Coordinator)
 LOW_WATER = 20  # ... and the all-clear once its queue is back down to this
+LAG_HIGH_S = 2.0  # wall seconds a handled message's newest tuple is behind its emission: congested too
+LAG_LOW_S = 0.5  # ... and the all-clear once messages are back within this
 _log = logging.getLogger("peers.live")
 
 
@@ -71,6 +73,39 @@ class Dedup:
             return False
         seen.add(seq)
         return True
+
+
+class Pressure:
+    """A node's congestion, reported through ``report(congested)`` on each change: its incoming queue over
+    the high-water mark (:meth:`queue`), or the messages it handles arriving more than ``LAG_HIGH_S`` wall
+    seconds after their newest tuple's emission (:meth:`lag`).  The lag also sees a backlog held by the
+    broker and the socket buffers, which the queue length misses (paho reads one packet per wake-up)."""
+
+    def __init__(self, report: Callable[[bool], None]):
+        self.report = report
+        self.queued = False
+        self.lagging = False
+        self.max_lag_s = 0.0
+
+    @property
+    def congested(self) -> bool:
+        return self.queued or self.lagging
+
+    def queue(self, over: bool) -> None:
+        before = self.congested
+        self.queued = over
+        if self.congested != before:
+            self.report(self.congested)
+
+    def lag(self, seconds: float) -> None:
+        before = self.congested
+        self.max_lag_s = max(self.max_lag_s, seconds)
+        if seconds > LAG_HIGH_S:
+            self.lagging = True
+        elif seconds < LAG_LOW_S:
+            self.lagging = False
+        if self.congested != before:
+            self.report(self.congested)
 
 
 class Connection:

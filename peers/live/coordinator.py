@@ -4,8 +4,9 @@ Plan changes take effect at emulated times the sources have not reached yet: the
 with each ``ctl/clock`` message, a horizon ``H`` (sources emit only tuples emitted before ``H``), and a
 run-time subscription or departure takes effect at the largest horizon already promised.  That is the
 barrier that lets every tuple be routed by the epoch in force at its emission time.  It is also the
-backpressure: while a super-peer reports its incoming queue over the high-water mark (``ctl/load``) the
-horizon stands still, so sources pause until the queue has drained and every queue stays bounded.
+backpressure: while a super-peer or thin-peer reports congestion (``ctl/load``: its incoming queue over the
+high-water mark, or its messages arriving more than a few seconds late) the horizon stands still, so
+sources pause until it has caught up and every queue stays bounded.
 
 At the end it sets the end time, waits until the sources are done and nothing is in flight (every data
 topic received as many messages as were sent, twice in a row), and turns the nodes' counters into a
@@ -84,6 +85,7 @@ class Coordinator:
         self.speed = speed
         self.book = book
         self.network = Network.of(scenario)
+        self.thin_peer_ids = frozenset(p.id for p in scenario.thin_peers)
         self.end = end
         self.t0 = float("inf")  # emulated time 0 is set once every super-peer is connected (see run)
         self.alive: set[str] = set()
@@ -317,7 +319,7 @@ class Coordinator:
                 if parts[2] in self.dead:
                     self.dead.remove(parts[2])
         elif parts[:2] == ("ctl", "load"):
-            if payload == b"1" and parts[2] in self.network.super_peers:
+            if payload == b"1" and (parts[2] in self.network.super_peers or parts[2] in self.thin_peer_ids):
                 self.congested.add(parts[2])
                 self.max_congested = max(self.max_congested, len(self.congested))
             else:

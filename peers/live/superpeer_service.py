@@ -21,7 +21,7 @@ import numpy as np
 
 from network.meter import bin_width
 from network.routing import Network
-from peers.live.connection import Broker, Connection, Dedup
+from peers.live.connection import Broker, Connection, Dedup, Pressure
 from peers.live.counters import Counters
 from peers.live.plans import Clock, PlanBook, PlanVersion
 from peers.live.thinpeer_service import BATCH_S
@@ -67,8 +67,9 @@ class SuperPeerService:
             self._on_message,
             will=(topics.alive(node), b"0"),
             on_connect=self._on_connect,
-            on_pressure=lambda congested: self.connection.publish(self.topics.load(node), b"1" if congested else b"0"),
+            on_pressure=lambda over: self.pressure.queue(over),
         )
+        self.pressure = Pressure(lambda congested: self.connection.publish(topics.load(node), b"%d" % congested))
 
     async def run(self) -> None:
         await self.connection.run()
@@ -98,6 +99,9 @@ class SuperPeerService:
             self.counters.duplicates += 1
             return
         arrival = self.clock.now() if self.clock is not None else 0.0
+        newest = max((float(b.times[-1]) for b in batches if len(b)), default=None)
+        if self.clock is not None and newest is not None:
+            self.pressure.lag((arrival - newest) / self.clock.speed)
         tuples = sum(len(b) for b in batches)
         self.counters.count_received(topic, tuples, sum(int(b.wire_bytes.sum()) for b in batches), arrival)
         for batch in batches:
@@ -129,6 +133,7 @@ class SuperPeerService:
             "backlog": self.connection.max_backlog,
             "outbox": self.connection.max_outbox,
             "waiting": self.max_held,
+            "lag_s": round(self.pressure.max_lag_s, 3),
             "reconnects": self.connection.reconnects,
             **self.counters.to_json(),
         }

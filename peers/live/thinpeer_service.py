@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from peers.live.connection import Broker, Connection, Dedup
+from peers.live.connection import Broker, Connection, Dedup, Pressure
 from peers.live.counters import Counters
 from peers.live.topics import Topics
 from peers.live.wire import Batch, decode_message, encode_message
@@ -56,6 +56,8 @@ class ThinPeerService:
             [topics.downs(peer), topics.control("clock"), topics.control("collect")],
             self._on_message,
         )
+        # results arriving late (the process's event loop behind): the coordinator holds the horizon
+        self.pressure = Pressure(lambda congested: self.connection.publish(topics.load(peer), b"%d" % congested))
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(self.connection.run())]
@@ -88,6 +90,9 @@ class ThinPeerService:
             nbytes = sum(int(b.wire_bytes.sum()) for b in batches)
             self.counters.count_received("/".join(parts), tuples, nbytes, 0.0)
             t0, speed = float(self.clock_doc["t0"]), float(self.clock_doc["speed"])
+            newest = max((float(b.times[-1]) for b in batches if len(b)), default=None)
+            if newest is not None:
+                self.pressure.lag(arrival - (t0 + newest / speed))
             for batch in batches:
                 self.delivered.setdefault(sub, []).append(batch.indices.copy())
                 self.latencies.setdefault(sub, []).append(arrival - (t0 + batch.times / speed))

@@ -16,7 +16,8 @@ Control topics (JSON, QoS 1), all under ``<prefix>/ctl/``:
 * ``stats/<node>``: a node's counters, answering a ``collect`` broadcast;
 * ``alive/<node>`` (retained): ``1`` while a node is connected, its last will ``0`` when it dies;
 * ``ready/<super-peer>``: the plan versions a super-peer has decoded (the clock starts when all have version 0);
-* ``load/<super-peer>``: ``1`` when its incoming queue passed the high-water mark, ``0`` when drained again;
+* ``load/<node>``: ``1`` when a super-peer's or thin-peer's incoming queue passed the high-water mark or its
+  messages arrive late (connection.Pressure), ``0`` when it caught up again;
 * ``done/<thin-peer>``: a source has emitted its last tuple before the end time.
 """
 
