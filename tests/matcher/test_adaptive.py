@@ -182,6 +182,28 @@ def test_a_stream_alternating_between_known_states_is_not_reprobed():
     assert engine.probes == 3  # 0.5 is 0.5 away from both known states
 
 
+STABLE = ("multi", "grouped")  # engines whose evaluations per tuple stay put on constant data
+
+
+class Repeated:
+    """A real engine that matches every call ``times`` times: a loser by far, whatever the machine's noise."""
+
+    def __init__(self, engine, times):
+        self.engine, self.labels, self.times = engine, engine.labels, times
+
+    def match(self, columns):
+        for _ in range(self.times - 1):
+            self.engine.match(columns)
+        return self.engine.match(columns)
+
+
+def with_clear_loser(**settings):
+    """Multi and a grouped filter slowed 40x (``grouped`` is the clear loser); margin 1: no switch."""
+    engine = AdaptiveMultiMatcher(threshold_workload(), engines=STABLE, sample=64, repeats=1, margin=1.0, **settings)
+    engine.engines["grouped"] = Repeated(engine.engines["grouped"], 40)
+    return engine
+
+
 def probed_engines_per_probe(engine, batches):
     """Feed ``batches``; after each probe ends, the engines it timed and the slice sizes per engine."""
     seen, probes = [], engine.probes
@@ -194,13 +216,11 @@ def probed_engines_per_probe(engine, batches):
 
 
 def test_clear_losers_are_screened_on_one_slice_with_exponential_back_off():
-    # eliminate ~0: every engine but the choice is a clear loser at every probe; margin 1: the first choice
-    # holds, whatever the timings
-    engine = AdaptiveMultiMatcher(threshold_workload(), sample=64, repeats=1, period=1_000, eliminate=1e-9, margin=1.0)
+    engine = with_clear_loser(period=1_000)
     matching = {"a": np.full(500, 10.0)}  # no drift: every re-probe is a scheduled one
     probes = probed_engines_per_probe(engine, [matching] * 260)
-    losers = sorted(set(engine.engines) - {engine.choice})
-    assert engine.choice == engine.history[0][1] and len(engine.history) == 1
+    losers = ["grouped"]
+    assert engine.history == [(0, "multi")]
     assert probes[0] == {name: [16, 64] for name in engine.engines}  # the first fit: both sizes each
     screened = [i for i, probe in enumerate(probes) if set(losers) <= set(probe)]
     # screened at the first re-probe, then after sitting out 1, 3, 7 re-probes (back-off 2, 4, 8)
@@ -211,15 +231,29 @@ def test_clear_losers_are_screened_on_one_slice_with_exponential_back_off():
 
 
 def test_a_large_move_of_the_drop_ratio_screens_backed_off_losers():
-    engine = AdaptiveMultiMatcher(
-        threshold_workload(), sample=64, repeats=1, period=4_096, eliminate=1e-9, margin=1.0, drift=0.3, max_backoff=64
-    )
+    engine = with_clear_loser(period=4_096, drift=0.3, max_backoff=64)
     matching = {"a": np.full(4_096, 10.0)}  # drop ratio 0
     dropped = {"a": np.full(4_096, -1.0)}  # drop ratio 1
     probes = probed_engines_per_probe(engine, [matching] * 40)
-    losers = set(engine.engines) - {engine.choice}
+    losers = {"grouped"}
     # screened at re-probes 1 and 3, then back-off 4: re-probes 4 and 5 leave them out
     assert [set(p) >= losers for p in probes] == [True, True, False, True, False, False]
-    assert engine._losers[min(losers)].skips == 1
+    assert engine._losers["grouped"].skips == 1
     more = probed_engines_per_probe(engine, [dropped] * 6)
     assert len(more) == 1 and set(more[0]) >= losers  # the drift re-probe screens them at once
+
+
+def test_a_loser_passing_its_screen_gets_a_full_round():
+    engine = AdaptiveMultiMatcher(
+        threshold_workload(), engines=STABLE, sample=64, repeats=1, period=1_000, eliminate=1e-9, margin=1.0
+    )
+    matching = {"a": np.full(500, 10.0)}
+    probes = probed_engines_per_probe(engine, [matching] * 2)  # the first probe: every other engine loses
+    losers = sorted(set(engine.engines) - {engine.choice})
+    assert sorted(engine._losers) == losers
+    engine.eliminate = 1e9  # now every screen passes
+    probes = probed_engines_per_probe(engine, [matching] * 4)
+    # the screening slice (16 rows), then a full round of both sizes: the decision rests on a fit
+    assert probes == [{name: [16, 64] for name in engine.engines}]
+    assert all(len(engine._timings[name][16]) == 2 for name in losers)
+    assert not engine._losers
