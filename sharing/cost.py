@@ -159,12 +159,9 @@ class CostModel:
         return self.flow_cost(stream, self.selectivity(stream, predicate), n_attributes, hops)
 
     def _compute(self, stream: str, predicate: Predicate) -> float:
-        from matcher.selectivity import selectivity
-
-        dists = self._distributions[stream]
-        # dimensions without a distribution (replayed streams) are dropped: unconstrained, an upper bound
-        known = Predicate(Box((d, iv) for d, iv in b.items() if d in dists) for b in predicate.boxes)
-        return float(selectivity(known, dists))
+        # box by box, each cut against the boxes before it that overlap it: the pieces are disjoint and
+        # the work grows with the overlaps, not with a decomposition of the whole predicate on one grid
+        return self.added_selectivity(stream, predicate, lambda box: [])
 
 
 class BoxBounds:
