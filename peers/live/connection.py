@@ -13,6 +13,7 @@ import asyncio
 import logging
 import math
 import socket
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -26,8 +27,8 @@ Handler = Callable[[str, bytes, bool], Awaitable[None]]
 _CHUNK = 64  # publishes awaited together: enough to fill the broker's in-flight window
 HIGH_WATER = 200  # incoming messages waiting: the node reports congestion (backpressure, see Coordinator)
 LOW_WATER = 20  # ... and the all-clear once its queue is back down to this
-LAG_HIGH_S = 2.0  # wall seconds a handled message's newest tuple is behind its emission: congested too
-LAG_LOW_S = 0.5  # ... and the all-clear once messages are back within this
+LATE_S = 1.0  # wall seconds from a message's sender to its handler beyond which the receiver is congested too
+LEASE_S = 1.0  # how long the coordinator holds the horizon for one ``late`` report
 _log = logging.getLogger("peers.live")
 
 
@@ -76,36 +77,27 @@ class Dedup:
 
 
 class Pressure:
-    """A node's congestion, reported through ``report(congested)`` on each change: its incoming queue over
-    the high-water mark (:meth:`queue`), or the messages it handles arriving more than ``LAG_HIGH_S`` wall
-    seconds after their newest tuple's emission (:meth:`lag`).  The lag also sees a backlog held by the
-    broker and the socket buffers, which the queue length misses (paho reads one packet per wake-up)."""
+    """A node's congestion, sent through ``publish`` (its ``ctl/load`` topic): ``1``/``0`` when its incoming
+    queue passes the high-water mark / is back down (:meth:`queue`), and ``late`` (a lease the coordinator
+    keeps for ``LEASE_S``) while the messages it handles spent more than ``LATE_S`` wall seconds between
+    their sender and its handler (:meth:`transit`).  The transit time also sees a backlog held by the broker
+    and the socket buffers, which the queue length misses (paho reads one packet per wake-up); a lease
+    rather than a flag, because a node that receives nothing any more could never clear one."""
 
-    def __init__(self, report: Callable[[bool], None]):
-        self.report = report
-        self.queued = False
-        self.lagging = False
-        self.max_lag_s = 0.0
-
-    @property
-    def congested(self) -> bool:
-        return self.queued or self.lagging
+    def __init__(self, publish: Callable[[bytes], None]):
+        self.publish = publish
+        self.max_transit_s = 0.0
+        self._renew_at = 0.0
 
     def queue(self, over: bool) -> None:
-        before = self.congested
-        self.queued = over
-        if self.congested != before:
-            self.report(self.congested)
+        self.publish(b"1" if over else b"0")
 
-    def lag(self, seconds: float) -> None:
-        before = self.congested
-        self.max_lag_s = max(self.max_lag_s, seconds)
-        if seconds > LAG_HIGH_S:
-            self.lagging = True
-        elif seconds < LAG_LOW_S:
-            self.lagging = False
-        if self.congested != before:
-            self.report(self.congested)
+    def transit(self, seconds: float) -> None:
+        self.max_transit_s = max(self.max_transit_s, seconds)
+        now = time.monotonic()
+        if seconds > LATE_S and now >= self._renew_at:
+            self._renew_at = now + LEASE_S / 2
+            self.publish(b"late")
 
 
 class Connection:

@@ -29,7 +29,7 @@ import numpy as np
 
 from network.meter import StrategyRun, bin_width
 from network.routing import Network
-from peers.live.connection import Broker, Connection
+from peers.live.connection import LEASE_S, Broker, Connection
 from peers.live.plans import PlanBook, plan_message
 from peers.live.thinpeer_service import ThinPeerService
 from peers.live.topics import Topics
@@ -101,9 +101,10 @@ class Coordinator:
         self.failures: list[Failure] = []
         self.lost_ids: set[str] = set()  # subscriptions cut off by a failure: never planned again
         self._checks: set[asyncio.Future] = set()  # pending confirmations of last wills
-        self.congested: set[str] = set()  # super-peers whose incoming queue is over the high-water mark
+        self.congested: set[str] = set()  # nodes whose incoming queue is over the high-water mark
+        self.late: dict[str, float] = {}  # node -> time.monotonic() until which its ``late`` report holds
         self.held_s = 0.0  # wall seconds the horizon stood still for them
-        self.max_congested = 0  # most super-peers congested at once
+        self.max_congested = 0  # most nodes congested (or late) at once
         self.connection = Connection(
             broker,
             "coordinator",
@@ -142,7 +143,10 @@ class Coordinator:
         return plan
 
     def _publish_clock(self) -> None:
-        if self.congested:
+        now = time.monotonic()
+        late = {n for n, until in self.late.items() if until > now}
+        self.max_congested = max(self.max_congested, len(self.congested | late))
+        if self.congested or late:
             self.held_s += TICK_S
             return
         self.horizon = max(self.horizon, self.now() + LEAD_S * self.speed)
@@ -233,6 +237,7 @@ class Coordinator:
         links = tuple(link for link in self.scenario.links if link.a in alive and link.b in alive)
         self.network = Network(alive, links)
         self.congested.discard(node)
+        self.late.pop(node, None)
         lost, replanned, kept = [], [], []
         for s in self.subscriptions:
             active = s.until is None or s.until > at
@@ -319,11 +324,15 @@ class Coordinator:
                 if parts[2] in self.dead:
                     self.dead.remove(parts[2])
         elif parts[:2] == ("ctl", "load"):
-            if payload == b"1" and (parts[2] in self.network.super_peers or parts[2] in self.thin_peer_ids):
-                self.congested.add(parts[2])
-                self.max_congested = max(self.max_congested, len(self.congested))
+            node = parts[2]
+            if node not in self.network.super_peers and node not in self.thin_peer_ids:
+                return  # a failed super-peer's last words
+            if payload == b"late":
+                self.late[node] = time.monotonic() + LEASE_S
+            elif payload == b"1":
+                self.congested.add(node)
             else:
-                self.congested.discard(parts[2])
+                self.congested.discard(node)
         elif parts[:2] == ("ctl", "ready"):
             self.ready[parts[2]] = int(payload)
         elif parts[:2] == ("ctl", "request"):

@@ -173,8 +173,10 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
             "high_water": HIGH_WATER,
             "horizon_held_s": round(coordinator.held_s, 3),
             "max_congested_nodes": coordinator.max_congested,
-            "max_super_peer_lag_s": max((float(d.get("lag_s", 0.0)) for d in coordinator.stats.values()), default=0.0),
-            "max_thin_peer_lag_s": round(max((t.pressure.max_lag_s for t in thin_peers), default=0.0), 3),
+            "max_super_peer_transit_s": max(
+                (float(d.get("transit_s", 0)) for d in coordinator.stats.values()), default=0
+            ),
+            "max_thin_peer_transit_s": round(max((t.pressure.max_transit_s for t in thin_peers), default=0.0), 3),
         },
         "dead_peers": list(coordinator.dead),
         "failures": [f.to_json() for f in coordinator.failures],

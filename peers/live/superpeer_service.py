@@ -69,7 +69,7 @@ class SuperPeerService:
             on_connect=self._on_connect,
             on_pressure=lambda over: self.pressure.queue(over),
         )
-        self.pressure = Pressure(lambda congested: self.connection.publish(topics.load(node), b"%d" % congested))
+        self.pressure = Pressure(lambda state: self.connection.publish(topics.load(node), state))
 
     async def run(self) -> None:
         await self.connection.run()
@@ -98,10 +98,8 @@ class SuperPeerService:
         if not self.dedup.first_time(batches[0].sender, batches[0].seq):
             self.counters.duplicates += 1
             return
+        self.pressure.transit(time.time() - batches[0].sent)
         arrival = self.clock.now() if self.clock is not None else 0.0
-        newest = max((float(b.times[-1]) for b in batches if len(b)), default=None)
-        if self.clock is not None and newest is not None:
-            self.pressure.lag((arrival - newest) / self.clock.speed)
         tuples = sum(len(b) for b in batches)
         self.counters.count_received(topic, tuples, sum(int(b.wire_bytes.sum()) for b in batches), arrival)
         for batch in batches:
@@ -133,7 +131,7 @@ class SuperPeerService:
             "backlog": self.connection.max_backlog,
             "outbox": self.connection.max_outbox,
             "waiting": self.max_held,
-            "lag_s": round(self.pressure.max_lag_s, 3),
+            "transit_s": round(self.pressure.max_transit_s, 3),
             "reconnects": self.connection.reconnects,
             **self.counters.to_json(),
         }

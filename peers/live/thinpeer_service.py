@@ -57,7 +57,7 @@ class ThinPeerService:
             self._on_message,
         )
         # results arriving late (the process's event loop behind): the coordinator holds the horizon
-        self.pressure = Pressure(lambda congested: self.connection.publish(topics.load(peer), b"%d" % congested))
+        self.pressure = Pressure(lambda state: self.connection.publish(topics.load(peer), state))
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(self.connection.run())]
@@ -90,9 +90,7 @@ class ThinPeerService:
             nbytes = sum(int(b.wire_bytes.sum()) for b in batches)
             self.counters.count_received("/".join(parts), tuples, nbytes, 0.0)
             t0, speed = float(self.clock_doc["t0"]), float(self.clock_doc["speed"])
-            newest = max((float(b.times[-1]) for b in batches if len(b)), default=None)
-            if newest is not None:
-                self.pressure.lag(arrival - (t0 + newest / speed))
+            self.pressure.transit(arrival - batches[0].sent)
             for batch in batches:
                 self.delivered.setdefault(sub, []).append(batch.indices.copy())
                 self.latencies.setdefault(sub, []).append(arrival - (t0 + batch.times / speed))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -46,6 +47,7 @@ class Batch:
     times: np.ndarray
     columns: dict[str, np.ndarray]
     wire_bytes: np.ndarray
+    sent: float = 0.0  # wall time (time.time()) its message was encoded
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -68,7 +70,8 @@ def encode_message(sender: str, seq: int, batches: Sequence[Batch]) -> bytes:
         }
         for b in batches
     ]
-    header = json.dumps({"sender": sender, "seq": seq, "parts": heads}, separators=(",", ":")).encode()
+    stamp = {"sender": sender, "seq": seq, "sent": time.time(), "parts": heads}
+    header = json.dumps(stamp, separators=(",", ":")).encode()
     parts = [MAGIC, _LENGTH.pack(len(header)), header]
     for b in batches:
         parts.append(np.ascontiguousarray(b.indices, "<i8").tobytes())
@@ -90,6 +93,7 @@ def decode_message(payload: bytes) -> list[Batch]:
     try:
         header = json.loads(payload[start : start + length])
         sender, seq, heads = str(header["sender"]), int(header["seq"]), list(header["parts"])
+        sent = float(header["sent"])
         if not heads:
             raise ValueError("no parts")
         body = memoryview(payload)[start + length :]
@@ -115,6 +119,7 @@ def decode_message(payload: bytes) -> list[Batch]:
                     times=arrays[1],
                     columns=dict(zip(attrs, arrays[2:-1], strict=True)),
                     wire_bytes=arrays[-1].view("<i8"),
+                    sent=sent,
                 )
             )
         return batches
