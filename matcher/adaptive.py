@@ -10,8 +10,14 @@ Every engine is called on slices of at most ``chunk`` rows (default 4,096, below
 the live calls run.  Without it the probes (a few hundred to a thousand rows) ran the region-bitmap
 engine's serial kernel while the live 8,192-row batches ran its thread-pool kernel, which on the shared
 2-core machine costs 2.5-4x more per tuple (CPU: 230-600 ns serial vs 600-970 ns parallel, wall: up to
-1,460 ns), and the choice was made for an engine that was never run.  On an idle many-core machine a larger
-``chunk`` gives the parallel kernel back to live batches (then the probes no longer time it).
+1,460 ns), and the choice was made for an engine that was never run.  At low load (below ~1.7 on the
+2 cores) the thread pool is the cheaper kernel, by CPU too (measured 1.07-1.27x the serial slices); a
+larger ``chunk`` gives it back to live batches, but the probes do not time it, so the width is not chosen
+automatically (docs/FILTERS.md, goal (a)).
+
+Batches below ``sample`` rows go straight to the current choice (``multi`` before any probe): a probe
+slice cut to a few rows would time mostly per-call cost.  :func:`matcher_for` is the super-peer's rule for
+when the adaptive matcher is worth having at all (``ADAPTIVE_MIN_BOXES``).
 
 The estimate is a two-term cost model per engine, ``seconds(call of n tuples) = per_call + n * per_tuple``,
 fitted on **probes**: disjoint slices of the live input of two sizes (``sample // 4`` and ``sample``
