@@ -148,6 +148,7 @@ class Planner:
         self._widenings: dict[tuple[int, Predicate], tuple[Predicate, float]] = {}
         self._nearby: dict[tuple[int, Box], list[Box]] = {}
         self._outside: dict[int, float] = {}  # flow seq -> lower bound of sel(query outside it), per search
+        self._terms: dict[int, tuple[float, float]] = {}  # flow seq -> its _tuple_terms, per search
         for s in scenario.streams:
             source = scenario.home(s.source)
             everything = (1 << len(s.attributes)) - 1
@@ -269,6 +270,7 @@ class Planner:
         self._widenings.clear()
         self._nearby.clear()
         self._outside.clear()
+        self._terms.clear()
         # the raw stream first: its query-shipping cost bounds every other candidate from the start
         root = self._roots[stream]
         hops = len(self.network.route(root.origin, sub.home)) - 1
@@ -282,10 +284,40 @@ class Planner:
             for flow in flows:
                 if flow is root or node == flow.origin:  # tapping a flow at its origin is tapping its parent there
                     continue
+                # the tuple-hops of every tap along a flow follow from two numbers: skip the hopeless
+                cut = flow.path.index(node)
+                limit = best.key[0] * (1 + _RELATIVE_SLACK)
+                if unit * hops + self._least_change(sub, flow, cut) > limit:
+                    continue
+                per_hop, fixed = self._tuple_terms(sub, flow)
+                if unit * hops + per_hop * cut + fixed > limit:
+                    continue
                 option = self._evaluate(sub, flow, node, hops, best)
                 if option is not None and option.key < best.key and option.bytes <= cap * (1 + _RELATIVE_SLACK):
                     best = option
         return best
+
+    def _tuple_terms(self, sub: _Sub, flow: _Flow) -> tuple[float, float]:
+        """The tuple-hops/s tapping ``flow`` adds besides the branch, as (per hop between ``flow``'s origin
+        and the tap, fixed): only relaxed flows add tuples, and which flows relax (``flow`` and the chain
+        of ancestors that no longer cover their widened child) does not depend on the tap, nor does
+        where an ancestor is cut (at its child's origin).  Remembered for the current search."""
+        terms = self._terms.get(flow.seq)
+        if terms is None:
+            per_hop = fixed = 0.0
+            node, at, uncovered = flow, None, sub.where
+            while node.id is not None:
+                matched, relaxed = self._verdict(node, uncovered)
+                if matched:
+                    break
+                uncovered, sel = self._widening(node, relaxed)
+                if at is None:
+                    per_hop = self._tuple_hops(flow.stream, sel - node.sel, 1)
+                else:
+                    fixed += self._tuple_hops(flow.stream, sel - node.sel, node.path.index(at) or node.hops)
+                node, at = node.parent, node.origin
+            terms = self._terms[flow.seq] = (per_hop, fixed)
+        return terms
 
     def _evaluate(self, sub: _Sub, flow: _Flow, tap: str, hops: int, best: _Option | None):
         """The option of tapping ``flow`` at ``tap``, or None when it cannot beat ``best``.
