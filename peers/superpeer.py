@@ -11,7 +11,8 @@ Channel keys name what a batch belongs to: ``("raw", stream)``, ``("flow", flow 
 ``("delivery", position in the epoch)``.  The local engine asks :func:`install` for delivery keys that do
 not shift when an earlier delivery comes or goes (:func:`subscription_keys`), and passes a cache so that an
 operator whose readers did not change from one epoch to the next is the same object (its matcher is built
-once): operators are immutable once built, so sharing them is safe.
+once): operators are immutable once built, so sharing them is safe (an adaptive matcher learns which
+engine to run, which never changes an output).
 """
 
 from __future__ import annotations
