@@ -36,7 +36,7 @@ async def run_nodes(args: argparse.Namespace) -> None:
         raise InputError(f"{args.scenario}: no super-peer {unknown[0]!r}")
     broker = Broker.parse(args.broker)
     credentials = json.loads(os.environ.get(CREDENTIALS_ENV, "{}"))
-    book = PlanBook(scenario, args.run)
+    book = PlanBook(scenario, args.run, args.nodes)
     topics = Topics(args.prefix)
     flush_s = args.batch_ms / 1000
     services = []

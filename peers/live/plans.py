@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from peers.live.wire import plan_from_wire, plan_to_wire, subscription_from_json, subscription_to_json
 from peers.superpeer import FlowOperator, OperatorCache, install, subscription_keys
-from sharing.plan import Plan
+from sharing.plan import Epoch, Plan
 from topologies.model import Scenario
 
 _INSTALLED_EPOCHS = 256  # epochs whose operators stay installed (LRU); batches rarely straddle more
@@ -60,11 +60,13 @@ def plan_message(version: int, scenario: Scenario, plan: Plan, run: str = "") ->
 
 
 class PlanBook:
-    """Plan versions decoded from ``ctl/plan`` messages of run ``run``, and the operators of their epochs."""
+    """Plan versions decoded from ``ctl/plan`` messages of run ``run``, and the operators of their epochs at
+    super-peers ``nodes`` (None: all; a process installs only what its own super-peers run)."""
 
-    def __init__(self, base: Scenario, run: str = ""):
+    def __init__(self, base: Scenario, run: str = "", nodes: Iterable[str] | None = None):
         self.base = base
         self.run_id = run
+        self.nodes = None if nodes is None else frozenset(nodes)
         self.versions: dict[int, PlanVersion] = {}
         self._installed: OrderedDict[tuple[int, int], Installed] = OrderedDict()
         self._last: tuple[bytes, int] | None = None  # the latest plan message and its version
@@ -105,8 +107,9 @@ class PlanBook:
         if found is None:
             pv = self.versions[version]
             plan_epoch = pv.plan.epochs[epoch]
-            keys = subscription_keys(plan_epoch)  # outputs name their subscription, stable across epochs
-            operators = install(pv.scenario, plan_epoch, delivery_keys=keys, cache=self._cache)
+            local = self._local(plan_epoch)
+            keys = subscription_keys(local)  # outputs name their subscription, stable across epochs
+            operators = install(pv.scenario, local, delivery_keys=keys, cache=self._cache)
             found = Installed(operators, {f.id: f.path for f in plan_epoch.flows})
             self._installed[key] = found
             if len(self._installed) > _INSTALLED_EPOCHS:
@@ -114,6 +117,23 @@ class PlanBook:
         else:
             self._installed.move_to_end(key)
         return found
+
+    def _local(self, epoch: Epoch) -> Epoch:
+        """``epoch`` without what only other processes' super-peers run: the flows read at ``nodes``, the
+        deliveries made there (all of a subscription's are made at its subscriber's super-peer, so the
+        subscription keys stay the same) and the lineage of what they read (install checks it)."""
+        if self.nodes is None:
+            return epoch
+        by_id = {f.id: f for f in epoch.flows}
+        deliveries = tuple(d for d in epoch.deliveries if d.home in self.nodes)
+        needed: set[str] = set()
+        read_here = [f.id for f in epoch.flows if f.origin in self.nodes] + [d.flow for d in deliveries]
+        for flow_id in read_here:
+            while flow_id is not None and flow_id not in needed:
+                needed.add(flow_id)
+                flow_id = by_id[flow_id].parent
+        flows = tuple(f for f in epoch.flows if f.id in needed)
+        return replace(epoch, flows=flows, deliveries=deliveries)
 
 
 @dataclass(frozen=True)
