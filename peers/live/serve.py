@@ -85,6 +85,7 @@ def _as(options: ServeOptions, user: str) -> Broker:
 async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event | None = None) -> LiveResult:
     """Run ``scenario`` live until its duration (or, with ``forever``, until ``stop`` is set)."""
     check_options(scenario, options)
+    launched = time.time()
     stop = stop or asyncio.Event()
     base = replace(scenario, duration=FOREVER_S) if options.forever else scenario
     topics = Topics(options.prefix)
@@ -127,9 +128,11 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
             if stop.is_set():
                 end = max(min(coordinator.now(), end), 0.0)
                 coordinator.end = end
+        ended = time.time()
         sources = [t for t in thin_peers if t.streams]
         nodes = [*base.super_peers, *(t.peer for t in thin_peers)]
         lost = await coordinator.drain(nodes, sources, DRAIN_PATIENCE_S)
+        drained = time.time()
         _raise_failed(tasks)
     finally:
         for service in [*super_peers, *thin_peers]:
@@ -157,6 +160,8 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
     reconnects = sum(int(doc.get("reconnects", 0)) for doc in coordinator.stats.values())
     report["live"] = {
         "speed": options.speed,
+        "startup_s": round(coordinator.t0 - launched, 1),  # wall seconds until the clock started
+        "drain_s": round(drained - ended, 1),  # wall seconds after the end until nothing was in flight
         "plan_versions": coordinator.version + 1,
         "runtime_subscriptions": list(coordinator.runtime_ids),
         "lost_messages": lost,
@@ -260,6 +265,7 @@ def run_serve(args: argparse.Namespace) -> int:
         f"max super-peer backlog {result.max_backlog[worst]} messages ({worst}), max outbox "
         f"{max(live['max_outbox'].values())}, horizon held {live['backpressure']['horizon_held_s']:g} s"
     )
+    print(f"clock started {live['startup_s']:g} s after launch; drained {live['drain_s']:g} s after the end")
     thin = live["thin_peers"]
     print(
         f"thin-peers: max backlog {thin['max_backlog']} messages, max outbox {thin['max_outbox']}, "
