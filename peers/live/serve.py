@@ -160,7 +160,8 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
     reconnects = sum(int(doc.get("reconnects", 0)) for doc in coordinator.stats.values())
     report["live"] = {
         "speed": options.speed,
-        "startup_s": round(coordinator.t0 - launched, 1),  # wall seconds until the clock started
+        # wall seconds until the clock started (None: stopped before it did)
+        "startup_s": round(coordinator.t0 - launched, 1) if coordinator.t0 != float("inf") else None,
         "drain_s": round(drained - ended, 1),  # wall seconds after the end until nothing was in flight
         "plan_versions": coordinator.version + 1,
         "runtime_subscriptions": list(coordinator.runtime_ids),
@@ -265,7 +266,7 @@ def run_serve(args: argparse.Namespace) -> int:
         f"max super-peer backlog {result.max_backlog[worst]} messages ({worst}), max outbox "
         f"{max(live['max_outbox'].values())}, horizon held {live['backpressure']['horizon_held_s']:g} s"
     )
-    print(f"clock started {live['startup_s']:g} s after launch; drained {live['drain_s']:g} s after the end")
+    print(f"clock started {live['startup_s']} s after launch; drained {live['drain_s']:g} s after the end")
     thin = live["thin_peers"]
     print(
         f"thin-peers: max backlog {thin['max_backlog']} messages, max outbox {thin['max_outbox']}, "
