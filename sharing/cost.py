@@ -1,24 +1,25 @@
-"""The planner's cost model: estimated backbone bytes per second.
+"""The planner's cost model: estimated backbone bytes and tuple-hops per second.
 
 A flow of stream ``X`` keeping the tuples that satisfy predicate ``P``, carrying attributes ``A``, along a
 path of ``h`` hops (links) costs
 
     rate(X) * sel(P) * (header_bytes + 8 * |A|) * h        bytes per second
 
-where ``sel(P)`` is the probability that a tuple of ``X`` satisfies ``P``.  It is exact under the stream's
-per-attribute distributions (attributes independent, SPEC section 1), computed by
-:func:`matcher.selectivity.selectivity` over the predicate's disjoint decomposition.  A replayed stream
-has no declared distribution; its dimensions count as unconstrained (probability 1), an upper bound.
+where ``sel(P)`` is the probability that a tuple of ``X`` satisfies ``P``, and ``rate(X) * sel(P) * h``
+tuple-hops per second.  ``sel`` is exact under the stream's per-attribute distributions (attributes
+independent, SPEC section 1): the predicate's boxes are cut, box by box, against the boxes before them
+that overlap them, and the disjoint pieces' probabilities add.  A replayed stream has no declared
+distribution; its dimensions count as unconstrained (probability 1), an upper bound.
 
 The estimate is the expected value of what the simulator will count on the backbone for that flow
 during one second: every tuple crossing a link costs its wire size once per link direction, and only
 tuples satisfying ``P`` cross.  The raw stream at its source's super-peer crosses no link and costs 0.
 
-The planner scores an option (reuse a flow, or widen one and branch from it) by the *sum of the changes*
-it makes: the new branch flow's cost plus, for every widened flow, its cost after minus its cost before.
-Widening never lowers a flow's cost (predicates only relax, attribute sets only grow), so a branch from
-super-peer ``v`` to the subscriber's super-peer costs at least ``rate * sel(q) * (header + 8*|SELECT|) *
-hops(v, home)``: the lower bound the planner uses to prune candidates.
+The planner (sharing.planner) ranks an option (reuse a flow, or widen one and branch from it) by the
+tuple-hops per second of the *sum of the changes* it makes, the new branch flow plus, for every widened
+flow, after minus before, and bounds its plans by their bytes.  Widening never lowers a flow's
+selectivity, so a branch from super-peer ``v`` to the subscriber's super-peer adds at least
+``rate * sel(q) * hops(v, home)``: the lower bound the planner uses to prune candidates.
 """
 
 from __future__ import annotations
