@@ -35,8 +35,8 @@ def test_sharing_never_costs_more_than_query_shipping(strategy, scenario):
     model = CostModel(scenario)
     shared = make_plan(scenario, strategy, network)
     shipped = make_plan(scenario, "query-shipping", network)
-    # over the run: the planner keeps the consolidating plan only when it is expected to carry fewer
-    # bytes than the byte-capped one, which stays within query-shipping in every epoch
+    # over the run: the planner keeps the consolidating plan only within this bound, else it plans
+    # byte-capped, which stays within query-shipping in every epoch
     mine = sum(epoch_cost(model, e.flows) * (e.end - e.start) for e in shared.epochs)
     theirs = sum(epoch_cost(model, e.flows) * (e.end - e.start) for e in shipped.epochs)
     assert mine <= theirs * (1 + 1e-9) + 1e-9
