@@ -71,7 +71,8 @@ from matcher.grouped import ConjunctTable, GroupedFilter, row_count
 from matcher.multi import PARALLEL_MIN_TUPLES, MultiMatcher
 from matcher.predicate import Box, Predicate, interval
 
-ENGINES = ("multi", "grouped", "asc")
+WHOLE = "multi-batch"  # the region-bitmap engine called on whole batches (its thread pool from 8,192 rows)
+ENGINES = ("multi", WHOLE, "grouped", "asc")
 WARM_ROWS = 8  # an untimed first call of the bitmap engine loads its compiled kernels before anything is timed
 STATISTICS_WINDOW = 16_384  # tuples over which the drift statistics are averaged before they are compared
 MAX_STATES = 16  # confirmed states remembered: bounded, as the evaluations/tuple axis is unbounded
@@ -80,9 +81,10 @@ ADAPTIVE_MIN_BOXES = 32  # from this many boxes a super-peer runs the adaptive m
 CHUNK = PARALLEL_MIN_TUPLES // 2  # rows per engine call: the serial bitmap kernel, as in the probes
 
 
-def _make(name: str, labelled: Sequence[tuple[str, Predicate]]):
-    if name == "multi":
-        return MultiMatcher(labelled)
+def _make(name: str, labelled: Sequence[tuple[str, Predicate]], built: Mapping[str, object]):
+    if name in ("multi", WHOLE):
+        # one compiled matcher serves both widths: they differ only in how the batch is cut
+        return built.get("multi", built.get(WHOLE)) or MultiMatcher(labelled)
     if name == "grouped":
         return GroupedFilter(labelled)
     return ASCMatcher(labelled, ordering="macro")
@@ -136,7 +138,9 @@ class AdaptiveMultiMatcher:
     def _setup(self, labelled, engines, settings) -> None:
         self._labelled = labelled
         self.labels = tuple(label for label, _ in labelled)
-        self.engines = {name: _make(name, labelled) for name in engines}
+        self.engines = {}
+        for name in engines:
+            self.engines[name] = _make(name, labelled, self.engines)
         self._settings = settings
         (
             self.sample,
@@ -153,10 +157,12 @@ class AdaptiveMultiMatcher:
         self.history: list[tuple[int, str]] = []
         self.tuples_seen = self.probed_tuples = self.probes = 0
         self._warm = False
+        self._probe_rows: dict[str, int] = {}  # rows each engine matched in the current probe
         self._rounds_left = 0
         self._tasks: list[tuple[str, int]] = []  # probe slices still to run: (engine, rows)
         self._timings: dict[str, dict[int, list[float]]] = {}
-        self._batch = self.sample  # rows per live engine call, for the cost prediction
+        self._batch = self.sample  # rows per live sliced engine call, for the cost prediction
+        self._width = self.sample  # rows of the latest batch: a whole-batch probe needs more than chunk
         self._next_probe = 0
         self._backoff = 1
         self._reference: tuple[float, float] | None = None  # (drop ratio, evaluations/tuple) after the last probe
@@ -197,25 +203,52 @@ class AdaptiveMultiMatcher:
             return self.engines[self.choice].match(columns)
         out = np.zeros((n, len(self.labels)), dtype=bool)
         self._batch = min(n, self.chunk)
-        if not self._warm and "multi" in self.engines:
-            # load the numba kernels outside any timing (the rows are matched again below); the grouped
+        self._width = n
+        bitmap = next((self.engines[name] for name in ("multi", WHOLE) if name in self.engines), None)
+        if not self._warm and bitmap is not None:
+            # load the serial numba kernel outside any timing (the rows are matched again below); the grouped
             # filter and ASC are plain numpy, whose first call measured 0.5-1 ms like any other call of
             # theirs: warming them was a whole extra call on the engines that usually lose
             self._warm = True
-            self.engines["multi"].match(_slice(columns, 0, WARM_ROWS))
+            bitmap.match(_slice(columns, 0, WARM_ROWS))
         if not self._tasks and self.tuples_seen >= self._next_probe:
             self._start_probe()
         start = 0
         # probe slices are never split across batches (the first always fits: slices are at most sample rows)
-        while self._tasks and n - start >= self._tasks[0][1]:
-            name, rows = self._tasks.pop(0)
-            out[start : start + rows] = self._timed(name, _slice(columns, start, start + rows), rows)
+        while self._tasks:
+            name, rows = self._tasks[0]
+            if rows == 0:  # a whole batch: only at the start of one wider than chunk
+                if start > 0:
+                    break
+                if n <= self.chunk:
+                    self._tasks.pop(0)  # this batch would time the sliced engine again: not timed this round
+                elif n >= PARALLEL_MIN_TUPLES and not _pool_loaded(self.engines[name]):
+                    # the task stays queued for the next batch
+                    out[:] = self.engines[name].match(columns)
+                    self._probe_rows[name] = self._probe_rows.get(name, 0) + n
+                    start = n
+                    break
+                else:
+                    self._tasks.pop(0)
+                    out[:] = self._timed(name, columns, n)
+                    start = n
+            elif n - start >= rows:
+                self._tasks.pop(0)
+                out[start : start + rows] = self._timed(name, _slice(columns, start, start + rows), rows)
+                start += rows
+            else:
+                break
             if not self._tasks and self._round_done():
                 self._decide()
-            start += rows
         engine = self.engines[self.choice]
-        for begin in range(start, n, self.chunk):
-            stop = min(n, begin + self.chunk)
+        if self.choice == WHOLE and 0 < start < n and n - start < PARALLEL_MIN_TUPLES <= n:
+            # probe slices took the head of the batch: the rest alone would run the serial kernel, so the
+            # thread pool matches the whole batch again (exact: the probed rows come out the same)
+            out[start:] = engine.match(columns)[start:]
+            start = n
+        width = n if self.choice == WHOLE else self.chunk
+        for begin in range(start, n, width):
+            stop = min(n, begin + width)
             out[begin:stop] = engine.match(_slice(columns, begin, stop) if stop - begin < n else columns)
         self.tuples_seen += n
         self._watch(out)
@@ -223,33 +256,49 @@ class AdaptiveMultiMatcher:
 
     def _timed(self, name: str, columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
         engine = self.engines[name]
-        began = time.process_time()
+        began, began_cpu = time.perf_counter(), time.process_time()
         result = engine.match(columns)
-        self._timings[name].setdefault(n, []).append(time.process_time() - began)
-        self.probed_tuples += n
+        # the call's cost: its wall time, but never more than the CPU time the process spent in it (see the
+        # module docstring: a serial call preempted by the machine's load is charged its CPU time)
+        elapsed = min(time.perf_counter() - began, time.process_time() - began_cpu)
+        self._timings[name].setdefault(n, []).append(elapsed)
+        self._probe_rows[name] = self._probe_rows.get(name, 0) + n
         return result
 
     # -- probing ---------------------------------------------------------------------------------------
     def _start_probe(self) -> None:
-        """Queue the first round of a new probe: every contender, plus one screening slice per clear loser."""
+        """Queue the first round of a new probe: every contender, plus one screening slice per clear loser.
+
+        The whole-batch engine is timed only from a batch wider than ``chunk`` (narrower, it is the sliced
+        engine); with nothing else to time, the probe waits another ``period``.
+        """
+        timeable = [name for name in self.engines if name != WHOLE or self._width > self.chunk]
+        if not timeable:
+            self._next_probe = self.tuples_seen + self.period
+            return
         self.probes += 1
         self._timings = {}
+        self._probe_rows = {}
         self._rounds_left = self.repeats
         quarter = max(WARM_ROWS, self.sample // 4)
         self._screened = []
         if not self.cost:
-            self._queue(list(self.engines), (quarter, self.sample))
+            self._queue(timeable, (quarter, self.sample))
             return
-        contenders = [name for name in self.engines if name not in self._losers]
+        contenders = [name for name in timeable if name not in self._losers]
         screened = []
         for name, state in self._losers.items():
+            if name not in timeable:
+                continue
             if state.skips > 0 and not self._drop_moved_since(state):
                 state.skips -= 1
             else:
                 screened.append(name)
         self._queue(contenders, (quarter, self.sample))
-        # a clear loser costs one slice, read against its last fit (see _predict)
-        self._tasks = [(name, quarter) for name in screened] + self._tasks
+        # a clear loser costs one slice, read against its last fit (see _predict); the whole-batch engine one
+        # batch, its only measure
+        screens = [(name, 0 if name == WHOLE else quarter) for name in screened]
+        self._tasks = sorted(screens + self._tasks, key=lambda task: task[1] != 0)  # whole batches first
         self._timings.update({name: {} for name in screened})
         self._screened = screened
 
@@ -259,7 +308,8 @@ class AdaptiveMultiMatcher:
         # rotate the engine order each round so that no engine always runs right after another
         shift = (self.repeats - self._rounds_left) % len(names)
         names = names[shift:] + names[:shift]
-        self._tasks = [(name, size) for size in sizes for name in names]
+        whole = [(name, 0) for name in names if name == WHOLE]  # first: it needs the start of a batch
+        self._tasks = whole + [(name, size) for size in sizes for name in names if name != WHOLE]
         self._rounds_left -= 1
 
     def _round_done(self) -> bool:
@@ -271,7 +321,7 @@ class AdaptiveMultiMatcher:
         predicted = self._predict()
         best = min(cost for name, cost in predicted.items() if name not in self._screened)
         factor = max(self.eliminate, 1.0)
-        readmitted = [name for name in self._screened if predicted[name] <= factor * best]
+        readmitted = [name for name in self._screened if predicted.get(name, np.inf) <= factor * best]
         contenders = [name for name in predicted if name not in self._screened and predicted[name] <= factor * best]
         if readmitted:
             self._screened = [name for name in self._screened if name not in readmitted]
@@ -282,15 +332,21 @@ class AdaptiveMultiMatcher:
         return False
 
     def _predict(self) -> dict[str, float]:
-        """Seconds per tuple at the live batch size, from the least probe CPU time per size of each engine.
+        """Seconds per tuple at the live batch size, from the least probe wall time per size of each engine.
 
-        Two slice sizes fit ``per_call`` and ``per_tuple``.  A single size (a screened loser) scales the
+        The whole-batch engine's measure is its least time per tuple over the batches it matched.  Two slice
+        sizes fit ``per_call`` and ``per_tuple``.  A single size (a screened loser) scales the
         engine's last fitted prediction by its slice time over the time that fit gives for the slice:
         reading the slice with the old ``per_call`` alone was measured to predict ASC at 103 ns per tuple
         on cacq-20q (421 measured), as the per-call cost is most of a 256-row slice and varies by 20 %.
         """
         predicted = {}
         for name, by_size in self._timings.items():
+            if not by_size:
+                continue  # a whole-batch engine that met no batch wider than chunk in this probe
+            if name == WHOLE:
+                predicted[name] = float(np.median([t / rows for rows, times in by_size.items() for t in times]))
+                continue
             sizes = sorted(by_size)
             least = [min(by_size[s]) for s in sizes]
             if len(sizes) >= 2:
@@ -330,7 +386,7 @@ class AdaptiveMultiMatcher:
                 self._losers[name] = _Loser(backoff)
             else:
                 self._losers.pop(name, None)
-        self.probed_tuples -= sum(len(v) * s for s, v in self._timings.get(self.choice, {}).items())
+        self.probed_tuples += sum(rows for name, rows in self._probe_rows.items() if name != self.choice)
         self._next_probe = self.tuples_seen + self.period * self._backoff
         self._reference = None
         self._window = [0, 0, 0, 0]
@@ -383,6 +439,16 @@ class _Loser:
 
     def __init__(self, backoff: int):
         self.backoff, self.skips, self.drop = backoff, backoff - 1, None
+
+
+def _pool_loaded(engine) -> bool:
+    """Has this process run the bitmap engine's thread-pool kernel yet?  Its first call loads it (numba's
+    cache, the worker threads): that batch is matched untimed, as its time would be the loading."""
+    if getattr(engine, "strategy", "") != "bitmap":
+        return True  # the numpy scan has no thread pool to load
+    from matcher._eval_kernels import dense_kernel
+
+    return bool(dense_kernel.signatures)
 
 
 def matcher_for(labelled: Sequence[tuple[str, Predicate]]) -> MultiMatcher | AdaptiveMultiMatcher:

@@ -89,7 +89,8 @@ def test_slow_engines_are_dropped_after_the_first_round():
     engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=3, period=10**6, eliminate=1e-9)
     engine.match({"a": np.arange(2_000, dtype=float) % 7})
     # with a factor of 1 only the best survives the first round: one round of two slices per engine
-    assert [sum(len(v) for v in engine._timings[e].values()) for e in engine.engines] == [2, 2, 2]
+    assert [sum(len(v) for v in engine._timings[e].values()) for e in ("multi", "grouped", "asc")] == [2, 2, 2]
+    assert "multi-batch" not in engine._timings  # 2,000-row batches are not wider than chunk: nothing to time
     assert engine.probed_tuples == 2 * (16 + 64)
 
 
@@ -143,7 +144,9 @@ class CallSizes:
 
 def test_live_calls_are_sliced_to_chunk_rows_and_predicted_at_that_size():
     labelled = threshold_workload()
-    engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1, period=10**6, chunk=100)
+    engine = AdaptiveMultiMatcher(
+        labelled, engines=("multi", "grouped", "asc"), sample=64, repeats=1, period=10**6, chunk=100
+    )
     columns = {"a": np.arange(1_000, dtype=float) % 7}
     engine.match({"a": columns["a"][:300]})  # the probe: 3 engines x (16 + 64) rows = 240, then 60 rows
     recorders = {name: CallSizes(e) for name, e in engine.engines.items()}
@@ -257,3 +260,56 @@ def test_a_loser_passing_its_screen_gets_a_full_round():
     assert probes == [{name: [16, 64] for name in engine.engines}]
     assert all(len(engine._timings[name][16]) == 2 for name in losers)
     assert not engine._losers
+
+
+def test_whole_batches_are_a_timed_candidate_and_run_whole_when_chosen():
+    labelled = threshold_workload()
+    engine = AdaptiveMultiMatcher(
+        labelled, engines=("multi", "multi-batch"), sample=64, repeats=2, period=10**6, chunk=100, margin=0.0
+    )
+    assert engine.engines["multi"] is engine.engines["multi-batch"]  # one compiled matcher, two widths
+    engine.engines["multi"] = Repeated(engine.engines["multi"], 40)  # the sliced width loses by far
+    recorder = CallSizes(engine.engines["multi-batch"])
+    engine.engines["multi-batch"] = recorder
+    columns = {"a": np.arange(4_000, dtype=float) % 7}
+    out = np.concatenate([engine.match({"a": columns["a"][s : s + 400]}) for s in range(0, 4_000, 400)])
+    assert np.array_equal(out, reference_a(labelled, columns))
+    # batch 1: timed whole, then round 1's slices, after which the 40x slower sliced width is eliminated and
+    # the choice made (400 rows: the serial kernel, so no untimed loading batch of the thread pool)
+    assert engine.history[-1][1] == "multi-batch" and engine.choice == "multi-batch"
+    assert sorted(engine._timings["multi-batch"]) == [400]
+    assert sorted(engine._timings["multi"]) == [16, 64]
+    assert recorder.sizes[0] == 400 and recorder.sizes[-3:] == [400, 400, 400]  # whole batches live
+    assert engine.probed_tuples == 16 + 64  # the sliced engine's probe rows, eliminated after round 1
+
+
+def test_a_slow_whole_batch_engine_loses_and_is_screened_on_one_batch():
+    labelled = threshold_workload()
+    engine = AdaptiveMultiMatcher(
+        labelled, engines=("multi", "multi-batch"), sample=64, repeats=1, period=800, chunk=100, margin=1.0
+    )
+    engine.engines["multi-batch"] = Repeated(engine.engines["multi-batch"], 40)
+    columns = {"a": np.full(400, 10.0)}
+    probes = probed_engines_per_probe(engine, [columns] * 40)
+    assert engine.choice == "multi" and "multi-batch" in engine._losers
+    assert probes[0] == {"multi": [16, 64], "multi-batch": [400]}
+    # a re-probe times the loser on one whole batch at most, with the back-off of slice engines
+    assert all(probe.get("multi-batch", [400]) == [400] for probe in probes)
+    assert any("multi-batch" not in probe for probe in probes[1:])
+
+
+def test_a_whole_batch_choice_rematches_a_batch_whose_head_was_probed_on_the_thread_pool():
+    labelled = threshold_workload()
+    engine = AdaptiveMultiMatcher(
+        labelled, engines=("multi", "multi-batch"), sample=64, repeats=1, period=16_384, margin=0.0
+    )
+    engine.engines["multi"] = Repeated(engine.engines["multi"], 40)
+    recorder = CallSizes(engine.engines["multi-batch"])
+    engine.engines["multi-batch"] = recorder
+    columns = {"a": np.arange(8 * 8_192, dtype=float) % 7}
+    batches = [{"a": columns["a"][s : s + 8_192]} for s in range(0, 8 * 8_192, 8_192)]
+    out = np.concatenate([engine.match(batch) for batch in batches])
+    assert np.array_equal(out, reference_a(labelled, columns))
+    assert engine.choice == "multi-batch" and engine.probes >= 2
+    # a re-probe's 16 + 64 sliced rows at the head of a batch: the whole batch again, never its 8,112-row rest
+    assert set(recorder.sizes) == {8_192}
