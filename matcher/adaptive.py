@@ -157,6 +157,7 @@ class AdaptiveMultiMatcher:
         self.history: list[tuple[int, str]] = []
         self.tuples_seen = self.probed_tuples = self.probes = 0
         self._warm = False
+        self._interim: str | None = None  # during the first probe: the cheapest engine of its rounds so far
         self._probe_rows: dict[str, int] = {}  # rows each engine matched in the current probe
         self._rounds_left = 0
         self._tasks: list[tuple[str, int]] = []  # probe slices still to run: (engine, rows)
@@ -240,13 +241,14 @@ class AdaptiveMultiMatcher:
                 break
             if not self._tasks and self._round_done():
                 self._decide()
-        engine = self.engines[self.choice]
-        if self.choice == WHOLE and 0 < start < n and n - start < PARALLEL_MIN_TUPLES <= n:
+        live = self._interim or self.choice
+        engine = self.engines[live]
+        if live == WHOLE and 0 < start < n and n - start < PARALLEL_MIN_TUPLES <= n:
             # probe slices took the head of the batch: the rest alone would run the serial kernel, so the
             # thread pool matches the whole batch again (exact: the probed rows come out the same)
             out[start:] = engine.match(columns)[start:]
             start = n
-        width = n if self.choice == WHOLE else self.chunk
+        width = n if live == WHOLE else self.chunk
         for begin in range(start, n, width):
             stop = min(n, begin + width)
             out[begin:stop] = engine.match(_slice(columns, begin, stop) if stop - begin < n else columns)
@@ -322,7 +324,15 @@ class AdaptiveMultiMatcher:
         best = min(cost for name, cost in predicted.items() if name not in self._screened)
         factor = max(self.eliminate, 1.0)
         readmitted = [name for name in self._screened if predicted.get(name, np.inf) <= factor * best]
-        contenders = [name for name in predicted if name not in self._screened and predicted[name] <= factor * best]
+        # the whole-batch engine costs a whole batch per round: it stays only while it is the cheapest (under
+        # load its thread pool costs 2.5-4x and the rounds would be paid at that price)
+        contenders = [
+            name
+            for name in predicted
+            if name not in self._screened and predicted[name] <= (1.0 if name == WHOLE else factor) * best
+        ]
+        if not self.history:
+            self._interim = min(contenders, key=lambda e: (predicted[e], e))
         if readmitted:
             self._screened = [name for name in self._screened if name not in readmitted]
             self._rounds_left = max(self._rounds_left, 1)
@@ -364,6 +374,7 @@ class AdaptiveMultiMatcher:
 
     def _decide(self) -> None:
         self._tasks = []
+        self._interim = None
         predicted = self._predict()
         # engines eliminated after an early round keep their (higher) prediction from that round
         self.cost.update(predicted)
