@@ -11,9 +11,14 @@ the live calls run.  Without it the probes (a few hundred to a thousand rows) ra
 engine's serial kernel while the live 8,192-row batches ran its thread-pool kernel, which on the shared
 2-core machine costs 2.5-4x more per tuple (CPU: 230-600 ns serial vs 600-970 ns parallel, wall: up to
 1,460 ns), and the choice was made for an engine that was never run.  At low load (below ~1.7 on the
-2 cores) the thread pool is the cheaper kernel, by CPU too (measured 1.07-1.27x the serial slices); a
-larger ``chunk`` gives it back to live batches, but the probes do not time it, so the width is not chosen
-automatically (docs/FILTERS.md, goal (a)).
+2 cores) the thread pool is the cheaper kernel (about 2x by wall clock), so the batch width is part of the
+choice: ``multi-batch`` is the same compiled matcher called on whole batches, a candidate timed on whole
+live batches wider than ``chunk`` (one batch per round, at the start of a batch; the first in a process
+that never ran the thread pool is matched untimed, as it loads the kernel).  It costs a whole batch per
+round, so it stays in a probe only while it is the cheapest engine so far.  When it is the choice and probe
+slices took the head of a batch, the whole batch is matched again on the thread pool rather than running
+its rest on the serial kernel.  During the first probe live rows go to the cheapest engine of the rounds
+so far (before, they ran on sliced ``multi`` until the last round, half the thread pool's speed).
 
 Batches below ``sample`` rows go straight to the current choice (``multi`` before any probe): a probe
 slice cut to a few rows would time mostly per-call cost.  :func:`matcher_for` is the super-peer's rule for
@@ -22,16 +27,20 @@ when the adaptive matcher is worth having at all (``ADAPTIVE_MIN_BOXES``).
 The estimate is a two-term cost model per engine, ``seconds(call of n tuples) = per_call + n * per_tuple``,
 fitted on **probes**: disjoint slices of the live input of two sizes (``sample // 4`` and ``sample``
 rows), each engine's slices interleaved with the others', repeated ``repeats`` times and reduced by the
-minimum (interference only ever adds CPU time: cache misses, a parallel kernel's threads spinning).
+minimum (for one thread, interference only ever adds time: cache misses, preemption); the whole-batch
+engine's batches are reduced by the median instead, as the thread pool's spread *is* the load it waits for
+(measured at load 2.6: whole batches 358 / 976 / 945 ns per tuple min / median / mean, 4,096-row slices
+345 / 353 / 354: the minimum would have picked the thread pool at 2.7x its live cost).
 Smaller first-round slices (64 and 256 rows) were tried and rejected: the grouped filter's and ASC's
 per-call cost (0.3-0.5 ms) drowns the 192-row difference, and on cacq-20q the fit chose ASC (fitted 88 ns
 per tuple, measured 421) in 2 of 5 runs.
-Probes are timed in process CPU time, not wall time: on a shared machine a short slice usually
-runs inside one scheduler quantum while a long one is preempted, so wall-clock probes are biased by the
-load (measured: 1.4 ms for 1,024 tuples, 24 ms for 4,096 under a load of 7 on 2 cores), whereas CPU time
-is what the engine itself consumes.  The fitted model predicts the cost of a live call (``min(batch, chunk)``
-rows), so short probe slices do not favour the engine with the lowest per-call overhead.  Probing never
-pays for a whole batch on a slow engine: a probed slice is part of the output (every engine returns
+Every engine is timed by one measure: a call's wall time, but never more than the process CPU time
+spent in it, ``min(wall, CPU)``.  Wall time is what the thread pool buys (its CPU time counts two threads);
+CPU time alone would hide that, and on a shared machine a serial call preempted by the load is charged
+its CPU time rather than the quantum it sat out (measured: 1.4 ms for 1,024 tuples, 24 ms for 4,096 wall
+under a load of 7 on 2 cores; one preempted probe slice eliminated the serial kernel after round 1).
+The fitted model predicts the cost of a live call (``min(batch, chunk)`` rows), so short probe slices do not
+favour the engine with the lowest per-call overhead.  A probed slice is part of the output (every engine returns
 exactly the same bool matrix), so a probe costs only the *difference* between the probed engine and the
 chosen one on a few thousand rows, and an engine more than ``eliminate`` times slower than the best after
 the first round is dropped from the remaining rounds.
@@ -342,9 +351,9 @@ class AdaptiveMultiMatcher:
         return False
 
     def _predict(self) -> dict[str, float]:
-        """Seconds per tuple at the live batch size, from the least probe wall time per size of each engine.
+        """Seconds per tuple at the live batch size, from the least probe time per size of each engine.
 
-        The whole-batch engine's measure is its least time per tuple over the batches it matched.  Two slice
+        The whole-batch engine's is its median time per tuple over the batches it matched.  Two slice
         sizes fit ``per_call`` and ``per_tuple``.  A single size (a screened loser) scales the
         engine's last fitted prediction by its slice time over the time that fit gives for the slice:
         reading the slice with the old ``per_call`` alone was measured to predict ASC at 103 ns per tuple
