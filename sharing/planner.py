@@ -200,8 +200,8 @@ class Planner:
         self._subs[spec.id] = sub
         self._ship(sub, +1)
         before = self._total[stream]
-        option = self._best_option(sub, capped=self.capped)
-        _, widened, split, branch = self._apply(sub, option)
+        option = self._best_option(sub)
+        widened, split, branch = self._apply(sub, option)
         text = self._describe(sub, option, widened, split, branch)
         replaced = ()
         if self._dearer_than_shipping(stream):
@@ -264,12 +264,14 @@ class Planner:
             self._hop_order[home] = order
         return order
 
-    def _best_option(self, sub: _Sub, capped: bool) -> _Option:
+    def _best_option(self, sub: _Sub) -> _Option:
         stream = sub.spec.stream
         unit = self._tuple_hops(stream, sub.sel, 1)  # a branch's tuple-hops per hop
         # the stream's flows may not cost more bytes than query-shipping its subscriptions; reusing the
         # raw stream (the subscription's own query-shipping flow) is always allowed
-        cap = max(self._shipping_cost(sub), self._shipping[stream] - self._total[stream]) if capped else float("inf")
+        cap = (
+            max(self._shipping_cost(sub), self._shipping[stream] - self._total[stream]) if self.capped else float("inf")
+        )
         available = self._at[stream]
         # flows do not change during one search: verdicts and widenings of an ancestor shared by many
         # candidates are computed once
@@ -470,9 +472,8 @@ class Planner:
             flow.bounds = flow.bounds.widened(flow.predicate)
         return flow.bounds
 
-    def _apply(self, sub: _Sub, option: _Option) -> tuple[float, list[str], list[_Flow], _Flow | None]:
+    def _apply(self, sub: _Sub, option: _Option) -> tuple[list[str], list[_Flow], _Flow | None]:
         stream = sub.spec.stream
-        before = self._total[stream]
         widened, split = [], []
         for node, pred, sel, attrs, full, cut in option.changes:
             if (pred, attrs) != (node.predicate, node.attrs):
@@ -493,7 +494,7 @@ class Planner:
         sub.flow = host
         for part in split:  # its consumers are a part of the old flow's: it may narrow
             self._narrow(part)
-        return self._total[stream] - before, widened, split, branch
+        return widened, split, branch
 
     def _split(self, flow: _Flow, cut: int) -> _Flow:
         """Cut ``flow`` after ``cut`` hops; the rest becomes a child flow with the same predicate and
@@ -646,7 +647,7 @@ class Planner:
             self._ship(sub, -1)
         for sub in subs:
             self._ship(sub, +1)
-            self._apply(sub, self._best_option(sub, capped=self.capped))
+            self._apply(sub, self._best_option(sub))
         return replaced
 
     def _clear(self, stream: str) -> list[str]:
