@@ -174,16 +174,35 @@ def _workloads(args):
 
 
 # -- measurement --------------------------------------------------------------------------------------------
-def _run(engine, columns, batch: int):
+def _run(engine, columns, batch: int, reference=None):
+    """Tuples per wall and per CPU second of ``engine.match`` over ``columns`` in batches of ``batch`` tuples.
+
+    Only the engine's calls are timed.  Each output is compared with ``reference`` (the same rows) and then
+    dropped, as a super-peer drops a batch's matrix once it has routed it; without a reference the outputs are
+    kept and returned concatenated.  Keeping every engine's outputs (32 MB per 640,000-tuple run) made the
+    timings depend on the allocator's state: once a probe freed a large temporary, glibc served the later
+    output matrices differently and the thread-pool kernel's calls took 15 % longer for the rest of the run.
+    Raises AssertionError when an output differs from the reference.
+    """
     import numpy as np
 
     n = len(next(iter(columns.values())))
-    out = []
-    began, cpu = time.perf_counter(), time.process_time()
+    kept = []
+    seconds = cpu_seconds = 0.0
     for start in range(0, n, batch):
-        out.append(engine.match({k: v[start : start + batch] for k, v in columns.items()}))
-    seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu
-    return np.concatenate(out), n / seconds, n / cpu_seconds
+        part = {k: v[start : start + batch] for k, v in columns.items()}
+        began, cpu = time.perf_counter(), time.process_time()
+        out = engine.match(part)
+        seconds += time.perf_counter() - began
+        cpu_seconds += time.process_time() - cpu
+        if reference is None:
+            kept.append(out)
+        elif not np.array_equal(out, reference[start : start + batch]):
+            raise AssertionError(
+                f"{type(engine).__name__} disagrees with the reference on rows {start}-{start + len(out)}"
+            )
+    result = np.concatenate(kept) if kept else None
+    return result, n / seconds, n / max(cpu_seconds, 1e-9)
 
 
 class _Sliced:
@@ -229,7 +248,7 @@ def _filter_workload(name, labelled, columns, args) -> dict:
     import numpy as np
 
     from matcher import MultiMatcher
-    from matcher.adaptive import CHUNK, AdaptiveMultiMatcher
+    from matcher.adaptive import ASC_SETTINGS, CHUNK, AdaptiveMultiMatcher
     from matcher.asc import ASCMatcher
     from matcher.grouped import GroupedFilter
 
@@ -239,6 +258,7 @@ def _filter_workload(name, labelled, columns, args) -> dict:
         "multi": lambda: MultiMatcher(labelled),
         f"multi/{CHUNK}": lambda: _Sliced(MultiMatcher(labelled), CHUNK),
         "grouped": lambda: GroupedFilter(labelled),
+        "asc": lambda: ASCMatcher(labelled, **ASC_SETTINGS),
         "asc-macro": lambda: ASCMatcher(labelled, ordering="macro", **asc_args),
         "asc-hybrid": lambda: ASCMatcher(labelled, ordering="hybrid", **asc_args),
         "asc-hybrid-greedy": lambda: ASCMatcher(labelled, ordering="hybrid", base="greedy", **asc_args),
@@ -247,17 +267,14 @@ def _filter_workload(name, labelled, columns, args) -> dict:
     }
     rates: dict[str, list[float]] = {label: [] for label in makers}
     cpu_rates: dict[str, list[float]] = {label: [] for label in makers}
-    rows, reference, adaptive = {}, None, []
+    rows, adaptive = {}, []
+    reference = _run(MultiMatcher(labelled), columns, args.batch)[0]  # untimed: every timed run checks against it
     for repetition in range(args.repeats):
         for label, make in makers.items():
             engine = make()
-            result, rate, cpu_rate = _run(engine, columns, args.batch)
+            _, rate, cpu_rate = _run(engine, columns, args.batch, reference)
             rates[label].append(rate)
             cpu_rates[label].append(cpu_rate)
-            if reference is None:
-                reference = result
-            elif not np.array_equal(result, reference):
-                raise AssertionError(f"{name}: engine {label} disagrees with multi")
             if label == "adaptive":
                 adaptive.append({"history": engine.history, "probed_tuples": engine.probed_tuples})
             if repetition == 0:
@@ -272,10 +289,10 @@ def _filter_workload(name, labelled, columns, args) -> dict:
         row["tuples_per_s_runs"] = rates[label]
     rows["adaptive"]["unit"] = "-> " + ",".join(sorted({h[-1][1] for h in (a["history"] for a in adaptive)}))
     # the oracle order needs the whole stream in advance: it is a yardstick, not an online engine
-    online = ("multi", f"multi/{CHUNK}", "grouped", "asc-macro", "asc-hybrid", "asc-hybrid-greedy")
+    online = ("multi", f"multi/{CHUNK}", "grouped", "asc", "asc-macro", "asc-hybrid", "asc-hybrid-greedy")
     best = max(online, key=lambda e: rows[e]["tuples_per_s"])
     best_cpu = max(online, key=lambda e: rows[e]["tuples_per_cpu_s"])
-    long_run = _adaptive_on_long_stream(labelled, columns, makers, {best, best_cpu}, args)
+    long_run = _adaptive_on_long_stream(labelled, columns, reference, makers, {best, best_cpu}, args)
     fixed = rows["asc-best-fixed"]["evals_per_tuple"]
     return {
         "workload": name,
@@ -297,7 +314,7 @@ def _filter_workload(name, labelled, columns, args) -> dict:
     }
 
 
-def _adaptive_on_long_stream(labelled, columns, makers, best: set[str], args) -> dict:
+def _adaptive_on_long_stream(labelled, columns, reference, makers, best: set[str], args) -> dict:
     """Adaptive vs the best engine(s) on the workload tiled to ``--adaptive-tuples``, interleaved, median.
 
     Probing costs a roughly fixed number of tuples per probe, so its share shrinks with the stream length:
@@ -308,6 +325,7 @@ def _adaptive_on_long_stream(labelled, columns, makers, best: set[str], args) ->
     n = len(next(iter(columns.values())))
     reps = -(-args.adaptive_tuples // n)
     tiled = {k: np.tile(v, reps)[: args.adaptive_tuples] for k, v in columns.items()}
+    expected = np.tile(reference, (reps, 1))[: args.adaptive_tuples]
     labels = ["adaptive", *sorted(best)]
     wall: dict[str, list[float]] = {label: [] for label in labels}
     cpu: dict[str, list[float]] = {label: [] for label in labels}
@@ -315,7 +333,7 @@ def _adaptive_on_long_stream(labelled, columns, makers, best: set[str], args) ->
     for _ in range(args.repeats):
         for label in labels:
             engine = makers[label]()
-            _, rate, cpu_rate = _run(engine, tiled, args.batch)
+            _, rate, cpu_rate = _run(engine, tiled, args.batch, expected)
             wall[label].append(rate)
             cpu[label].append(cpu_rate)
             if label == "adaptive":
@@ -337,9 +355,12 @@ def _warm_up() -> None:
     import numpy as np
 
     from matcher import Box, Interval, MultiMatcher, Predicate
+    from matcher.asc import ASCMatcher
+    from matcher.grouped import GroupedFilter
 
     labelled = [(f"q{i}", Predicate([Box({"a": Interval.above(float(i))})])) for i in range(8)]
-    MultiMatcher(labelled).match({"a": np.arange(16, dtype=float)})
+    for engine in (MultiMatcher(labelled), GroupedFilter(labelled), ASCMatcher(labelled, ordering="hybrid")):
+        engine.match({"a": np.arange(16, dtype=float)})
 
 
 def _agreedy_workload(args) -> dict:

@@ -82,12 +82,22 @@ from matcher.predicate import Box, Predicate, interval
 
 WHOLE = "multi-batch"  # the region-bitmap engine called on whole batches (its thread pool from 8,192 rows)
 ENGINES = ("multi", WHOLE, "grouped", "asc")
+CLOSE = 1.3  # a verified sliced winner this close to the whole-batch engine is timed again beside it
+SHORT_SLICES = 1.25  # the fit from short probe slices, scaled up until verified (see _decide)
+PAIRED = -1  # the rows of a verification task: a live-size call (see AdaptiveMultiMatcher._decide)
 WARM_ROWS = 8  # an untimed first call of the bitmap engine loads its compiled kernels before anything is timed
-STATISTICS_WINDOW = 16_384  # tuples over which the drift statistics are averaged before they are compared
+STATISTICS_WINDOW = 32_768  # tuples over which the drift statistics are averaged before they are compared
 MAX_STATES = 16  # confirmed states remembered: bounded, as the evaluations/tuple axis is unbounded
-DROP_STRIDE = 16  # the drop ratio is counted on every 16th output row
+DROP_COUNTED = 256  # the drop ratio is counted on this many evenly spaced output rows of a batch ...
+COUNT_EVERY = 4  # ... of every 4th batch (``any`` over 64 rows of a fresh output matrix cost 15 us in place)
+_WARM: set[type] = set()  # the engine types whose kernels this process has loaded
 ADAPTIVE_MIN_BOXES = 32  # from this many boxes a super-peer runs the adaptive matcher (see matcher_for)
 CHUNK = PARALLEL_MIN_TUPLES // 2  # rows per engine call: the serial bitmap kernel, as in the probes
+ASC_SETTINGS = {"ordering": "macro", "period": 80_000, "threshold": 0.1}
+"""The ASC candidate: the macro-sequence, re-learned when the drop ratio or the ASCs per tuple moved by 10 %
+over a period of 80,000 tuples.  The paper's setting (every 10,000 tuples, mu = 0) spends more on re-learning
+(the subset DP and its monitor sample, ~8 ms per period at 10 ASCs) than on evaluating: 1.1 M tuples/s
+against 4.7 M for the kernel alone on table2-50q/D2; the probes time the kernel, so they would not see it."""
 
 
 def _make(name: str, labelled: Sequence[tuple[str, Predicate]], built: Mapping[str, object]):
@@ -96,7 +106,7 @@ def _make(name: str, labelled: Sequence[tuple[str, Predicate]], built: Mapping[s
         return built.get("multi", built.get(WHOLE)) or MultiMatcher(labelled)
     if name == "grouped":
         return GroupedFilter(labelled)
-    return ASCMatcher(labelled, ordering="macro")
+    return ASCMatcher(labelled, **ASC_SETTINGS)
 
 
 class AdaptiveMultiMatcher:
@@ -113,14 +123,15 @@ class AdaptiveMultiMatcher:
         labelled: Sequence[tuple[str, Predicate]],
         *,
         engines: Sequence[str] = ENGINES,
-        sample: int = 1_024,
-        repeats: int = 3,
+        sample: int = 512,
+        repeats: int = 2,
         period: int = 250_000,
         max_backoff: int = 8,
         drift: float = 0.15,
         margin: float = 0.05,
-        eliminate: float = 2.0,
+        eliminate: float = 1.5,
         chunk: int = CHUNK,
+        budget: float = 0.03,
     ):
         unknown = [e for e in engines if e not in ENGINES]
         if unknown or not engines:
@@ -130,6 +141,8 @@ class AdaptiveMultiMatcher:
                 f"sample {sample}, repeats {repeats}, period {period}, max_backoff {max_backoff}:"
                 f" sample must be at least {4 * WARM_ROWS}, the others positive"
             )
+        if not budget >= 0:
+            raise ValueError(f"budget {budget}: must be a fraction of the matching time, 0 or more")
         if chunk < sample:
             raise ValueError(f"chunk {chunk}: must be at least sample {sample} (probe slices are engine calls)")
         settings = (
@@ -141,6 +154,7 @@ class AdaptiveMultiMatcher:
             float(margin),
             float(eliminate),
             int(chunk),
+            float(budget),
         )
         self._setup(tuple(labelled), tuple(engines), settings)
 
@@ -160,17 +174,20 @@ class AdaptiveMultiMatcher:
             self.margin,
             self.eliminate,
             self.chunk,
+            self.budget,
         ) = settings
         self.cost: dict[str, float] = {}
         self.choice = engines[0]
         self.history: list[tuple[int, str]] = []
         self.tuples_seen = self.probed_tuples = self.probes = 0
-        self._warm = False
         self._interim: str | None = None  # during the first probe: the cheapest engine of its rounds so far
         self._probe_rows: dict[str, int] = {}  # rows each engine matched in the current probe
         self._rounds_left = 0
+        self._verifying = False  # the probe's rounds are done: the winner is being timed on a live-size call
         self._tasks: list[tuple[str, int]] = []  # probe slices still to run: (engine, rows)
         self._timings: dict[str, dict[int, list[float]]] = {}
+        self._paired: dict[str, float] = {}  # seconds per tuple of the current probe's verification calls
+        self._pair: str | None = None  # the engine timed on the same batch as the whole-batch engine
         self._batch = self.sample  # rows per live sliced engine call, for the cost prediction
         self._width = self.sample  # rows of the latest batch: a whole-batch probe needs more than chunk
         self._next_probe = 0
@@ -182,6 +199,9 @@ class AdaptiveMultiMatcher:
         self._screened: list[str] = []  # the clear losers timed on one slice in the current probe
         self._losers: dict[str, _Loser] = {}  # engines that lost by more than ``eliminate`` at their last probe
         self._last_drop = 0.0  # the drop ratio of the latest statistics window
+        self._busy = 0.0  # seconds spent in match()
+        self._calls = 0  # batches watched
+        self._probe_seconds = self._last_probe = 0.0  # probing overhead: all probes, the latest
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         arrays = ConjunctTable.of(self._labelled).to_arrays()
@@ -204,6 +224,12 @@ class AdaptiveMultiMatcher:
 
     # -- matching ---------------------------------------------------------------------------------------
     def match(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+        began = time.perf_counter()
+        out = self._match(columns)
+        self._busy += time.perf_counter() - began
+        return out
+
+    def _match(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
         n = row_count(columns)
         if n < self.sample:
             # a small batch goes straight to the current choice: a probe slice cut to a few rows would time
@@ -213,14 +239,13 @@ class AdaptiveMultiMatcher:
             return self.engines[self.choice].match(columns)
         self._batch = min(n, self.chunk)
         self._width = n
-        bitmap = next((self.engines[name] for name in ("multi", WHOLE) if name in self.engines), None)
-        if not self._warm and bitmap is not None:
-            # load the serial numba kernel outside any timing (the rows are matched again below); the grouped
-            # filter and ASC are plain numpy, whose first call measured 0.5-1 ms like any other call of
-            # theirs: warming them was a whole extra call on the engines that usually lose
-            self._warm = True
-            bitmap.match(_slice(columns, 0, WARM_ROWS))
-        if not self._tasks and self.tuples_seen >= self._next_probe:
+        cold = [engine for engine in {id(e): e for e in self.engines.values()}.values() if type(engine) not in _WARM]
+        for engine in cold:
+            # a process's first call of an engine's numba kernel reads it from numba's cache (milliseconds):
+            # made once per process and engine type, outside any timing (the rows are matched again below)
+            engine.match(_slice(columns, 0, WARM_ROWS))
+            _WARM.add(type(engine))
+        if not self._tasks and self.tuples_seen >= self._next_probe and self._affordable():
             self._start_probe()
         live = self._interim or self.choice
         if not self._tasks and (live == WHOLE or n <= self.chunk):
@@ -242,17 +267,32 @@ class AdaptiveMultiMatcher:
                     self._tasks.pop(0)  # this batch would time the sliced engine again: not timed this round
                 elif n >= PARALLEL_MIN_TUPLES and not _pool_loaded(self.engines[name]):
                     # the task stays queued for the next batch
-                    out[:] = self.engines[name].match(columns)
+                    self.engines[name].match(columns, out=out)
                     self._probe_rows[name] = self._probe_rows.get(name, 0) + n
                     start = n
                     break
                 else:
                     self._tasks.pop(0)
-                    out[:] = self._timed(name, columns, n)
+                    self._timed(name, columns, out)
                     start = n
+            elif rows == PAIRED:  # a verification call (see _decide): the winner at the head of a batch, then the
+                # whole-batch engine on the same batch
+                if name == WHOLE:
+                    self._tasks.pop(0)
+                    if n > self.chunk:
+                        # over the winner's rows too: every engine sets the same entries
+                        self._timed(name, columns, out, paired=True)
+                        start = n
+                elif start > 0:
+                    break
+                else:
+                    self._tasks.pop(0)
+                    start = min(n, self._batch)
+                    head = _slice(columns, 0, start) if start < n else columns
+                    self._timed(name, head, out[:start], paired=True)
             elif n - start >= rows:
                 self._tasks.pop(0)
-                out[start : start + rows] = self._timed(name, _slice(columns, start, start + rows), rows)
+                self._timed(name, _slice(columns, start, start + rows), out[start : start + rows])
                 start += rows
             else:
                 break
@@ -261,28 +301,37 @@ class AdaptiveMultiMatcher:
         live = self._interim or self.choice
         engine = self.engines[live]
         if live == WHOLE and 0 < start < n and n - start < PARALLEL_MIN_TUPLES <= n:
-            # probe slices took the head of the batch: the rest alone would run the serial kernel, so the
-            # thread pool matches the whole batch again (exact: the probed rows come out the same)
-            out[start:] = engine.match(columns)[start:]
+            # probe slices took the head of the batch: the rest alone would run the serial kernel, so it
+            # runs on the thread pool all the same (as the whole batch would have)
+            engine.match(_slice(columns, start, n), parallel=True, out=out[start:])
             start = n
         width = n if live == WHOLE else self.chunk
         for begin in range(start, n, width):
             stop = min(n, begin + width)
-            out[begin:stop] = engine.match(_slice(columns, begin, stop) if stop - begin < n else columns)
+            part = _slice(columns, begin, stop) if stop - begin < n else columns
+            if self._interim is not None and stop - begin == (n if live == WHOLE else self._batch):
+                # during the first probe the live calls on the interim engine are timed too: calls of the live
+                # size, which the short probe slices cannot predict (see _decide), at no extra cost
+                self._timed(live, part, out[begin:stop])
+            else:
+                engine.match(part, out=out[begin:stop])
         self.tuples_seen += n
         self._watch(out)
         return out
 
-    def _timed(self, name: str, columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+    def _timed(self, name: str, columns: Mapping[str, np.ndarray], out: np.ndarray, paired: bool = False) -> None:
+        """Match ``columns`` into ``out`` (rows of the batch's matrix) on engine ``name``, timed for the probe."""
         engine = self.engines[name]
+        n = len(out)
         began, began_cpu = time.perf_counter(), time.process_time()
-        result = engine.match(columns)
+        engine.match(columns, out=out)
         # the call's cost: its wall time, but never more than the CPU time the process spent in it (see the
         # module docstring: a serial call preempted by the machine's load is charged its CPU time)
         elapsed = min(time.perf_counter() - began, time.process_time() - began_cpu)
         self._timings[name].setdefault(n, []).append(elapsed)
+        if paired:
+            self._paired[name] = elapsed / n
         self._probe_rows[name] = self._probe_rows.get(name, 0) + n
-        return result
 
     # -- probing ---------------------------------------------------------------------------------------
     def _start_probe(self) -> None:
@@ -297,6 +346,8 @@ class AdaptiveMultiMatcher:
             return
         self.probes += 1
         self._timings = {}
+        self._paired = {}
+        self._pair = None
         self._probe_rows = {}
         self._rounds_left = self.repeats
         quarter = max(WARM_ROWS, self.sample // 4)
@@ -337,6 +388,8 @@ class AdaptiveMultiMatcher:
         A screened loser that came within ``eliminate`` of the best fitted engine rejoins for a full round
         (one extra round if none is left): a single slice may let it back in, never decide the choice.
         """
+        if self._verifying:
+            return True
         predicted = self._predict()
         best = min(cost for name, cost in predicted.items() if name not in self._screened)
         factor = max(self.eliminate, 1.0)
@@ -387,16 +440,36 @@ class AdaptiveMultiMatcher:
             else:
                 per_call, per_tuple = 0.0, least[0] / sizes[0]
             predicted[name] = per_tuple + per_call / max(self._batch, 1)
+            if sizes[-1] < self._batch:
+                predicted[name] *= SHORT_SLICES  # a lower bound in practice: see _decide
         return predicted
 
     def _decide(self) -> None:
         self._tasks = []
-        self._interim = None
         predicted = self._predict()
-        # engines eliminated after an early round keep their (higher) prediction from that round
-        self.cost.update(predicted)
+        predicted.update(self._paired)
         fitted = [name for name in predicted if name not in self._screened]
         best = min(fitted, key=lambda e: (predicted[e], e))
+        if best != WHOLE and len(fitted) > 1:
+            # verify a sliced winner on one call of the live size before adopting it: the fit on short slices
+            # is a lower bound in practice (table2-30q/drift: ASC fitted at 60 ns per tuple from 128/512-row
+            # slices, 160 ns on 4,096-row calls, as its working set outgrows the caches).  When that leaves it
+            # within CLOSE of the whole-batch engine, both are timed again on the same batch: engines timed on
+            # different batches are timed on different data (on the same workload ASC measured 97 ns on a
+            # batch of one drift phase against 102 ns for the thread pool on a batch of the other, while over
+            # the whole stream it costs 1.5x the thread pool's)
+            if best not in self._paired:
+                self._tasks = [(best, PAIRED)]
+            elif WHOLE in predicted and self._pair != best and predicted[WHOLE] <= CLOSE * predicted[best]:
+                self._tasks = [(best, PAIRED), (WHOLE, PAIRED)]
+                self._pair = best
+            if self._tasks:
+                self._verifying = True
+                return
+        self._verifying = False
+        self._interim = None
+        # engines eliminated after an early round keep their (higher) prediction from that round
+        self.cost.update(predicted)
         current = self.cost.get(self.choice, np.inf) if self.history else np.inf
         if not self.history or (best != self.choice and predicted[best] < (1 - self.margin) * current):
             self.choice = best
@@ -415,9 +488,29 @@ class AdaptiveMultiMatcher:
             else:
                 self._losers.pop(name, None)
         self.probed_tuples += sum(rows for name, rows in self._probe_rows.items() if name != self.choice)
+        # what the probe cost beyond running the choice: its timed calls of other engines, less the choice's
+        # predicted time for the same rows
+        chosen = self.cost[self.choice]
+        self._last_probe = sum(
+            max(t - chosen * rows, 0.0)
+            for name, by_size in self._timings.items()
+            if name != self.choice
+            for rows, times in by_size.items()
+            for t in times
+        )
+        self._probe_seconds += self._last_probe
         self._next_probe = self.tuples_seen + self.period * self._backoff
         self._reference = None
         self._window = [0, 0, 0, 0]
+
+    def _affordable(self) -> bool:
+        """May a re-probe start?  Only while the probes' cost stays within ``budget`` of the time spent matching,
+        counting the next one at the cost of the last (the first probe always runs).  A stream whose statistics
+        keep moving (drift phases, or an ASC choice re-learning its own order) would otherwise re-probe at
+        every move, and a probe's losing engines cost up to a few batches."""
+        if not self.history:
+            return True
+        return self._probe_seconds + self._last_probe <= self.budget * self._busy
 
     def _drop_moved_since(self, loser: _Loser) -> bool:
         """Did the drop ratio move by ``2 * drift`` since the loser's last measurement (then screen it)?"""
@@ -437,10 +530,12 @@ class AdaptiveMultiMatcher:
         window = self._window
         if window[0] == 0:
             window[3] = -evaluations
-        counted = out[::DROP_STRIDE]
         window[0] += len(out)
-        window[1] += len(counted)
-        window[2] += int((~counted.any(axis=1)).sum())
+        self._calls += 1
+        if self._calls % COUNT_EVERY == 0 or window[1] == 0:
+            counted = out[:: max(1, len(out) // DROP_COUNTED)]
+            window[1] += len(counted)
+            window[2] += len(counted) - int(np.count_nonzero(counted.any(axis=1)))
         if window[0] < STATISTICS_WINDOW:
             return
         now = (window[2] / window[1], (evaluations + window[3]) / window[0])

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from matcher.grouped import ConjunctTable, pack, row_count, unpack
+from matcher.grouped import ConjunctTable, pack, row_count
 from matcher.ordering import alive_fractions, best_order
 from matcher.predicate import Predicate
 
@@ -60,18 +60,20 @@ class _Construct:
         representatives[1::2] = c
         self.uses = table.uses(k)
         bits = table.contains(k, representatives) | ~self.uses[None, :]
-        self.qrb = pack(bits)
+        # one more region for NaN, which lies in no interval: only the conjuncts not using the attribute survive
+        self.qrb = pack(np.concatenate([bits, ~self.uses[None, :]]))
         self.qub = pack(self.uses[None, :])[0]
 
     @property
     def n_regions(self) -> int:
-        return 2 * len(self.constants) + 1
+        return 2 * len(self.constants) + 2
 
     def region(self, values: np.ndarray) -> np.ndarray:
+        """Region index per value: ``2i`` below constant ``i``, ``2i+1`` on it, ``2m+1`` for NaN."""
         c = self.constants
         i = np.searchsorted(c, values, side="left")
         hit = c[np.minimum(i, len(c) - 1)] == values if len(c) else np.zeros(len(values), dtype=bool)
-        return 2 * i + hit
+        return np.where(np.isnan(values), 2 * len(c) + 1, 2 * i + hit)
 
 
 def _popcount(bitmaps: np.ndarray) -> np.ndarray:
@@ -130,13 +132,23 @@ class ASCMatcher:
         else:
             self.macro = sorted(range(len(self.dims)), key=lambda a: (-int(self.constructs[a].uses.sum()), a))
         self.micro = [np.full(asc.n_regions, -1, dtype=np.int64) for asc in self.constructs]
+        self._routes: tuple[np.ndarray, np.ndarray, bool] | None = None  # rebuilt whenever the sequence changes
+        # the constructs flattened for the kernel: constants and query-result bitmaps, with per-ASC offsets
+        self._flat = (
+            np.concatenate([asc.constants for asc in self.constructs] or [np.zeros(0)]).astype(np.float64),
+            np.cumsum([0] + [len(asc.constants) for asc in self.constructs], dtype=np.int64),
+            np.concatenate([asc.qrb for asc in self.constructs] or [np.zeros((0, 1), np.uint64)]),
+            np.cumsum([0] + [asc.n_regions for asc in self.constructs], dtype=np.int64),
+        )
         uses = np.stack([asc.qub for asc in self.constructs]) if self.constructs else np.zeros((0, 1), np.uint64)
         self._candidates = [(asc.qrb[:, None, :] & uses[None]).any(axis=2) for asc in self.constructs]
         self._asc_index = np.arange(len(self.constructs), dtype=np.int64)
         self.evaluations = self.monitor_evaluations = self.tuples_seen = self.rebuilds = 0
         self._period_tuples = self._period_evaluations = self._period_dropped = 0
-        self._monitor: list[np.ndarray] = []
+        self._monitor: list[np.ndarray] = []  # sampled tuples' values, one row per ASC
         self._reference: tuple[float, float] | None = None
+        if self.constructs:
+            self._kernel_routes()
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         arrays = self.table.to_arrays()
@@ -156,6 +168,9 @@ class ASCMatcher:
         self.macro = [int(a) for a in arrays["asc_macro"]]
         offsets = np.cumsum([a.n_regions for a in self.constructs])[:-1]
         self.micro = np.split(np.asarray(arrays["asc_micro"]), offsets) if self.constructs else []
+        self._routes = None
+        if self.constructs:
+            self._kernel_routes()
         return self
 
     @property
@@ -167,58 +182,42 @@ class ASCMatcher:
     def evaluations_per_tuple(self) -> float:
         return self.evaluations / self.tuples_seen if self.tuples_seen else 0.0
 
-    def match(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+    def match(self, columns: Mapping[str, np.ndarray], *, out: np.ndarray | None = None) -> np.ndarray:
+        """``(n_tuples, n_labels)`` bool, into ``out`` when given (zeroed, C-contiguous: see MultiMatcher.match)."""
+        from matcher._filter_kernels import asc_kernel
+
         n = row_count(columns)
-        values = [np.asarray(columns[d], dtype=np.float64) for d in self.dims]
-        grb = np.broadcast_to(self.all_bits, (n, len(self.all_bits))).copy()
+        values = np.empty((len(self.dims), n))
+        for a, d in enumerate(self.dims):
+            values[a] = columns[d]
+        out = np.zeros((n, len(self.labels)), dtype=bool) if out is None else out
+        if not self.constructs:  # no constrained attribute: only TRUE labels
+            out[:, np.unique(self.table.owner)] = True
+            self.tuples_seen += n
+            return out
+        constants, coff, qrb, roff = self._flat
         start = 0
         while start < n:
+            micro, macro, hybrid = self._kernel_routes()
             stop = n if self.ordering == "fixed" else min(n, start + self.period - self._period_tuples)
-            chunk = np.arange(start, stop)
-            self._execute(values, chunk, grb)
+            evaluations, dropped = asc_kernel(
+                values, start, stop, constants, coff, qrb, roff, micro, macro, hybrid, self.all_bits,
+                self.table.owner, out,
+            )  # fmt: skip
+            self.evaluations += evaluations
+            self._period_evaluations += evaluations
             if self.ordering != "fixed":
-                self._observe(values, chunk, grb)
+                self._observe(values, start, stop, dropped)
             start = stop
         self.tuples_seen += n
-        return self.table.label_matrix(unpack(grb, self.table.n_conjuncts))
+        return out
 
-    def _execute(self, values: list[np.ndarray], rows: np.ndarray, grb: np.ndarray) -> None:
-        """Run the current hybrid sequence over ``rows``, AND-ing into ``grb`` (early drop)."""
-        if not any((arrows >= 0).any() for arrows in self.micro):
-            self._execute_macro(values, rows, grb)
-            return
-        n_asc = len(self.constructs)
-        done_mask = (1 << n_asc) - 1
-        macro = np.array(self.macro, dtype=np.int64)
-        evaluated = np.zeros(len(rows), dtype=np.int64)
-        target = np.full(len(rows), macro[0] if n_asc else 0)
-        live = np.arange(len(rows)) if n_asc else np.zeros(0, dtype=np.int64)
-        for _ in range(n_asc):
-            if len(live) == 0:
-                break
-            current = target[live]
-            for a in np.unique(current):
-                sel = live[current == a]
-                region = self.constructs[a].region(values[a][rows[sel]])
-                grb[rows[sel]] &= self.constructs[a].qrb[region]
-                evaluated[sel] |= 1 << int(a)
-                target[sel] = self._next(a, region, evaluated[sel], macro)
-            self.evaluations += len(live)
-            self._period_evaluations += len(live)
-            live = live[(grb[rows[live]] != 0).any(axis=1) & (evaluated[live] != done_mask)]
-
-    def _execute_macro(self, values: list[np.ndarray], rows: np.ndarray, grb: np.ndarray) -> None:
-        """:meth:`_execute` without micro-arrows: every live tuple takes the next ASC of the macro order
-        (the same evaluations, without the per-tuple routing that costs ~40 % of a small call)."""
-        live = rows
-        for a in self.macro:
-            if len(live) == 0:
-                break
-            asc = self.constructs[a]
-            grb[live] &= asc.qrb[asc.region(values[a][live])]
-            self.evaluations += len(live)
-            self._period_evaluations += len(live)
-            live = live[(grb[live] != 0).any(axis=1)]
+    def _kernel_routes(self) -> tuple[np.ndarray, np.ndarray, bool]:
+        """The current sequence as the kernel reads it: flat micro-arrows, macro order, any arrow at all."""
+        if self._routes is None:
+            hybrid = any((arrows >= 0).any() for arrows in self.micro)
+            self._routes = (np.concatenate(self.micro), np.array(self.macro, dtype=np.int64), hybrid)
+        return self._routes
 
     def _next(self, a: int, region: np.ndarray, evaluated: np.ndarray, macro: np.ndarray) -> np.ndarray:
         """The next ASC: the region's micro-arrow if its target is unevaluated, else the macro order."""
@@ -228,13 +227,15 @@ class ASCMatcher:
         usable = (arrow >= 0) & (((evaluated >> np.maximum(arrow, 0)) & 1) == 0)
         return np.where(usable, arrow, fallback)
 
-    def _observe(self, values: list[np.ndarray], rows: np.ndarray, grb: np.ndarray) -> None:
+    def _observe(self, values: np.ndarray, start: int, stop: int, dropped: int) -> None:
         """Monitor: sample tuples for the statistics; at the end of a period maybe rebuild the sequence."""
-        self._period_tuples += len(rows)
-        self._period_dropped += int((grb[rows] == 0).all(axis=1).sum())
-        take = rows[self._rng.random(len(rows)) < self.sample / self.period]
-        if len(take) and self.constructs:
-            self._monitor.append(np.stack([asc.region(values[a][take]) for a, asc in enumerate(self.constructs)], 1))
+        self._period_tuples += stop - start
+        self._period_dropped += dropped
+        take = start + np.flatnonzero(self._rng.random(stop - start) < self.sample / self.period)
+        if len(take):
+            # the sampled values are kept; their regions are looked up once per period, at the relearn (per
+            # call, the lookup was ~100 us of numpy calls whatever the sample's size)
+            self._monitor.append(values[:, take])
             self.monitor_evaluations += len(take) * len(self.constructs)
         if self._period_tuples < self.period:
             return
@@ -253,7 +254,8 @@ class ASCMatcher:
 
     def _relearn_from_monitor(self) -> None:
         if self._monitor and self.constructs:
-            self.relearn(np.concatenate(self._monitor))
+            sampled = np.concatenate(self._monitor, axis=1)
+            self.relearn(np.stack([asc.region(sampled[a]) for a, asc in enumerate(self.constructs)], 1))
 
     def relearn(self, regions: np.ndarray) -> None:
         """Rebuild the macro-sequence (and micro-arrows for ``hybrid``) from monitored region indices.
@@ -269,6 +271,8 @@ class ASCMatcher:
         self.micro = [np.full(asc.n_regions, -1, dtype=np.int64) for asc in self.constructs]
         if self.ordering == "hybrid":
             self._micro_arrows(regions, bitmaps)
+        self._routes = None
+        self._kernel_routes()
 
     def _macro_sequence(self, bitmaps: list[np.ndarray]) -> list[int]:
         remaining = list(range(len(bitmaps)))

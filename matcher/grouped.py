@@ -91,15 +91,6 @@ class ConjunctTable:
         below = np.where(self.hi_closed[None, :, k], v <= hi, v < hi)
         return above & below
 
-    def label_matrix(self, alive: np.ndarray) -> np.ndarray:
-        """OR the conjunct columns of ``alive`` (bool ``(n, n_conjuncts)``) into one column per label."""
-        out = np.zeros((alive.shape[0], len(self.labels)), dtype=bool)
-        if self.n_conjuncts == 0:
-            return out
-        starts = np.flatnonzero(np.r_[True, self.owner[1:] != self.owner[:-1]])
-        out[:, self.owner[starts]] = np.logical_or.reduceat(alive, starts, axis=1)
-        return out
-
 
 def row_count(columns: Mapping[str, np.ndarray]) -> int:
     return len(next(iter(columns.values()))) if columns else 0
@@ -150,22 +141,6 @@ class _AttributeIndex:
         bits[np.arange(1, len(rows) + 1), rows] = True
         return bounds[rows], pack(np.logical_or.accumulate(bits, axis=0))
 
-    def failing(self, values: np.ndarray) -> np.ndarray:
-        """Bitmaps ``(len(values), words)`` of the conjuncts whose constraint on this attribute fails."""
-        (lc, lc_bits), (lo_, lo_bits) = self.lower
-        (hc, hc_bits), (ho, ho_bits) = self.upper
-        # suffix = all minus prefix: conjuncts with constant > v (closed) / >= v (open) fail
-        fail = lc_bits[-1] & ~lc_bits[np.searchsorted(lc, values, side="right")]
-        fail |= lo_bits[-1] & ~lo_bits[np.searchsorted(lo_, values, side="left")]
-        fail |= hc_bits[np.searchsorted(hc, values, side="left")]
-        fail |= ho_bits[np.searchsorted(ho, values, side="right")]
-        if len(self.eq_values):
-            i = np.minimum(np.searchsorted(self.eq_values, values), len(self.eq_values) - 1)
-            hit = self.eq_values[i] == values
-            passed = np.where(hit[:, None], self.eq_pass[i], np.uint64(0))
-            fail |= self.eq_all & ~passed
-        return fail
-
 
 class GroupedFilter:
     """CACQ-style shared filtering with the MultiMatcher interface.
@@ -187,6 +162,7 @@ class GroupedFilter:
         self.indexes = [_AttributeIndex(table, k) for k in range(len(table.dims))]
         self.order = sorted(range(len(table.dims)), key=lambda k: (-self.indexes[k].entries, k))
         self.all_conjuncts = pack(np.ones((1, table.n_conjuncts), dtype=bool))[0]
+        self._flat = self._flatten()
         self.evaluations = 0
         self.tuples_seen = 0
 
@@ -199,21 +175,48 @@ class GroupedFilter:
         self._build(ConjunctTable.from_arrays(arrays))
         return self
 
-    def match(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+    def match(self, columns: Mapping[str, np.ndarray], *, out: np.ndarray | None = None) -> np.ndarray:
+        """``(n_tuples, n_labels)`` bool, into ``out`` when given (zeroed, C-contiguous: see MultiMatcher.match)."""
+        from matcher._filter_kernels import grouped_kernel
+
         n = row_count(columns)
         table = self.table
-        completed = np.zeros((n, len(self.all_conjuncts)), dtype=np.uint64)
-        live = np.arange(n)
-        for k in self.order:
-            if len(live) == 0:
-                break
-            self.evaluations += len(live)
-            values = np.asarray(columns[table.dims[k]], dtype=np.float64)[live]
-            completed[live] |= self.indexes[k].failing(values)
-            live = live[(completed[live] != self.all_conjuncts).any(axis=1)]
+        values = np.empty((len(table.dims), n))
+        for k, d in enumerate(table.dims):
+            values[k] = columns[d]
+        out = np.zeros((n, len(self.labels)), dtype=bool) if out is None else out
+        order = np.array(self.order, dtype=np.int64)
+        self.evaluations += grouped_kernel(values, order, *self._flat, self.all_conjuncts, table.owner, out)
         self.tuples_seen += n
-        alive = ~unpack(completed, table.n_conjuncts)
-        return table.label_matrix(alive)
+        return out
+
+    def _flatten(self) -> tuple[np.ndarray, ...]:
+        """The attribute indexes as the kernel reads them (see :func:`matcher._filter_kernels.grouped_kernel`)."""
+        words = len(self.all_conjuncts)
+        constants, bitmaps, coff, boff = [], [], [], []
+        size = rows = 0
+        for index in self.indexes:
+            starts, row_starts = [], []
+            for c, b in (*index.lower, *index.upper, (index.eq_values, index.eq_pass)):
+                starts.append(size)
+                row_starts.append(rows)
+                constants.append(np.asarray(c, dtype=np.float64))
+                bitmaps.append(np.asarray(b, dtype=np.uint64).reshape(-1, words))
+                size += len(c)
+                rows += len(bitmaps[-1])
+            coff.append([*starts, size])
+            boff.append(row_starts)
+        eq_all = np.stack([index.eq_all for index in self.indexes]) if self.indexes else np.zeros((0, words), np.uint64)
+        used = [self.table.uses(k) for k in range(len(self.indexes))]
+        uses = pack(np.stack(used)) if used else np.zeros((0, words), np.uint64)
+        return (
+            np.concatenate(constants or [np.zeros(0)]),
+            np.array(coff, dtype=np.int64).reshape(-1, 6),
+            np.concatenate(bitmaps or [np.zeros((1, words), np.uint64)]),
+            np.array(boff, dtype=np.int64).reshape(-1, 5),
+            eq_all,
+            uses.reshape(-1, words),
+        )
 
     @property
     def evaluations_per_tuple(self) -> float:

@@ -68,23 +68,34 @@ class MultiMatcher:
     def __reduce__(self):
         return (MultiMatcher.from_arrays, (self.to_arrays(),))
 
-    def match(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
-        """``(n_tuples, n_labels)`` bool; raises KeyError naming a constrained attribute the columns lack."""
+    def match(
+        self, columns: Mapping[str, np.ndarray], *, parallel: bool | None = None, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """``(n_tuples, n_labels)`` bool; raises KeyError naming a constrained attribute the columns lack.
+
+        ``out``, when given, is a zeroed C-contiguous ``(n_tuples, n_labels)`` bool array filled and returned
+        instead of a new one (the adaptive matcher passes row ranges of its batch's matrix).
+
+        The bitmap kernel runs on numba's thread pool from ``PARALLEL_MIN_TUPLES`` tuples on, serially below;
+        ``parallel`` overrides that choice (the adaptive matcher uses it to finish a batch on the pool).
+        """
         if self._bitmap is None:
             values = stack_columns(columns, self.dims)
-            out = np.zeros((values.shape[1], len(self.labels)), dtype=bool)
+            out = np.zeros((values.shape[1], len(self.labels)), dtype=bool) if out is None else out
             inside = self.table.scan(values)
             for r, label in enumerate(self.table.owner):
                 out[:, label] |= inside[r]
             return out
         values = stack_columns(columns, self._bitmap.dims)
-        out = np.zeros((values.shape[1], len(self.labels)), dtype=bool)
+        out = np.zeros((values.shape[1], len(self.labels)), dtype=bool) if out is None else out
         if not self._bitmap.dims:  # only TRUE and FALSE labels: the kernel needs a dimension
             out[:, np.unique(self.table.owner)] = True
             return out
         from matcher._eval_kernels import bitmap_tuple, dense_kernel, dense_kernel_serial
 
-        kernel = dense_kernel if values.shape[1] >= PARALLEL_MIN_TUPLES else dense_kernel_serial
+        if parallel is None:
+            parallel = values.shape[1] >= PARALLEL_MIN_TUPLES
+        kernel = dense_kernel if parallel else dense_kernel_serial
         kernel(values, bitmap_tuple(self._bitmap), self.table.owner, out)
         return out
 

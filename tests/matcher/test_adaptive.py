@@ -8,7 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matcher import Box, Interval, MultiMatcher, Predicate
-from matcher.adaptive import ADAPTIVE_MIN_BOXES, AdaptiveMultiMatcher, matcher_for
+from matcher.adaptive import (
+    ADAPTIVE_MIN_BOXES,
+    STATISTICS_WINDOW,
+    WARM_ROWS,
+    AdaptiveMultiMatcher,
+    matcher_for,
+)
 from matcher.asc import ASCMatcher
 from matcher.grouped import GroupedFilter
 from tests.matcher.test_grouped import DIMS, reference, workloads
@@ -31,6 +37,8 @@ def test_all_engines_agree_on_drifting_data(labelled, seed):
         columns = {d: rng.integers(lo, hi, int(rng.integers(1, 60))).astype(float) for d in DIMS}
         n = min(len(v) for v in columns.values())
         columns = {d: v[:n] for d, v in columns.items()}
+        if phase == 3:
+            columns["a"][::3] = np.nan  # missing readings: NaN fails every constraint on its attribute
         expected = reference(labelled, columns)
         for engine in engines:
             assert np.array_equal(engine.match(columns), expected), type(engine).__name__
@@ -46,15 +54,19 @@ def test_probe_slices_are_part_of_the_output_and_never_split_across_batches():
     columns = {"a": np.arange(1_000, dtype=float) % 7}
     expected = reference_a(labelled, columns)
     # 2 rounds x 3 engines x (16 + 64) rows over batches of 100: a slice that does not fit in the rest of
-    # a batch waits for the next one, e.g. batch 1 = 3 x 16 probed + 52 live rows
+    # a batch waits for the next one, e.g. batch 1 = 3 x 16 probed + 52 live rows; the rounds end in batch 6,
+    # then the winner is verified on a live-size call (100 rows) at the head of each following batch until
+    # the cheapest engine is a verified one
     out = np.concatenate([engine.match({"a": columns["a"][s : s + 100]}) for s in range(0, 1_000, 100)])
     assert np.array_equal(out, expected)
-    assert engine.probes == 1 and len(engine.history) == 1 and engine.history[0][0] == 600
-    assert all(sorted(by_size) == [16, 64] for by_size in engine._timings.values())
+    verified = [name for name, by_size in engine._timings.items() if 100 in by_size]
+    assert engine.probes == 1 and len(engine.history) == 1
+    assert engine.history[0][0] == 600 + 100 * len(verified)
+    assert all(sorted(by_size) == [16, 64] + [100] * (name in verified) for name, by_size in engine._timings.items())
     assert set(engine.cost) == {"multi", "grouped", "asc"}
-    assert engine.choice == min(engine.cost, key=lambda e: (engine.cost[e], e))
-    # probed rows of the two engines not chosen: 2 rounds x 80 rows each
-    assert engine.probed_tuples == 2 * 2 * 80
+    assert engine.choice in verified and engine.choice == min(engine.cost, key=lambda e: (engine.cost[e], e))
+    # probed rows of the two engines not chosen: 2 rounds x 80 rows each, and their verification calls
+    assert engine.probed_tuples == 2 * 2 * 80 + 100 * (len(verified) - 1)
 
 
 def test_batches_below_sample_rows_go_to_the_current_choice_unprobed():
@@ -87,38 +99,53 @@ def reference_a(labelled, columns):
 def test_slow_engines_are_dropped_after_the_first_round():
     labelled = threshold_workload()
     engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=3, period=10**6, eliminate=1e-9)
-    engine.match({"a": np.arange(2_000, dtype=float) % 7})
-    # with a factor of 1 only the best survives the first round: one round of two slices per engine
-    assert [sum(len(v) for v in engine._timings[e].values()) for e in ("multi", "grouped", "asc")] == [2, 2, 2]
+    for _ in range(5):
+        engine.match({"a": np.arange(2_000, dtype=float) % 7})
+    # with a factor of 1 only the best survives the first round: one round of two slices per engine, then
+    # live-size verification calls (2,000 rows) from the next batch on
+    slices = [
+        sum(len(v) for size, v in engine._timings[e].items() if size < 2_000) for e in ("multi", "grouped", "asc")
+    ]
+    assert slices == [2, 2, 2]
+    verified = [name for name, by_size in engine._timings.items() if 2_000 in by_size]
+    assert engine.history and engine.choice in verified
     assert "multi-batch" not in engine._timings  # 2,000-row batches are not wider than chunk: nothing to time
-    assert engine.probed_tuples == 2 * (16 + 64)
+    assert engine.probed_tuples == 2 * (16 + 64) + 2_000 * (len(verified) - 1)
 
 
 def test_drift_of_the_drop_ratio_triggers_a_reprobe_and_the_period_backs_off():
     labelled = threshold_workload()
-    engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1, period=40_000, drift=0.3)
+    engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1, period=40_000, drift=0.3, margin=1.0, budget=1.0)
     batch = 4_096
     matching = {"a": np.full(batch, 10.0)}  # every tuple satisfies every label: nothing dropped
     dropped = {"a": np.full(batch, -1.0)}  # no label satisfied: everything dropped
-    for _ in range(11):
+    while engine.probes < 2:
         engine.match(matching)
-    assert engine.probes == 2  # the first probe, then the scheduled one after 40,000 tuples
-    for _ in range(3):
-        engine.match(matching)  # with the re-probe's batch, one statistics window: the reference drop ratio 0
-    for _ in range(4):
+    decided = engine.history[0][0]  # the first probe's decision, after its verification calls
+    started = engine.tuples_seen - batch  # the scheduled re-probe began with this batch, one period later
+    assert decided + 40_000 <= started < decided + 40_000 + batch
+    while engine._tasks:
+        engine.match(matching)
+    assert engine._backoff == 2  # the scheduled re-probe confirmed the choice: the period doubled
+    for _ in range(STATISTICS_WINDOW // batch):
+        engine.match(matching)  # one statistics window: the reference drop ratio 0
+    assert engine._reference is not None and engine._reference[0] == 0.0
+    scheduled, drifted = engine._next_probe, engine.tuples_seen
+    while engine.probes == 2:
         engine.match(dropped)
-    assert engine.probes == 2
-    engine.match(dropped)
-    # the drop ratio moved from 0 to 1 >= drift: re-probed at 73,728 tuples, before either period ends
-    assert engine.probes == 3 and engine.tuples_seen == 19 * batch
+        assert engine.tuples_seen < scheduled
+    # the drop ratio moved from 0 to 1 >= drift: re-probed after at most two statistics windows (the first
+    # may have begun before the drift), long before the doubled period ends
+    assert engine.tuples_seen - drifted <= 2 * STATISTICS_WINDOW + batch
 
 
 def test_choice_is_recorded_and_rebuilt_from_arrays():
     labelled = threshold_workload()
     engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1)
     columns = {"a": np.arange(300, dtype=float) % 7}
-    engine.match(columns)
-    assert engine.history and engine.history[0][0] == 0
+    while not engine.history:
+        engine.match(columns)  # one round of slices, then verification calls
+    assert engine.history[0][0] >= 300
     copy = AdaptiveMultiMatcher.from_arrays(engine.to_arrays())
     assert copy.choice == engine.choice and copy.labels == engine.labels and copy.sample == 64
     assert np.array_equal(copy.match(columns), engine.match(columns))
@@ -129,17 +156,21 @@ def test_bad_settings_are_rejected():
         AdaptiveMultiMatcher([], engines=("rtree",))
     with pytest.raises(ValueError, match="sample 8"):
         AdaptiveMultiMatcher([], sample=8)
+    with pytest.raises(ValueError, match="budget -0.1"):
+        AdaptiveMultiMatcher([], budget=-0.1)
 
 
 class CallSizes:
     """A real engine that records the number of rows of each call."""
 
     def __init__(self, engine):
-        self.engine, self.labels, self.sizes = engine, engine.labels, []
+        self.engine, self.labels, self.sizes, self.parallel = engine, engine.labels, [], []
 
-    def match(self, columns):
-        self.sizes.append(len(columns["a"]))
-        return self.engine.match(columns)
+    def match(self, columns, **options):
+        if len(columns["a"]) != WARM_ROWS:  # a new engine type's first call in the process loads its kernel
+            self.sizes.append(len(columns["a"]))
+            self.parallel.append(options.get("parallel"))
+        return self.engine.match(columns, **options)
 
 
 def test_live_calls_are_sliced_to_chunk_rows_and_predicted_at_that_size():
@@ -148,7 +179,9 @@ def test_live_calls_are_sliced_to_chunk_rows_and_predicted_at_that_size():
         labelled, engines=("multi", "grouped", "asc"), sample=64, repeats=1, period=10**6, chunk=100
     )
     columns = {"a": np.arange(1_000, dtype=float) % 7}
-    engine.match({"a": columns["a"][:300]})  # the probe: 3 engines x (16 + 64) rows = 240, then 60 rows
+    probe = {"a": columns["a"][:300]}
+    while not engine.history:
+        engine.match(probe)  # the probe: 3 engines x (16 + 64) rows = 240, then verification calls
     recorders = {name: CallSizes(e) for name, e in engine.engines.items()}
     engine.engines = dict(recorders)
     out = np.concatenate([engine.match({"a": columns["a"][s : s + 350]}) for s in (300, 650)])
@@ -165,22 +198,25 @@ def test_chunk_below_sample_is_rejected():
 
 def test_a_stream_alternating_between_known_states_is_not_reprobed():
     engine = AdaptiveMultiMatcher(
-        threshold_workload(), engines=("multi",), sample=64, repeats=1, period=10**7, drift=0.3
+        threshold_workload(), engines=("multi",), sample=64, repeats=1, period=10**7, drift=0.3, budget=1.0
     )
     batch = 4_096
+    window = STATISTICS_WINDOW // batch
     matching = {"a": np.full(batch, 10.0)}  # drop ratio 0
     dropped = {"a": np.full(batch, -1.0)}  # drop ratio 1
-    half = {"a": np.repeat([10.0, -1.0], batch // 2)}  # drop ratio 0.5, also on every 16th row
+    half = {"a": np.repeat([10.0, -1.0], batch // 2)}  # drop ratio 0.5, also on the evenly spaced counted rows
     for phase in (matching, dropped):
-        for _ in range(4):  # one statistics window per phase
+        for _ in range(window):  # one statistics window per phase
             engine.match(phase)
     engine.match(dropped)
     assert engine.probes == 2  # the drop ratio moved 0 -> 1: re-probed, the choice held
-    for phase in (dropped, matching, dropped, matching):
-        for _ in range(4):
+    for _ in range(window - 1):
+        engine.match(dropped)  # the probe's batch opened this window: the windows stay aligned with the phases
+    for phase in (matching, dropped, matching):
+        for _ in range(window):
             engine.match(phase)
     assert engine.probes == 2  # both states were measured while the choice held
-    for _ in range(5):
+    for _ in range(window + 1):
         engine.match(half)
     assert engine.probes == 3  # 0.5 is 0.5 away from both known states
 
@@ -194,14 +230,15 @@ class Repeated:
     def __init__(self, engine, times):
         self.engine, self.labels, self.times = engine, engine.labels, times
 
-    def match(self, columns):
+    def match(self, columns, **options):
         for _ in range(self.times - 1):
-            self.engine.match(columns)
-        return self.engine.match(columns)
+            self.engine.match(columns, **options)
+        return self.engine.match(columns, **options)
 
 
 def with_clear_loser(**settings):
     """Multi and a grouped filter slowed 40x (``grouped`` is the clear loser); margin 1: no switch."""
+    settings = {"budget": 1.0, **settings}
     engine = AdaptiveMultiMatcher(threshold_workload(), engines=STABLE, sample=64, repeats=1, margin=1.0, **settings)
     engine.engines["grouped"] = Repeated(engine.engines["grouped"], 40)
     return engine
@@ -223,8 +260,9 @@ def test_clear_losers_are_screened_on_one_slice_with_exponential_back_off():
     matching = {"a": np.full(500, 10.0)}  # no drift: every re-probe is a scheduled one
     probes = probed_engines_per_probe(engine, [matching] * 260)
     losers = ["grouped"]
-    assert engine.history == [(0, "multi")]
-    assert probes[0] == {name: [16, 64] for name in engine.engines}  # the first fit: both sizes each
+    # the first fit: both sizes each, then the winner verified on a live-size call (the next 500-row batch)
+    assert engine.history == [(500, "multi")]
+    assert probes[0] == {"multi": [16, 64, 500], "grouped": [16, 64]}
     screened = [i for i, probe in enumerate(probes) if set(losers) <= set(probe)]
     # screened at the first re-probe, then after sitting out 1, 3, 7 re-probes (back-off 2, 4, 8)
     assert screened[:5] == [0, 1, 3, 7, 15]
@@ -242,13 +280,20 @@ def test_a_large_move_of_the_drop_ratio_screens_backed_off_losers():
     # screened at re-probes 1 and 3, then back-off 4: re-probes 4 and 5 leave them out
     assert [set(p) >= losers for p in probes] == [True, True, False, True, False, False]
     assert engine._losers["grouped"].skips == 1
-    more = probed_engines_per_probe(engine, [dropped] * 6)
+    more = probed_engines_per_probe(engine, [dropped] * (STATISTICS_WINDOW // 4_096 + 2))
     assert len(more) == 1 and set(more[0]) >= losers  # the drift re-probe screens them at once
 
 
 def test_a_loser_passing_its_screen_gets_a_full_round():
     engine = AdaptiveMultiMatcher(
-        threshold_workload(), engines=STABLE, sample=64, repeats=1, period=1_000, eliminate=1e-9, margin=1.0
+        threshold_workload(),
+        engines=STABLE,
+        sample=64,
+        repeats=1,
+        period=1_000,
+        eliminate=1e-9,
+        margin=1.0,
+        budget=1.0,
     )
     matching = {"a": np.full(500, 10.0)}
     probes = probed_engines_per_probe(engine, [matching] * 2)  # the first probe: every other engine loses
@@ -256,8 +301,10 @@ def test_a_loser_passing_its_screen_gets_a_full_round():
     assert sorted(engine._losers) == losers
     engine.eliminate = 1e9  # now every screen passes
     probes = probed_engines_per_probe(engine, [matching] * 4)
-    # the screening slice (16 rows), then a full round of both sizes: the decision rests on a fit
-    assert probes == [{name: [16, 64] for name in engine.engines}]
+    # the screening slice (16 rows), then a full round of both sizes: the decision rests on a fit, and on the
+    # live-size verification call (500 rows) of the winner
+    assert len(probes) == 1 and 500 in probes[0][engine.choice]
+    assert all(sizes in ([16, 64], [16, 64, 500]) for sizes in probes[0].values())
     assert all(len(engine._timings[name][16]) == 2 for name in losers)
     assert not engine._losers
 
@@ -286,22 +333,30 @@ def test_whole_batches_are_a_timed_candidate_and_run_whole_when_chosen():
 def test_a_slow_whole_batch_engine_loses_and_is_screened_on_one_batch():
     labelled = threshold_workload()
     engine = AdaptiveMultiMatcher(
-        labelled, engines=("multi", "multi-batch"), sample=64, repeats=1, period=800, chunk=100, margin=1.0
+        labelled,
+        engines=("multi", "multi-batch"),
+        sample=64,
+        repeats=1,
+        period=800,
+        chunk=100,
+        margin=1.0,
+        budget=1.0,
     )
     engine.engines["multi-batch"] = Repeated(engine.engines["multi-batch"], 40)
     columns = {"a": np.full(400, 10.0)}
     probes = probed_engines_per_probe(engine, [columns] * 40)
     assert engine.choice == "multi" and "multi-batch" in engine._losers
-    assert probes[0] == {"multi": [16, 64], "multi-batch": [400]}
+    # the sliced winner is verified on a live-size call (chunk = 100 rows), not beside the 40x slower whole batch
+    assert probes[0] == {"multi": [16, 64, 100], "multi-batch": [400]}
     # a re-probe times the loser on one whole batch at most, with the back-off of slice engines
     assert all(probe.get("multi-batch", [400]) == [400] for probe in probes)
     assert any("multi-batch" not in probe for probe in probes[1:])
 
 
-def test_a_whole_batch_choice_rematches_a_batch_whose_head_was_probed_on_the_thread_pool():
+def test_a_whole_batch_choice_matches_the_rest_of_a_probed_batch_on_the_thread_pool():
     labelled = threshold_workload()
     engine = AdaptiveMultiMatcher(
-        labelled, engines=("multi", "multi-batch"), sample=64, repeats=1, period=16_384, margin=0.0
+        labelled, engines=("multi", "multi-batch"), sample=64, repeats=1, period=16_384, margin=0.0, budget=1.0
     )
     engine.engines["multi"] = Repeated(engine.engines["multi"], 40)
     recorder = CallSizes(engine.engines["multi-batch"])
@@ -311,5 +366,61 @@ def test_a_whole_batch_choice_rematches_a_batch_whose_head_was_probed_on_the_thr
     out = np.concatenate([engine.match(batch) for batch in batches])
     assert np.array_equal(out, reference_a(labelled, columns))
     assert engine.choice == "multi-batch" and engine.probes >= 2
-    # a re-probe's 16 + 64 sliced rows at the head of a batch: the whole batch again, never its 8,112-row rest
-    assert set(recorder.sizes) == {8_192}
+    # a re-probe's sliced rows at the head of a batch (16 + 64 rows, or 16 to screen a clear loser): the rest
+    # on the thread pool all the same (alone it would have run the serial kernel), every other batch whole
+    calls = set(zip(recorder.sizes, recorder.parallel, strict=True))
+    rests = {(8_192 - 16 - 64, True), (8_192 - 16, True)}
+    assert calls & rests and calls <= {(8_192, None)} | rests
+
+
+def test_re_probes_wait_for_the_probing_budget():
+    columns = {"a": np.arange(500, dtype=float) % 7}
+    counts = {}
+    for budget in (0.0, 1.0):
+        engine = with_clear_loser(period=1_000, budget=budget)
+        for _ in range(40):
+            engine.match(columns)
+        counts[budget] = engine.probes
+        assert engine._probe_seconds > 0  # the clear loser's probe slices cost more than the choice's
+    # budget 0: the first probe only, as every later one would cost more than no time at all; budget 1: a
+    # re-probe after every period (doubling while the choice holds, up to max_backoff = 8 periods)
+    assert counts[0.0] == 1 and counts[1.0] >= 4
+
+
+def test_a_sliced_winner_close_to_the_whole_batch_engine_is_timed_beside_it_on_one_batch(monkeypatch):
+    monkeypatch.setattr("matcher.adaptive.CLOSE", 1e9)  # every verified sliced winner counts as close
+    labelled = threshold_workload()
+    engine = AdaptiveMultiMatcher(
+        labelled, engines=("multi", "multi-batch"), sample=64, repeats=1, period=10**6, chunk=100, margin=0.0
+    )
+    engine.engines["multi-batch"] = Repeated(engine.engines["multi-batch"], 3)  # the sliced width wins
+    recorder = CallSizes(engine.engines["multi-batch"])
+    engine.engines["multi-batch"] = recorder
+    columns = {"a": np.arange(4_000, dtype=float) % 7}
+    out = np.concatenate([engine.match({"a": columns["a"][s : s + 400]}) for s in range(0, 4_000, 400)])
+    assert np.array_equal(out, reference_a(labelled, columns))
+    assert engine.history and engine._pair == "multi" and set(engine._paired) == {"multi", "multi-batch"}
+    # the whole-batch engine timed twice (its round, then beside the winner's live-size call), and the
+    # decision taken on the paired times
+    assert engine._timings["multi-batch"][400] and len(engine._timings["multi-batch"][400]) == 2
+    assert engine._timings["multi"][100]
+    expected = min(engine._paired, key=lambda e: (engine._paired[e], e))
+    assert engine.choice == expected
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        MultiMatcher,
+        GroupedFilter,
+        lambda labelled: ASCMatcher(labelled, ordering="hybrid", period=50, sample=40),
+    ],
+)
+def test_engines_fill_the_rows_they_are_given(make):
+    labelled = threshold_workload()
+    columns = {"a": np.arange(120, dtype=float) % 7 - 1}
+    matrix = np.zeros((130, len(labelled)), dtype=bool)
+    engine = make(labelled)
+    returned = engine.match(columns, out=matrix[5:125])
+    assert np.array_equal(matrix[5:125], reference_a(labelled, columns)) and returned.base is matrix
+    assert not matrix[:5].any() and not matrix[125:].any()

@@ -47,9 +47,10 @@ def test_seed001_worked_example():
     engine = ASCMatcher(labelled, ordering="fixed", order=["A1", "A2", "A3"])
     a1 = engine.constructs[0]
     assert a1.constants.tolist() == [10, 20, 30]
-    # qrb per region (q1 q2 q3): 000, 000, 010, 110, 010, 011, 010 (the digest's hand check)
+    # qrb per region (q1 q2 q3): 000, 000, 010, 110, 010, 011, 010 (the digest's hand check), then the NaN
+    # region: every query uses A1, so none survives a missing A1
     bits = [[int(b) for b in row] for row in np.unpackbits(a1.qrb.view(np.uint8), axis=1, bitorder="little")[:, :3]]
-    assert ["".join(map(str, b)) for b in bits] == ["000", "000", "010", "110", "010", "011", "010"]
+    assert ["".join(map(str, b)) for b in bits] == ["000", "000", "010", "110", "010", "011", "010", "000"]
     columns = {"A1": np.array([40.0, 20.0, 10.0]), "A2": np.array([4.0, 2.0, 4.0]), "A3": np.array([50.0, 50.0, 20.0])}
     assert engine.match(columns).tolist() == [[False, True, False], [True, False, False], [False, False, False]]
     # t3 is dropped right after ASC(A1): 3 + 3 + 1 ASCs

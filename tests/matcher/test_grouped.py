@@ -37,7 +37,9 @@ def intervals(draw):
 boxes = st.lists(st.tuples(st.sampled_from(DIMS), intervals()), max_size=4).map(Box)
 predicates = st.lists(boxes, max_size=3).map(Predicate)
 workloads = st.lists(predicates, min_size=1, max_size=6).map(lambda ps: [(f"l{i}", p) for i, p in enumerate(ps)])
-tuples = st.lists(st.tuples(*(st.integers(-1, 7).map(float) for _ in DIMS)), min_size=1, max_size=40)
+# NaN lies in no interval: it fails every constraint on its attribute (a missing reading)
+values = st.integers(-1, 7).map(float) | st.just(float("nan"))
+tuples = st.lists(st.tuples(*(values for _ in DIMS)), min_size=1, max_size=40)
 
 
 def as_columns(rows):
