@@ -84,13 +84,13 @@ WHOLE = "multi-batch"  # the region-bitmap engine called on whole batches (its t
 ENGINES = ("multi", WHOLE, "grouped", "asc")
 CLOSE = 1.3  # a verified sliced winner this close to the whole-batch engine is timed again beside it
 SHORT_SLICES = 1.25  # the fit from short probe slices, scaled up until verified (see _decide)
+WHOLE_SAMPLES = 3  # whole batches timed before the whole-batch engine may win (see _decide)
 PAIRED = -1  # the rows of a verification task: a live-size call (see AdaptiveMultiMatcher._decide)
 WARM_ROWS = 8  # an untimed first call of the bitmap engine loads its compiled kernels before anything is timed
 STATISTICS_WINDOW = 32_768  # tuples over which the drift statistics are averaged before they are compared
 MAX_STATES = 16  # confirmed states remembered: bounded, as the evaluations/tuple axis is unbounded
 DROP_COUNTED = 256  # the drop ratio is counted on this many evenly spaced output rows of a batch ...
 COUNT_EVERY = 4  # ... of every 4th batch (``any`` over 64 rows of a fresh output matrix cost 15 us in place)
-_WARM: set[type] = set()  # the engine types whose kernels this process has loaded
 ADAPTIVE_MIN_BOXES = 32  # from this many boxes a super-peer runs the adaptive matcher (see matcher_for)
 CHUNK = PARALLEL_MIN_TUPLES // 2  # rows per engine call: the serial bitmap kernel, as in the probes
 ASC_SETTINGS = {"ordering": "macro", "period": 80_000, "threshold": 0.1}
@@ -123,7 +123,7 @@ class AdaptiveMultiMatcher:
         labelled: Sequence[tuple[str, Predicate]],
         *,
         engines: Sequence[str] = ENGINES,
-        sample: int = 512,
+        sample: int = 256,
         repeats: int = 2,
         period: int = 250_000,
         max_backoff: int = 8,
@@ -182,6 +182,7 @@ class AdaptiveMultiMatcher:
         self.tuples_seen = self.probed_tuples = self.probes = 0
         self._interim: str | None = None  # during the first probe: the cheapest engine of its rounds so far
         self._probe_rows: dict[str, int] = {}  # rows each engine matched in the current probe
+        self._warm = False  # every engine has made its untimed first call
         self._rounds_left = 0
         self._verifying = False  # the probe's rounds are done: the winner is being timed on a live-size call
         self._tasks: list[tuple[str, int]] = []  # probe slices still to run: (engine, rows)
@@ -239,12 +240,14 @@ class AdaptiveMultiMatcher:
             return self.engines[self.choice].match(columns)
         self._batch = min(n, self.chunk)
         self._width = n
-        cold = [engine for engine in {id(e): e for e in self.engines.values()}.values() if type(engine) not in _WARM]
-        for engine in cold:
-            # a process's first call of an engine's numba kernel reads it from numba's cache (milliseconds):
-            # made once per process and engine type, outside any timing (the rows are matched again below)
-            engine.match(_slice(columns, 0, WARM_ROWS))
-            _WARM.add(type(engine))
+        if not self._warm:
+            # one untimed call per engine before any timing: a process's first call of a numba kernel reads
+            # it from numba's cache (milliseconds), and an engine's first call touches its freshly built
+            # tables (measured: 30-60 us more than its next call on 64 rows, which made the 64-row probe slice
+            # of ASC cost as much as its 256-row one and its fitted cost per tuple 0)
+            self._warm = True
+            for engine in {id(e): e for e in self.engines.values()}.values():
+                engine.match(_slice(columns, 0, WARM_ROWS))
         if not self._tasks and self.tuples_seen >= self._next_probe and self._affordable():
             self._start_probe()
         live = self._interim or self.choice
@@ -463,9 +466,11 @@ class AdaptiveMultiMatcher:
             elif WHOLE in predicted and self._pair != best and predicted[WHOLE] <= CLOSE * predicted[best]:
                 self._tasks = [(best, PAIRED), (WHOLE, PAIRED)]
                 self._pair = best
-            if self._tasks:
-                self._verifying = True
-                return
+        elif best == WHOLE and len(fitted) > 1 and self._whole_unsettled():
+            self._tasks = [(WHOLE, 0)]
+        if self._tasks:
+            self._verifying = True
+            return
         self._verifying = False
         self._interim = None
         # engines eliminated after an early round keep their (higher) prediction from that round
@@ -502,6 +507,13 @@ class AdaptiveMultiMatcher:
         self._next_probe = self.tuples_seen + self.period * self._backoff
         self._reference = None
         self._window = [0, 0, 0, 0]
+
+    def _whole_unsettled(self) -> bool:
+        """Must the whole-batch engine be timed on more batches before it may win?  It wins on the median of
+        at least WHOLE_SAMPLES batches, or on a batch it shared with the sliced runner-up: under load one batch
+        may catch both cores free (measured at load 3: 0.9 to 3.9 M tuples/s between runs over one stream)."""
+        samples = sum(len(times) for times in self._timings[WHOLE].values())
+        return WHOLE not in self._paired and self._width > self.chunk and samples < WHOLE_SAMPLES
 
     def _affordable(self) -> bool:
         """May a re-probe start?  Only while the probes' cost stays within ``budget`` of the time spent matching,

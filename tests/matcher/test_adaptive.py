@@ -296,7 +296,9 @@ def test_a_loser_passing_its_screen_gets_a_full_round():
         budget=1.0,
     )
     matching = {"a": np.full(500, 10.0)}
-    probes = probed_engines_per_probe(engine, [matching] * 2)  # the first probe: every other engine loses
+    while not engine.history:
+        engine.match(matching)  # the first probe: its round, then verification calls; every other engine loses
+    assert engine.probes == 1
     losers = sorted(set(engine.engines) - {engine.choice})
     assert sorted(engine._losers) == losers
     engine.eliminate = 1e9  # now every screen passes
