@@ -156,7 +156,7 @@ def test_bad_settings_are_rejected():
         AdaptiveMultiMatcher([], engines=("rtree",))
     with pytest.raises(ValueError, match="sample 8"):
         AdaptiveMultiMatcher([], sample=8)
-    with pytest.raises(ValueError, match="budget -0.1"):
+    with pytest.raises(ValueError, match=r"budget -0\.1"):
         AdaptiveMultiMatcher([], budget=-0.1)
 
 
