@@ -85,6 +85,7 @@ ENGINES = ("multi", WHOLE, "grouped", "asc")
 CLOSE = 1.3  # a verified sliced winner this close to the whole-batch engine is timed again beside it
 SHORT_SLICES = 1.25  # the fit from short probe slices, scaled up until verified (see _decide)
 WHOLE_SAMPLES = 3  # whole batches timed before the whole-batch engine may win (see _decide)
+SLOWER = 1.5  # a choice whose live batches cost this much more than its measured cost is probed again
 PAIRED = -1  # the rows of a verification task: a live-size call (see AdaptiveMultiMatcher._decide)
 WARM_ROWS = 8  # an untimed first call of the bitmap engine loads its compiled kernels before anything is timed
 STATISTICS_WINDOW = 32_768  # tuples over which the drift statistics are averaged before they are compared
@@ -201,6 +202,8 @@ class AdaptiveMultiMatcher:
         self._losers: dict[str, _Loser] = {}  # engines that lost by more than ``eliminate`` at their last probe
         self._last_drop = 0.0  # the drop ratio of the latest statistics window
         self._busy = 0.0  # seconds spent in match()
+        self._live: list = [0.0, 0]  # seconds and rows of the statistics window's live batches on the choice
+        self._baseline: float | None = None  # the choice's live cost per tuple, as measured (see _decide)
         self._calls = 0  # batches watched
         self._probe_seconds = self._last_probe = 0.0  # probing overhead: all probes, the latest
 
@@ -225,9 +228,15 @@ class AdaptiveMultiMatcher:
 
     # -- matching ---------------------------------------------------------------------------------------
     def match(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
+        steady = (self.probes, bool(self.history) and not self._tasks)
         out = self._match(columns)
-        self._busy += time.perf_counter() - began
+        wall = time.perf_counter() - began
+        self._busy += wall
+        if steady == (self.probes, True) and not self._tasks and len(out) >= self.sample:
+            # a live batch on the choice alone, timed as the probes time (see _watch)
+            self._live[0] += min(wall, time.process_time() - began_cpu)
+            self._live[1] += len(out)
         return out
 
     def _match(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -492,6 +501,10 @@ class AdaptiveMultiMatcher:
                 self._losers[name] = _Loser(backoff)
             else:
                 self._losers.pop(name, None)
+        # the live cost the choice is held to (see _watch): measured on calls of the live size, or else (a fit
+        # on short slices) taken from its first statistics window
+        measured = self.choice == WHOLE or self.choice in self._paired
+        self._baseline = predicted[self.choice] if measured and self.choice in predicted else None
         self.probed_tuples += sum(rows for name, rows in self._probe_rows.items() if name != self.choice)
         # what the probe cost beyond running the choice: its timed calls of other engines, less the choice's
         # predicted time for the same rows
@@ -507,6 +520,7 @@ class AdaptiveMultiMatcher:
         self._next_probe = self.tuples_seen + self.period * self._backoff
         self._reference = None
         self._window = [0, 0, 0, 0]
+        self._live = [0.0, 0]
 
     def _whole_unsettled(self) -> bool:
         """Must the whole-batch engine be timed on more batches before it may win?  It wins on the median of
@@ -553,13 +567,22 @@ class AdaptiveMultiMatcher:
         now = (window[2] / window[1], (evaluations + window[3]) / window[0])
         self._window = [0, 0, 0, 0]
         self._last_drop = now[0]
+        seconds, rows = self._live
+        self._live = [0.0, 0]
+        live = seconds / rows if rows else None
         if self._reference is None:
             self._reference = now
+            if self._baseline is None:
+                self._baseline = live  # the choice's cost was a fit on short slices: its live cost instead
             for loser in self._losers.values():
                 loser.drop = now[0] if loser.drop is None else loser.drop
             self._confirmed = [*self._confirmed, now][-MAX_STATES:]
             return
         if all(self._moved(now, state) for state in self._confirmed):
+            self._next_probe = self.tuples_seen
+        if live and self._baseline and live > SLOWER * self._baseline and not self._moved(now, self._reference):
+            # the choice runs slower than it was measured on data of the same statistics: the machine's load
+            # changed (the thread pool costs 2.5-4x on a loaded machine, the serial kernels do not)
             self._next_probe = self.tuples_seen
 
     def _moved(self, now: tuple[float, float], state: tuple[float, float]) -> bool:

@@ -426,3 +426,19 @@ def test_engines_fill_the_rows_they_are_given(make):
     returned = engine.match(columns, out=matrix[5:125])
     assert np.array_equal(matrix[5:125], reference_a(labelled, columns)) and returned.base is matrix
     assert not matrix[:5].any() and not matrix[125:].any()
+
+
+def test_a_choice_slower_than_measured_on_the_same_data_is_probed_again():
+    engine = AdaptiveMultiMatcher(
+        threshold_workload(), engines=STABLE, sample=64, repeats=1, period=10**7, margin=1.0, budget=1.0
+    )
+    batch = {"a": np.arange(4_096, dtype=float) % 7}
+    window = STATISTICS_WINDOW // 4_096
+    for _ in range(2 + 2 * window):  # the probe and its verification, the reference window, a steady one
+        engine.match(batch)
+    assert engine.probes == 1
+    chosen = engine.choice
+    engine.engines[chosen] = Repeated(engine.engines[chosen], 4)  # as if the machine got 4x slower for it
+    for _ in range(window + 1):
+        engine.match(batch)
+    assert engine.probes == 2  # same drop ratio, 4x the measured cost: probed again after one window
