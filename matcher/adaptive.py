@@ -1,71 +1,56 @@
 """Cost-based choice between the shared-filtering engines of one input stream.
 
-A super-peer keeps one matcher per incoming stream.  Which engine is cheapest depends on the workload:
-the region-bitmap evaluator (:class:`MultiMatcher`) pays the same for every tuple, the CACQ grouped
-filter and the ASC engine pay per attribute probed and win when most tuples are dropped early.
-:class:`AdaptiveMultiMatcher` estimates each engine's seconds per tuple and runs the cheapest.
+A super-peer keeps one matcher per incoming stream.  Which engine is cheapest depends on the workload and
+on the machine's load: the region-bitmap evaluator (:class:`MultiMatcher`) drops a tuple after its fixed
+attribute order, the CACQ grouped filter and ASC (numba kernels, :mod:`matcher._filter_kernels`) after the
+attribute order they learn, and the region-bitmap kernel alone has a thread pool, which on the shared 2-core
+machine is about 2x the serial kernels by wall clock at low load and 2.5-4x *slower* per tuple under load.
+:class:`AdaptiveMultiMatcher` measures each engine on the live stream and runs the cheapest.
 
-Every engine is called on slices of at most ``chunk`` rows (default 4,096, below
-:data:`matcher.multi.PARALLEL_MIN_TUPLES`), live and while probing, so that a probe times the very kernel
-the live calls run.  Without it the probes (a few hundred to a thousand rows) ran the region-bitmap
-engine's serial kernel while the live 8,192-row batches ran its thread-pool kernel, which on the shared
-2-core machine costs 2.5-4x more per tuple (CPU: 230-600 ns serial vs 600-970 ns parallel, wall: up to
-1,460 ns), and the choice was made for an engine that was never run.  At low load (below ~1.7 on the
-2 cores) the thread pool is the cheaper kernel (about 2x by wall clock), so the batch width is part of the
-choice: ``multi-batch`` is the same compiled matcher called on whole batches, a candidate timed on whole
-live batches wider than ``chunk`` (one batch per round, at the start of a batch; the first in a process
-that never ran the thread pool is matched untimed, as it loads the kernel).  It costs a whole batch per
-round, so it stays in a probe only while it is the cheapest engine so far.  When it is the choice and probe
-slices took the head of a batch, the whole batch is matched again on the thread pool rather than running
-its rest on the serial kernel.  During the first probe live rows go to the cheapest engine of the rounds
-so far (before, they ran on sliced ``multi`` until the last round, half the thread pool's speed).
+Candidates (``ENGINES``): ``multi``, ``grouped`` and ``asc`` called on slices of at most ``chunk`` rows
+(4,096: the serial kernels), and ``multi-batch``, the same compiled matcher as ``multi`` called on whole
+batches (its thread pool from 8,192 rows).  Every call writes into rows of the batch's output matrix
+(``out=``), so slicing costs no copy.  Batches below ``sample`` rows go straight to the current choice
+(``multi`` before any probe); :func:`matcher_for` is the super-peer's rule for when the adaptive matcher is
+worth having at all (``ADAPTIVE_MIN_BOXES``).
 
-Batches below ``sample`` rows go straight to the current choice (``multi`` before any probe): a probe
-slice cut to a few rows would time mostly per-call cost.  :func:`matcher_for` is the super-peer's rule for
-when the adaptive matcher is worth having at all (``ADAPTIVE_MIN_BOXES``).
+**Probes.**  Every engine first makes one untimed call on ``WARM_ROWS`` rows (a process's first call of a
+numba kernel loads it; an engine's first call touches its fresh tables, 30-60 us).  A probe then runs rounds:
+the whole-batch engine on one whole batch (at a batch start, only for batches wider than ``chunk``), each
+sliced engine on two disjoint slices (``sample // 4`` and ``sample`` rows, interleaved with the others'),
+fitted to ``seconds = per_call + n * per_tuple`` and read at the live call size.  Probe rows are real output
+(every engine returns exactly the same matrix), so a probe costs only the difference between engines.  After
+a round, sliced engines more than ``eliminate`` times the best drop out, and the whole-batch engine stays
+only while it is the cheapest (its rounds cost whole batches); at most ``repeats`` rounds.  During the first
+probe the live rows go to the cheapest engine so far (the interim), whose live-size calls are timed too.
 
-The estimate is a two-term cost model per engine, ``seconds(call of n tuples) = per_call + n * per_tuple``,
-fitted on **probes**: disjoint slices of the live input of two sizes (``sample // 4`` and ``sample``
-rows), each engine's slices interleaved with the others', repeated ``repeats`` times and reduced by the
-minimum (for one thread, interference only ever adds time: cache misses, preemption); the whole-batch
-engine's batches are reduced by the median instead, as the thread pool's spread *is* the load it waits for
-(measured at load 2.6: whole batches 358 / 976 / 945 ns per tuple min / median / mean, 4,096-row slices
-345 / 353 / 354: the minimum would have picked the thread pool at 2.7x its live cost).
-Smaller first-round slices (64 and 256 rows) were tried and rejected: the grouped filter's and ASC's
-per-call cost (0.3-0.5 ms) drowns the 192-row difference, and on cacq-20q the fit chose ASC (fitted 88 ns
-per tuple, measured 421) in 2 of 5 runs.
-Every engine is timed by one measure: a call's wall time, but never more than the process CPU time
-spent in it, ``min(wall, CPU)``.  Wall time is what the thread pool buys (its CPU time counts two threads);
-CPU time alone would hide that, and on a shared machine a serial call preempted by the load is charged
-its CPU time rather than the quantum it sat out (measured: 1.4 ms for 1,024 tuples, 24 ms for 4,096 wall
-under a load of 7 on 2 cores; one preempted probe slice eliminated the serial kernel after round 1).
-The fitted model predicts the cost of a live call (``min(batch, chunk)`` rows), so short probe slices do not
-favour the engine with the lowest per-call overhead.  A probed slice is part of the output (every engine returns
-exactly the same bool matrix), so a probe costs only the *difference* between the probed engine and the
-chosen one on a few thousand rows, and an engine more than ``eliminate`` times slower than the best after
-the first round is dropped from the remaining rounds.
+Each call is timed by ``min(wall, CPU)``: wall time is what the thread pool buys, and a serial call
+preempted by other processes is charged only the CPU time it used.  Sliced engines keep the minimum per
+slice size, the whole-batch engine the median of its batches, as its spread is the load itself.
 
-Re-probes are cheap for **clear losers** (engines predicted more than ``eliminate`` times the choice's
-cost at their last probe): such an engine is timed on one ``sample // 4`` slice, its last prediction
-scaled by that slice's time over the time its last fit gives for it, and rejoins for a full round only
-when that screen puts it within ``eliminate`` of the best (a screen never decides the choice); after
-each confirmed loss it sits out ``1, 3, 7, ...`` re-probes (back-off doubling up to ``max_backoff``)
-unless the drop ratio moved by ``2 * drift`` since its loss.  On the shipped workloads the losers are
-3-8x slower than the choice, so a full re-probe cost 1,280 of their rows each.
+**Verification before a decision.**  The fit on short slices is a lower bound in practice (ASC on
+table2-30q/drift: 60 ns per tuple fitted from 128/512-row slices, 160 ns on 4,096-row calls), so unverified
+fits are scaled up by ``SHORT_SLICES`` and a sliced winner is timed on one call of the live size before it is
+adopted.  If that leaves it within ``CLOSE`` of the whole-batch engine, both are timed again on the same
+batch (engines timed on different batches are timed on different data: ASC measured 97 ns on a batch of one
+drift phase against 102 ns for the thread pool on the other, while over the stream it costs 1.5x the
+thread pool's).  The whole-batch engine wins only on the median of ``WHOLE_SAMPLES`` batches or on such a
+paired batch: under load a single batch may catch both cores free.  The engine switches only when the
+winner is at least ``margin`` cheaper than the current choice (hysteresis).
 
-Re-probing is driven by statistics that are free of timing noise: the fraction of tuples dropped (no
-label satisfied), which decides how much the early-drop engines save, counted on every
-``DROP_STRIDE``-th row (``any`` over all rows of a bool matrix cost 7 % of the region-bitmap engine's own
-time; 1,024 counted rows per window give a standard error below 0.016, far under ``drift``), and the
-chosen engine's own evaluations per tuple (grouped filters or ASCs, the papers' cost unit, exact) when it
-counts them.  A re-probe
-starts when either moved by ``drift`` (relative; absolute for the drop ratio) away from every state
-measured after a probe that kept the current choice (a stream that alternates between two distributions
-is probed once in each, not at every change: measured, table2-30q/drift re-probed 4 times in 160,000
-tuples), or after ``period`` tuples, a period that doubles each time a re-probe confirms the choice
-(up to ``max_backoff`` times), so probing is amortised over long stable streams.  The engine switches only
-when a challenger is predicted at least ``margin`` cheaper (hysteresis: no flapping between near-equal
-engines).
+**Re-probes** start after ``period`` tuples (doubling, up to ``max_backoff`` times, while re-probes confirm
+the choice), when the stream's statistics move by ``drift`` away from every state measured while the choice
+held (the drop ratio, counted on ``DROP_COUNTED`` evenly spaced rows of every ``COUNT_EVERY``-th batch, and
+the choice's own evaluations per tuple when it counts them; a stream alternating between two distributions
+is probed once in each), or when the choice's live batches cost ``SLOWER`` times its measured cost on data
+of unchanged statistics (the machine's load changed).  Clear losers (more than ``eliminate`` times the
+choice at their last probe) are screened on one ``sample // 4`` slice (one batch for the whole-batch engine)
+and sit out ``1, 3, 7, ...`` re-probes unless the drop ratio moved by ``2 * drift``; a loser whose screen
+comes within ``eliminate`` of the best rejoins for a full round.  Every re-probe waits until the probes'
+cost so far, plus the last probe's, is within ``budget`` (3 %) of the time spent matching.
+
+Measured (``python run.py bench filters``, docs/FILTERS.md): at load 1 on the 2 cores the automatic choice
+reaches 0.94-0.98 of the best engine over 640,000 tuples and 0.89-0.95 over 160,000 on the ten workloads.
 """
 
 from __future__ import annotations
