@@ -106,19 +106,24 @@ def any_kernel(values, bm, out):
 
 
 @njit(cache=True, inline="always")
+def emit_bits(bits, owner, out, i):
+    """Set ``out[i, owner[b]]`` for every set bit ``b`` of the bitmap ``bits`` (words of 64 boxes or conjuncts)."""
+    for w in range(bits.shape[0]):
+        word = bits[w]
+        bit = 0
+        while word != ZERO:
+            if word & ONE:
+                out[i, owner[w * 64 + bit]] = True
+            word >>= ONE
+            bit += 1
+
+
+@njit(cache=True, inline="always")
 def _dense_rows(values, bm, owner, out, first, stop, acc, sure, regions):
     """Items ``first..stop-1`` of :func:`dense_kernel`."""
-    words = acc.shape[0]
     for i in range(first, stop):
         if _hits(values, i, bm, acc, sure, regions, True):
-            for w in range(words):
-                word = acc[w]
-                bit = 0
-                while word != ZERO:
-                    if word & ONE:
-                        out[i, owner[w * 64 + bit]] = True
-                    word >>= ONE
-                    bit += 1
+            emit_bits(acc, owner, out, i)
 
 
 @njit(cache=True, parallel=True)

@@ -17,51 +17,24 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-ONE = np.uint64(1)
+from matcher._eval_kernels import emit_bits as _emit
+
 ZERO = np.uint64(0)
 
 
 @njit(cache=True, inline="always")
-def _left(c, start, stop, x):
-    """``np.searchsorted(c[start:stop], x, side="left")``."""
+def _search(c, start, stop, x, right):
+    """``np.searchsorted(c[start:stop], x, side="right" if right else "left")``."""
     if x != x:
         return stop - start
     lo, hi = start, stop
     while lo < hi:
         mid = (lo + hi) >> 1
-        if c[mid] < x:
+        if c[mid] < x or (right and c[mid] == x):
             lo = mid + 1
         else:
             hi = mid
     return lo - start
-
-
-@njit(cache=True, inline="always")
-def _right(c, start, stop, x):
-    """``np.searchsorted(c[start:stop], x, side="right")``."""
-    if x != x:
-        return stop - start
-    lo, hi = start, stop
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if c[mid] <= x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - start
-
-
-@njit(cache=True, inline="always")
-def _emit(bits, owner, out, i):
-    """Set ``out[i, owner[b]]`` for every set bit ``b`` of ``bits``."""
-    for w in range(bits.shape[0]):
-        word = bits[w]
-        bit = 0
-        while word != ZERO:
-            if word & ONE:
-                out[i, owner[w * 64 + bit]] = True
-            word >>= ONE
-            bit += 1
 
 
 @njit(cache=True)
@@ -92,7 +65,7 @@ def asc_kernel(values, first, stop, constants, coff, qrb, roff, micro, macro, hy
             if x != x:
                 region = 2 * m + 1  # NaN lies in no interval
             else:
-                index = _left(constants, coff[a], coff[a + 1], x)
+                index = _search(constants, coff[a], coff[a + 1], x, False)
                 region = 2 * index
                 if m > 0 and constants[coff[a] + min(index, m - 1)] == x:
                     region += 1
@@ -149,15 +122,15 @@ def grouped_kernel(values, order, constants, coff, bits, boff, eq_all, uses, all
             x = values[k, i]
             c0, c1, c2, c3, c4, c5 = coff[k, 0], coff[k, 1], coff[k, 2], coff[k, 3], coff[k, 4], coff[k, 5]
             # lower bounds fail for a suffix (constant > x closed, >= x open), upper ones for a prefix
-            r0 = boff[k, 0] + _right(constants, c0, c1, x)
+            r0 = boff[k, 0] + _search(constants, c0, c1, x, True)
             last0 = boff[k, 0] + c1 - c0
-            r1 = boff[k, 1] + _left(constants, c1, c2, x)
+            r1 = boff[k, 1] + _search(constants, c1, c2, x, False)
             last1 = boff[k, 1] + c2 - c1
-            r2 = boff[k, 2] + _left(constants, c2, c3, x)
-            r3 = boff[k, 3] + _right(constants, c3, c4, x)
+            r2 = boff[k, 2] + _search(constants, c2, c3, x, False)
+            r3 = boff[k, 3] + _search(constants, c3, c4, x, True)
             hit = -1
             if c5 > c4:
-                j = min(_left(constants, c4, c5, x), c5 - c4 - 1)
+                j = min(_search(constants, c4, c5, x, False), c5 - c4 - 1)
                 if constants[c4 + j] == x:
                     hit = boff[k, 4] + j
             full = True

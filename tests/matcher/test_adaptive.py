@@ -166,6 +166,9 @@ class CallSizes:
     def __init__(self, engine):
         self.engine, self.labels, self.sizes, self.parallel = engine, engine.labels, [], []
 
+    def __getattr__(self, name):  # the engine's other attributes (its kernel strategy: see _pool_loaded)
+        return getattr(self.engine, name)
+
     def match(self, columns, **options):
         if len(columns["a"]) != WARM_ROWS:  # a new engine type's first call in the process loads its kernel
             self.sizes.append(len(columns["a"]))
@@ -229,6 +232,9 @@ class Repeated:
 
     def __init__(self, engine, times):
         self.engine, self.labels, self.times = engine, engine.labels, times
+
+    def __getattr__(self, name):  # the engine's other attributes (its kernel strategy: see _pool_loaded)
+        return getattr(self.engine, name)
 
     def match(self, columns, **options):
         for _ in range(self.times - 1):
