@@ -228,8 +228,8 @@ class AdaptiveMultiMatcher:
         n = row_count(columns)
         if n < self.sample:
             # a small batch goes straight to the current choice: a probe slice cut to a few rows would time
-            # mostly the engines' per-call cost (0.3-0.5 ms for the grouped filter and ASC), and the
-            # statistics wait for batches that can be probed
+            # mostly the engines' per-call cost (10-20 us), and the statistics wait for batches that can be
+            # probed
             self.tuples_seen += n
             return self.engines[self.choice].match(columns)
         self._batch = min(n, self.chunk)
@@ -598,9 +598,10 @@ def matcher_for(labelled: Sequence[tuple[str, Predicate]]) -> MultiMatcher | Ada
     """The matcher a super-peer runs over the predicates read from one input stream.
 
     :class:`AdaptiveMultiMatcher` from ``ADAPTIVE_MIN_BOXES`` boxes (conjuncts) on, :class:`MultiMatcher`
-    below: with few boxes the bitmap engine matches a whole batch in microseconds, while one probe of the
-    other two engines costs at least four calls of 0.3-0.5 ms each, more than the whole stream of most
-    operators in the shipped scenarios (sky-survey: 2-6,000 tuples per operator, batches under 256 rows).
+    below.  The threshold was set when the grouped filter and ASC were numpy code (0.3-0.5 ms per call, so
+    one probe cost more than the whole stream of most operators in the shipped scenarios: sky-survey has
+    2-6,000 tuples per operator, in batches under 256 rows); it was kept, not re-tuned, for their numba
+    kernels (docs/FILTERS.md has the per-tuple costs below 32 boxes).
     """
     boxes = sum(len(predicate.boxes) for _, predicate in labelled)
     return AdaptiveMultiMatcher(labelled) if boxes >= ADAPTIVE_MIN_BOXES else MultiMatcher(labelled)
