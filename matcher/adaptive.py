@@ -213,13 +213,15 @@ class AdaptiveMultiMatcher:
 
     # -- matching ---------------------------------------------------------------------------------------
     def match(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
-        began, began_cpu = time.perf_counter(), time.process_time()
-        steady = (self.probes, bool(self.history) and not self._tasks)
+        # every COUNT_EVERY-th batch on the choice alone is timed as the probes time (for _watch): the CPU
+        # clock is a system call, and on a loaded machine every system call is a chance to be preempted
+        sampled = self._calls % COUNT_EVERY == 0 and bool(self.history) and not self._tasks
+        began, probes = time.perf_counter(), self.probes
+        began_cpu = time.process_time() if sampled else 0.0
         out = self._match(columns)
         wall = time.perf_counter() - began
         self._busy += wall
-        if steady == (self.probes, True) and not self._tasks and len(out) >= self.sample:
-            # a live batch on the choice alone, timed as the probes time (see _watch)
+        if sampled and probes == self.probes and not self._tasks and len(out) >= self.sample:
             self._live[0] += min(wall, time.process_time() - began_cpu)
             self._live[1] += len(out)
         return out
