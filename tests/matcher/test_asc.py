@@ -57,15 +57,21 @@ def test_seed001_worked_example():
     assert engine.evaluations == 7
 
 
-def test_fixed_order_search_is_exhaustive():
-    rng = np.random.default_rng(5)
-    labelled = [
+def random_conjunctive(rng, dims, n, share):
+    """``n`` one-box labels, each constraining every dimension with probability ``share`` to a random closed
+    interval of 0-9 (the draws in the order the tests were written with, so their workloads are unchanged)."""
+    return [
         (
             f"q{i}",
-            Predicate([Box({d: interval(*sorted(rng.integers(0, 10, 2))) for d in "abcd" if rng.random() < 0.6})]),
+            Predicate([Box({d: interval(*sorted(rng.integers(0, 10, 2))) for d in dims if rng.random() < share})]),
         )
-        for i in range(8)
+        for i in range(n)
     ]
+
+
+def test_fixed_order_search_is_exhaustive():
+    rng = np.random.default_rng(5)
+    labelled = random_conjunctive(rng, "abcd", 8, 0.6)
     columns = {d: rng.integers(0, 10, 500).astype(float) for d in "abcd"}
     engine = ASCMatcher(labelled, ordering="macro")
     order, cost = fixed_order_costs(engine, columns)
@@ -80,13 +86,7 @@ def test_fixed_order_search_is_exhaustive():
 @pytest.mark.parametrize("ordering", ["macro", "hybrid"])
 def test_optimal_base_sequence_is_the_exact_optimum_of_the_window_learned_from(ordering):
     rng = np.random.default_rng(11)
-    labelled = [
-        (
-            f"q{i}",
-            Predicate([Box({d: interval(*sorted(rng.integers(0, 10, 2))) for d in "abcde" if rng.random() < 0.5})]),
-        )
-        for i in range(12)
-    ]
+    labelled = random_conjunctive(rng, "abcde", 12, 0.5)
     columns = {d: rng.integers(0, 10, 800).astype(float) for d in "abcde"}
     optimal = ASCMatcher(labelled, ordering=ordering)
     greedy = ASCMatcher(labelled, ordering=ordering, base="greedy")
