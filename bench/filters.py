@@ -5,11 +5,12 @@ For each workload every engine matches the same tuples in the same batches: the 
 it), the CACQ grouped filter, ASC as the adaptive matcher configures it (``asc``: macro order, long
 period), ASC with the papers' settings, macro and hybrid sequence (optimal per-window base sequence, and the
 paper's greedy one as ``asc-hybrid-greedy``), ASC with the best fixed order (found offline by exhaustive
-search over the whole workload), and the cost-based ``AdaptiveMultiMatcher``.  Only the engines' calls are
-timed, and each output is checked against a reference matched once beforehand, then dropped.  Reported per
-engine: tuples/s, evaluations per tuple in the unit of its paper (box-bound comparisons, grouped filters,
-ASCs), the adaptive choice's ratio to the best engine measured in this run, and the hybrid sequence's ASCs
-per tuple relative to the best fixed order.  A separate table runs A-Greedy, Sweep and Independent on seed
+search over the whole workload), and the cost-based ``AdaptiveMultiMatcher``.  The engines take turns on
+every batch, so that the machine's load falls on all of them alike; only their calls are timed, and each
+output is checked against a reference matched once beforehand, then dropped.  Reported per engine:
+tuples/s, evaluations per tuple in the unit of its paper (box-bound comparisons, grouped filters, ASCs), the
+adaptive choice's ratio to the best engine measured in this run, and the hybrid sequence's ASCs per tuple
+relative to the best fixed order.  A separate table runs A-Greedy, Sweep and Independent on seed
 002's correlated filters against the optimal order.
 """
 
@@ -30,7 +31,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--adaptive-tuples", type=int, default=640_000, help="stream length for adaptive vs best (tiled workload)"
     )
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved repetitions; tuples/s is their median")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="repetitions (engines take turns on every batch); tuples/s is their median",
+    )
     parser.add_argument("--workload", action="append", default=None, help="run only this workload (repeatable)")
 
 
@@ -176,35 +182,49 @@ def _workloads(args):
 
 
 # -- measurement --------------------------------------------------------------------------------------------
-def _run(engine, columns, batch: int, reference=None):
-    """Tuples per wall and per CPU second of ``engine.match`` over ``columns`` in batches of ``batch`` tuples.
-
-    Only the engine's calls are timed.  Each output is compared with ``reference`` (the same rows) and then
-    dropped, as a super-peer drops a batch's matrix once it has routed it; without a reference the outputs are
-    kept and returned concatenated.  Keeping every engine's outputs (32 MB per 640,000-tuple run) made the
-    timings depend on the allocator's state: once a probe freed a large temporary, glibc served the later
-    output matrices differently and the thread-pool kernel's calls took 15 % longer for the rest of the run.
-    Raises AssertionError when an output differs from the reference.
-    """
+def _matched(engine, columns, batch: int):
+    """``engine``'s output over ``columns`` in batches of ``batch`` tuples, untimed: the reference."""
     import numpy as np
 
     n = len(next(iter(columns.values())))
-    kept = []
-    seconds = cpu_seconds = 0.0
+    return np.concatenate([engine.match({k: v[s : s + batch] for k, v in columns.items()}) for s in range(0, n, batch)])
+
+
+def _interleaved(engines: dict, columns, batch: int, reference, seed: int) -> dict[str, tuple[float, float]]:
+    """Tuples per wall and per CPU second of each engine's ``match``, the engines taking turns on every batch.
+
+    Every batch is matched by every engine in turn, so that a change in the machine's load (another process,
+    a busy core, the clock's frequency) falls on all the engines alike instead of on whichever ran during it.
+    The order of the turns is drawn afresh for every batch (from ``seed``): a call depends on the call before
+    it (after a 13 ms serial call the thread pool's next call took 1.08 ms, after another pool call 0.87 ms),
+    and a fixed rotation gave some engines the slow predecessors more often than others.
+
+    Only the engines' calls are timed.  Each output is compared with ``reference`` (the same rows) and then
+    dropped, as a super-peer drops a batch's matrix once it has routed it.  Keeping every engine's outputs
+    (32 MB per 640,000-tuple run) made the timings depend on the allocator's state: once a probe freed a
+    large temporary, glibc served the later output matrices differently and the thread-pool kernel's calls
+    took 15 % longer for the rest of the run.  Raises AssertionError when an output differs from the
+    reference.
+    """
+    import numpy as np
+
+    labels = list(engines)
+    n = len(next(iter(columns.values())))
+    seconds = dict.fromkeys(labels, 0.0)
+    cpu_seconds = dict.fromkeys(labels, 0.0)
+    turns = np.random.default_rng(seed)
     for start in range(0, n, batch):
         part = {k: v[start : start + batch] for k, v in columns.items()}
-        began, cpu = time.perf_counter(), time.process_time()
-        out = engine.match(part)
-        seconds += time.perf_counter() - began
-        cpu_seconds += time.process_time() - cpu
-        if reference is None:
-            kept.append(out)
-        elif not np.array_equal(out, reference[start : start + batch]):
-            raise AssertionError(
-                f"{type(engine).__name__} disagrees with the reference on rows {start}-{start + len(out)}"
-            )
-    result = np.concatenate(kept) if kept else None
-    return result, n / seconds, n / max(cpu_seconds, 1e-9)
+        expected = reference[start : start + batch]
+        for j in turns.permutation(len(labels)):
+            label = labels[j]
+            began, cpu = time.perf_counter(), time.process_time()
+            out = engines[label].match(part)
+            seconds[label] += time.perf_counter() - began
+            cpu_seconds[label] += time.process_time() - cpu
+            if not np.array_equal(out, expected):
+                raise AssertionError(f"{label} disagrees with the reference on rows {start}-{start + len(out)}")
+    return {label: (n / seconds[label], n / max(cpu_seconds[label], 1e-9)) for label in labels}
 
 
 class _Sliced:
@@ -246,7 +266,7 @@ def _best_fixed_order(labelled, columns, args):
 
 
 def _filter_workload(name, labelled, columns, args) -> dict:
-    """Every engine, fresh for each of ``args.repeats`` interleaved repetitions over the same stream."""
+    """Every engine, fresh for each of ``args.repeats`` repetitions over the same stream, taking turns per batch."""
     import numpy as np
 
     from matcher import MultiMatcher
@@ -270,16 +290,18 @@ def _filter_workload(name, labelled, columns, args) -> dict:
     rates: dict[str, list[float]] = {label: [] for label in makers}
     cpu_rates: dict[str, list[float]] = {label: [] for label in makers}
     rows, adaptive = {}, []
-    reference = _run(MultiMatcher(labelled), columns, args.batch)[0]  # untimed: every timed run checks against it
+    reference = _matched(MultiMatcher(labelled), columns, args.batch)  # every timed call is checked against it
     for repetition in range(args.repeats):
-        for label, make in makers.items():
-            engine = make()
-            _, rate, cpu_rate = _run(engine, columns, args.batch, reference)
+        engines = {label: make() for label, make in makers.items()}
+        for label, (rate, cpu_rate) in _interleaved(
+            engines, columns, args.batch, reference, args.seed + repetition
+        ).items():
             rates[label].append(rate)
             cpu_rates[label].append(cpu_rate)
-            if label == "adaptive":
-                adaptive.append({"history": engine.history, "probed_tuples": engine.probed_tuples})
-            if repetition == 0:
+        engine = engines["adaptive"]
+        adaptive.append({"history": engine.history, "probed_tuples": engine.probed_tuples})
+        if repetition == 0:
+            for label, engine in engines.items():
                 per_tuple = getattr(engine, "evaluations_per_tuple", float("nan"))
                 unit = getattr(engine, "unit", "")
                 if label.startswith("multi"):
@@ -317,7 +339,7 @@ def _filter_workload(name, labelled, columns, args) -> dict:
 
 
 def _adaptive_on_long_stream(labelled, columns, reference, makers, best: set[str], args) -> dict:
-    """Adaptive vs the best engine(s) on the workload tiled to ``--adaptive-tuples``, interleaved, median.
+    """Adaptive vs the best engine(s) on the workload tiled to ``--adaptive-tuples``, turns per batch, median.
 
     Probing costs a roughly fixed number of tuples per probe, so its share shrinks with the stream length:
     this is the amortised comparison.  Tiling keeps the workload's distribution (and its drift phases).
@@ -332,14 +354,13 @@ def _adaptive_on_long_stream(labelled, columns, reference, makers, best: set[str
     wall: dict[str, list[float]] = {label: [] for label in labels}
     cpu: dict[str, list[float]] = {label: [] for label in labels}
     probed = []
-    for _ in range(args.repeats):
-        for label in labels:
-            engine = makers[label]()
-            _, rate, cpu_rate = _run(engine, tiled, args.batch, expected)
+    for repetition in range(args.repeats):
+        engines = {label: makers[label]() for label in labels}
+        turns = _interleaved(engines, tiled, args.batch, expected, args.seed + repetition)
+        for label, (rate, cpu_rate) in turns.items():
             wall[label].append(rate)
             cpu[label].append(cpu_rate)
-            if label == "adaptive":
-                probed.append(engine.probed_tuples)
+        probed.append(engines["adaptive"].probed_tuples)
     median = {label: float(np.median(wall[label])) for label in labels}
     median_cpu = {label: float(np.median(cpu[label])) for label in labels}
     return {

@@ -25,7 +25,8 @@ only while it is the cheapest (its rounds cost whole batches); at most ``repeats
 probe the live rows go to the cheapest engine so far (the interim), whose live-size calls are timed too.
 
 Each call is timed by ``min(wall, CPU)``: wall time is what the thread pool buys, and a serial call
-preempted by other processes is charged only the CPU time it used.  Sliced engines keep the minimum per
+preempted by other processes is charged only the CPU time it used, read on the calling thread's clock (see
+:func:`_cpu_clock`).  Sliced engines keep the minimum per
 slice size, the whole-batch engine the median of its batches, as its spread is the load itself.
 
 **Verification before a decision.**  The fit on short slices is a lower bound in practice (ASC on
@@ -217,12 +218,13 @@ class AdaptiveMultiMatcher:
         # clock is a system call, and on a loaded machine every system call is a chance to be preempted
         sampled = self._calls % COUNT_EVERY == 0 and bool(self.history) and not self._tasks
         began, probes = time.perf_counter(), self.probes
-        began_cpu = time.process_time() if sampled else 0.0
+        clock = _cpu_clock(self.choice)
+        began_cpu = clock() if sampled else 0.0
         out = self._match(columns)
         wall = time.perf_counter() - began
         self._busy += wall
         if sampled and probes == self.probes and not self._tasks and len(out) >= self.sample:
-            self._live[0] += min(wall, time.process_time() - began_cpu)
+            self._live[0] += min(wall, clock() - began_cpu)
             self._live[1] += len(out)
         return out
 
@@ -274,21 +276,22 @@ class AdaptiveMultiMatcher:
                     self._tasks.pop(0)
                     self._timed(name, columns, out)
                     start = n
-            elif rows == PAIRED:  # a verification call (see _decide): the winner at the head of a batch, then the
-                # whole-batch engine on the same batch
+            elif rows == PAIRED:  # a verification call (see _decide): live-size calls of the sliced engines side
+                # by side in a batch, then the whole-batch engine on the same batch
                 if name == WHOLE:
                     self._tasks.pop(0)
                     if n > self.chunk:
-                        # over the winner's rows too: every engine sets the same entries
+                        # over the sliced engines' rows too: every engine sets the same entries
                         self._timed(name, columns, out, paired=True)
                         start = n
-                elif start > 0:
+                elif start > 0 and n - start < self._batch:
                     break
                 else:
                     self._tasks.pop(0)
-                    start = min(n, self._batch)
-                    head = _slice(columns, 0, start) if start < n else columns
-                    self._timed(name, head, out[:start], paired=True)
+                    stop = start + min(n, self._batch)
+                    part = _slice(columns, start, stop) if stop - start < n else columns
+                    self._timed(name, part, out[start:stop], paired=True)
+                    start = stop
             elif n - start >= rows:
                 self._tasks.pop(0)
                 self._timed(name, _slice(columns, start, start + rows), out[start : start + rows])
@@ -322,11 +325,12 @@ class AdaptiveMultiMatcher:
         """Match ``columns`` into ``out`` (rows of the batch's matrix) on engine ``name``, timed for the probe."""
         engine = self.engines[name]
         n = len(out)
-        began, began_cpu = time.perf_counter(), time.process_time()
+        clock = _cpu_clock(name)
+        began, began_cpu = time.perf_counter(), clock()
         engine.match(columns, out=out)
-        # the call's cost: its wall time, but never more than the CPU time the process spent in it (see the
-        # module docstring: a serial call preempted by the machine's load is charged its CPU time)
-        elapsed = min(time.perf_counter() - began, time.process_time() - began_cpu)
+        # the call's cost: its wall time, but never more than the CPU time spent in it (see the module
+        # docstring: a serial call preempted by the machine's load is charged its CPU time)
+        elapsed = min(time.perf_counter() - began, clock() - began_cpu)
         self._timings[name].setdefault(n, []).append(elapsed)
         if paired:
             self._paired[name] = elapsed / n
@@ -452,13 +456,23 @@ class AdaptiveMultiMatcher:
         if best != WHOLE and len(fitted) > 1:
             # verify a sliced winner on one call of the live size before adopting it: the fit on short slices
             # is a lower bound in practice (table2-30q/drift: ASC fitted at 60 ns per tuple from 128/512-row
-            # slices, 160 ns on 4,096-row calls, as its working set outgrows the caches).  When that leaves it
-            # within CLOSE of the whole-batch engine, both are timed again on the same batch: engines timed on
-            # different batches are timed on different data (on the same workload ASC measured 97 ns on a
-            # batch of one drift phase against 102 ns for the thread pool on a batch of the other, while over
-            # the whole stream it costs 1.5x the thread pool's)
-            if best not in self._paired:
-                self._tasks = [(best, PAIRED)]
+            # slices, 160 ns on 4,096-row calls, as its working set outgrows the caches).  The sliced engines
+            # whose fit comes within CLOSE of it, and the current choice, are timed beside it in the same
+            # batch: under load, fits from 64- and 256-row slices put the grouped filter ahead of ASC, which
+            # costs 0.75x of it on live calls (cacq-20q, two busy processes beside it).  When that leaves the
+            # winner within CLOSE of the whole-batch engine, both are timed again on the same batch: engines
+            # timed on different batches are timed on different data (on the same workload ASC measured 97 ns
+            # on a batch of one drift phase against 102 ns for the thread pool on a batch of the other, while
+            # over the whole stream it costs 1.5x the thread pool's)
+            incumbent = self.choice if self.history else None
+            sliced = [
+                name
+                for name in fitted
+                if name != WHOLE and (name in (best, incumbent) or predicted[name] <= CLOSE * predicted[best])
+            ]
+            pending = [name for name in sliced if name not in self._paired]
+            if pending:
+                self._tasks = [(name, PAIRED) for name in sorted(pending, key=lambda e: (predicted[e], e))]
             elif WHOLE in predicted and self._pair != best and predicted[WHOLE] <= CLOSE * predicted[best]:
                 self._tasks = [(best, PAIRED), (WHOLE, PAIRED)]
                 self._pair = best
@@ -584,6 +598,15 @@ class _Loser:
 
     def __init__(self, backoff: int):
         self.backoff, self.skips, self.drop = backoff, backoff - 1, None
+
+
+def _cpu_clock(name: str):
+    """The CPU clock a call of engine ``name`` is read on: the process's for the whole-batch engine (its
+    thread pool's workers work for it), the calling thread's for the serial engines.  The process's clock adds
+    the other threads' time in steps of up to a scheduler tick: a 0.7 ms ASC call right after a thread-pool
+    call read up to 6.5 ms of process CPU time (its thread's clock: 0.7 ms), and one such reading in a
+    verification made the adaptive matcher choose the grouped filter at 1.8x ASC's cost under load."""
+    return time.process_time if name == WHOLE else time.thread_time
 
 
 def _pool_loaded(engine) -> bool:

@@ -401,7 +401,9 @@ def test_a_sliced_winner_close_to_the_whole_batch_engine_is_timed_beside_it_on_o
     engine = AdaptiveMultiMatcher(
         labelled, engines=("multi", "multi-batch"), sample=64, repeats=1, period=10**6, chunk=100, margin=0.0
     )
-    engine.engines["multi-batch"] = Repeated(engine.engines["multi-batch"], 3)  # the sliced width wins
+    # the sliced width wins: a 400-row call costs about as much as a 100-row one (per-call cost, 10 us, against
+    # a few ns per tuple here), so the whole-batch engine needs a large handicap to lose whatever the noise
+    engine.engines["multi-batch"] = Repeated(engine.engines["multi-batch"], 20)
     recorder = CallSizes(engine.engines["multi-batch"])
     engine.engines["multi-batch"] = recorder
     columns = {"a": np.arange(4_000, dtype=float) % 7}
@@ -414,6 +416,49 @@ def test_a_sliced_winner_close_to_the_whole_batch_engine_is_timed_beside_it_on_o
     assert engine._timings["multi"][100]
     expected = min(engine._paired, key=lambda e: (engine._paired[e], e))
     assert engine.choice == expected
+
+
+def test_sliced_engines_close_to_the_winner_are_timed_beside_it_at_the_live_size(monkeypatch):
+    monkeypatch.setattr("matcher.adaptive.CLOSE", 1e9)  # every sliced engine counts as close to the winner
+    labelled = threshold_workload()
+    engine = AdaptiveMultiMatcher(
+        labelled, engines=("multi", "grouped", "asc"), sample=64, repeats=1, period=10**6, chunk=100, margin=0.0
+    )
+    columns = {"a": np.arange(4_000, dtype=float) % 7}
+    out = np.concatenate([engine.match({"a": columns["a"][s : s + 400]}) for s in range(0, 4_000, 400)])
+    assert np.array_equal(out, reference_a(labelled, columns))
+    # each engine timed on a live-size call (chunk = 100 rows) in the verification, the choice made on those
+    assert engine.history and set(engine._paired) == {"multi", "grouped", "asc"}
+    assert all(engine._timings[name][100] for name in engine._paired)
+    assert engine.choice == min(engine._paired, key=lambda e: (engine._paired[e], e))
+
+
+def test_a_re_probe_times_the_current_choice_beside_the_fitted_winner():
+    labelled = threshold_workload()
+    engine = AdaptiveMultiMatcher(
+        labelled,
+        engines=("multi", "grouped"),
+        sample=64,
+        repeats=1,
+        period=1_000,
+        budget=1.0,
+        chunk=100,
+        eliminate=1e9,  # no clear losers: both engines get full rounds in every re-probe
+    )
+    batches = [{"a": np.arange(400, dtype=float) % 7} for _ in range(100)]
+    for columns in batches[:10]:
+        engine.match(columns)
+    first = engine.choice
+    engine.engines[first] = Repeated(engine.engines[first], 8)  # the choice becomes a clear loser
+    probes = engine.probes
+    for columns in batches[10:]:
+        assert np.array_equal(engine.match(columns), reference_a(labelled, columns))
+        if engine.choice != first:
+            break
+    assert engine.probes > probes and engine.choice != first
+    # the switch was decided on the two engines' live-size calls, side by side
+    assert first in engine._paired and engine.choice in engine._paired
+    assert engine._paired[first] > engine._paired[engine.choice]
 
 
 @pytest.mark.parametrize(
