@@ -13,11 +13,19 @@ from matcher.adaptive import (
     STATISTICS_WINDOW,
     WARM_ROWS,
     AdaptiveMultiMatcher,
+    _others_running,
     matcher_for,
+    pool_crowded,
 )
 from matcher.asc import ASCMatcher
 from matcher.grouped import GroupedFilter
 from tests.matcher.test_grouped import DIMS, reference, workloads
+
+
+@pytest.fixture(autouse=True)
+def idle_machine(monkeypatch):
+    """The machine's load as the probes read it (pool_crowded) is fixed: idle, unless a test says otherwise."""
+    monkeypatch.setattr("matcher.adaptive.pool_crowded", lambda: False)
 
 
 @settings(max_examples=40, deadline=None)
@@ -493,3 +501,62 @@ def test_a_choice_slower_than_measured_on_the_same_data_is_probed_again():
     for _ in range(window + 1):
         engine.match(batch)
     assert engine.probes == 2  # same drop ratio, 4x the measured cost: probed again after one window
+
+
+def test_on_a_crowded_machine_the_thread_pool_is_left_out_of_probes(monkeypatch):
+    labelled = threshold_workload()
+    crowded = [True]
+    monkeypatch.setattr("matcher.adaptive.pool_crowded", lambda: crowded[0])
+    engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1, period=2_000, budget=1.0, chunk=100)
+    columns = {"a": np.arange(400, dtype=float) % 7}
+    for _ in range(10):
+        assert np.array_equal(engine.match(columns), reference_a(labelled, columns))
+    assert engine.history and "multi-batch" not in engine._timings and engine.choice != "multi-batch"
+    crowded[0] = False  # the machine quietens: the next re-probe times the pool again
+    probes = engine.probes
+    while engine.probes == probes:
+        engine.match(columns)
+    assert "multi-batch" in engine._timings
+
+
+def test_a_thread_pool_choice_is_re_made_among_the_serial_engines_when_the_machine_gets_crowded(monkeypatch):
+    labelled = threshold_workload()
+    crowded = [False]
+    monkeypatch.setattr("matcher.adaptive.pool_crowded", lambda: crowded[0])
+    engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1, period=2_000, budget=1.0, chunk=100)
+    engine.choice, engine.history = "multi-batch", [(0, "multi-batch")]
+    engine.cost = {"multi-batch": 1e-12, "multi": 1.0, "grouped": 1.0, "asc": 1.0}  # the pool won on a quiet machine
+    engine._next_probe = 10**9
+    columns = {"a": np.arange(400, dtype=float) % 7}
+    engine.match(columns)  # the first call warms the engines up
+    crowded[0] = True
+    engine._next_probe = 0  # e.g. its live cost rose 1.5x (see _watch)
+    for _ in range(10):
+        assert np.array_equal(engine.match(columns), reference_a(labelled, columns))
+    assert engine.choice != "multi-batch" and "multi-batch" not in engine.cost
+    assert engine.history[-1][1] == engine.choice
+
+
+@pytest.mark.parametrize(("readings", "crowded"), [([0], False), ([1, 0], False), ([1, 1, 1], True), ([2, 2, 2], True)])
+def test_the_pool_is_crowded_when_every_reading_leaves_it_no_core(monkeypatch, readings, crowded):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr("numba.get_num_threads", lambda: 2)  # 2 cores, 2 pool threads: no core to spare
+    left = list(readings)
+    monkeypatch.setattr("matcher.adaptive._others_running", lambda: left.pop(0))
+    assert pool_crowded() is crowded
+    assert not left  # readings stop at the first that leaves a core
+
+
+def test_runnable_threads_of_other_processes_are_counted():
+    import subprocess
+    import sys
+    import time
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        # the busy process is runnable at every reading; this process's own running thread is not counted
+        assert min(_others_running() for _ in range(5)) >= 1
+    finally:
+        busy.kill()
+        busy.wait()
