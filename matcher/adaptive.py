@@ -80,7 +80,9 @@ MAX_STATES = 16  # confirmed states remembered: bounded, as the evaluations/tupl
 DROP_COUNTED = 256  # the drop ratio is counted on this many evenly spaced output rows of a batch ...
 COUNT_EVERY = 4  # ... of every 4th batch (``any`` over 64 rows of a fresh output matrix cost 15 us in place)
 ADAPTIVE_MIN_BOXES = 32  # from this many boxes a super-peer runs the adaptive matcher (see matcher_for)
-CHUNK = PARALLEL_MIN_TUPLES // 2  # rows per engine call: the serial bitmap kernel, as in the probes
+CHUNK = 65_536  # rows per serial engine call at most: a batch up to this size is one call (see _call)
+VERIFY_ROWS = 4_096  # rows of a verification call at most: a losing engine's call costs the difference on these
+# rows; per tuple it costs within 3 % of a whole 8,192-row call (ASC's per-call work: 35 us)
 ASC_SETTINGS = {"ordering": "macro", "period": 80_000, "threshold": 0.1}
 """The ASC candidate: the macro-sequence, re-learned when the drop ratio or the ASCs per tuple moved by 10 %
 over a period of 80,000 tuples.  The paper's setting (every 10,000 tuples, mu = 0) spends more on re-learning
@@ -177,6 +179,7 @@ class AdaptiveMultiMatcher:
         self._timings: dict[str, dict[int, list[float]]] = {}
         self._paired: dict[str, float] = {}  # seconds per tuple of the current probe's verification calls
         self._pair: str | None = None  # the engine timed on the same batch as the whole-batch engine
+        self._pair_rows = self.sample  # rows of each sliced verification call (see _decide)
         self._batch = self.sample  # rows per live sliced engine call, for the cost prediction
         self._width = self.sample  # rows of the latest batch: a whole-batch probe needs more than chunk
         self._next_probe = 0
@@ -253,7 +256,7 @@ class AdaptiveMultiMatcher:
         if not self._tasks and (live == WHOLE or n <= self.chunk):
             # one engine call covers the batch: return its matrix (filling a preallocated one measured 30 us per
             # 8,192 x 50 batch, 4 % of the thread pool's time at 10 M tuples/s)
-            out = self.engines[live].match(columns)
+            out = self._call(live, columns)
             self.tuples_seen += n
             self._watch(out)
             return out
@@ -262,10 +265,10 @@ class AdaptiveMultiMatcher:
         # probe slices are never split across batches (the first always fits: slices are at most sample rows)
         while self._tasks:
             name, rows = self._tasks[0]
-            if rows == 0:  # a whole batch: only at the start of one wider than chunk
+            if rows == 0:  # a whole batch: only at the start of one, where it differs from the serial width
                 if start > 0:
                     break
-                if n <= self.chunk:
+                if not self._pool_width(n):
                     self._tasks.pop(0)  # this batch would time the sliced engine again: not timed this round
                 elif n >= PARALLEL_MIN_TUPLES and not _pool_loaded(self.engines[name]):
                     # the task stays queued for the next batch
@@ -281,15 +284,15 @@ class AdaptiveMultiMatcher:
                 # by side in a batch, then the whole-batch engine on the same batch
                 if name == WHOLE:
                     self._tasks.pop(0)
-                    if n > self.chunk:
+                    if self._pool_width(n):
                         # over the sliced engines' rows too: every engine sets the same entries
                         self._timed(name, columns, out, paired=True)
                         start = n
-                elif start > 0 and n - start < self._batch:
+                elif start > 0 and n - start < self._pair_rows:
                     break
                 else:
                     self._tasks.pop(0)
-                    stop = start + min(n, self._batch)
+                    stop = start + min(n, self._pair_rows)
                     part = _slice(columns, start, stop) if stop - start < n else columns
                     self._timed(name, part, out[start:stop], paired=True)
                     start = stop
@@ -312,23 +315,22 @@ class AdaptiveMultiMatcher:
         for begin in range(start, n, width):
             stop = min(n, begin + width)
             part = _slice(columns, begin, stop) if stop - begin < n else columns
-            if self._interim is not None and stop - begin == (n if live == WHOLE else self._batch):
-                # during the first probe the live calls on the interim engine are timed too: calls of the live
-                # size, which the short probe slices cannot predict (see _decide), at no extra cost
+            if self._interim is not None and stop - begin >= (n if live == WHOLE else self._batch // 2):
+                # during the first probe the live calls on the interim engine are timed too: calls of (about) the
+                # live size, which the short probe slices cannot predict (see _decide), at no extra cost
                 self._timed(live, part, out[begin:stop])
             else:
-                engine.match(part, out=out[begin:stop])
+                self._call(live, part, out[begin:stop])
         self.tuples_seen += n
         self._watch(out)
         return out
 
     def _timed(self, name: str, columns: Mapping[str, np.ndarray], out: np.ndarray, paired: bool = False) -> None:
         """Match ``columns`` into ``out`` (rows of the batch's matrix) on engine ``name``, timed for the probe."""
-        engine = self.engines[name]
         n = len(out)
         clock = _cpu_clock(name)
         began, began_cpu = time.perf_counter(), clock()
-        engine.match(columns, out=out)
+        self._call(name, columns, out)
         # the call's cost: its wall time, but never more than the CPU time spent in it (see the module
         # docstring: a serial call preempted by the machine's load is charged its CPU time)
         elapsed = min(time.perf_counter() - began, clock() - began_cpu)
@@ -336,6 +338,20 @@ class AdaptiveMultiMatcher:
         if paired:
             self._paired[name] = elapsed / n
         self._probe_rows[name] = self._probe_rows.get(name, 0) + n
+
+    def _call(self, name: str, columns: Mapping[str, np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
+        """Match on engine ``name``: ``multi`` always on the serial kernel, the whole-batch engine on its pool
+        from ``PARALLEL_MIN_TUPLES`` rows.  A serial engine matches a whole batch (up to ``chunk`` rows) in one
+        call: cut into 4,096-row calls, ASC cost 8 % more than on whole 8,192-row batches (its per-call work,
+        the slices' views and the batch's matrix: 60 us per batch on table2-30q/drift)."""
+        engine = self.engines[name]
+        if name == "multi":
+            return engine.match(columns, parallel=False, out=out)
+        return engine.match(columns, out=out)
+
+    def _pool_width(self, n: int) -> bool:
+        """Does the whole-batch engine differ from the serial ``multi`` on a batch of ``n`` rows?"""
+        return n > self.chunk or n >= PARALLEL_MIN_TUPLES
 
     # -- probing ---------------------------------------------------------------------------------------
     def _start_probe(self) -> None:
@@ -347,12 +363,15 @@ class AdaptiveMultiMatcher:
         measured on a quieter machine no longer holds.  With nothing else to time, the probe waits another
         ``period``.
         """
-        whole = WHOLE in self.engines and self._width > self.chunk
+        whole = WHOLE in self.engines and self._pool_width(self._width)
         if whole and len(self.engines) > 1 and pool_crowded():
             whole = False
             if self.choice == WHOLE:
                 self.cost.pop(WHOLE, None)  # the choice is re-made among the serial engines (see _decide)
         timeable = [name for name in self.engines if name != WHOLE or whole]
+        if self.history and self.choice not in timeable:
+            # the engines lost against a choice that cannot run now: each gets a full round
+            self._losers = {}
         if not timeable:
             self._next_probe = self.tuples_seen + self.period
             return
@@ -474,17 +493,24 @@ class AdaptiveMultiMatcher:
             # on a batch of one drift phase against 102 ns for the thread pool on a batch of the other, while
             # over the whole stream it costs 1.5x the thread pool's)
             incumbent = self.choice if self.history else None
+            close = min(CLOSE, max(self.eliminate, 1.0))  # never one that the rounds eliminated
             sliced = [
                 name
                 for name in fitted
-                if name != WHOLE and (name in (best, incumbent) or predicted[name] <= CLOSE * predicted[best])
+                if name != WHOLE and (name in (best, incumbent) or predicted[name] <= close * predicted[best])
             ]
             pending = [name for name in sliced if name not in self._paired]
             if pending:
                 self._tasks = [(name, PAIRED) for name in sorted(pending, key=lambda e: (predicted[e], e))]
+                # side by side: a live-size call each if the batch holds them all, else a share of it each down to
+                # half the live size (two engines per batch); calls the size of the probe slices would tell
+                # nothing new, so batches that small take one live-size call each
+                rows = min(self._batch, max(self._width // len(pending), self._batch // 2), VERIFY_ROWS)
+                self._pair_rows = rows if rows >= 2 * self.sample else self._batch
             elif WHOLE in predicted and self._pair != best and predicted[WHOLE] <= CLOSE * predicted[best]:
                 self._tasks = [(best, PAIRED), (WHOLE, PAIRED)]
                 self._pair = best
+                self._pair_rows = min(self._batch, VERIFY_ROWS)
         elif best == WHOLE and len(fitted) > 1 and self._whole_unsettled():
             self._tasks = [(WHOLE, 0)]
         if self._tasks:
@@ -537,7 +563,7 @@ class AdaptiveMultiMatcher:
         at least WHOLE_SAMPLES batches, or on a batch it shared with the sliced runner-up: under load one batch
         may catch both cores free (measured at load 3: 0.9 to 3.9 M tuples/s between runs over one stream)."""
         samples = sum(len(times) for times in self._timings[WHOLE].values())
-        return WHOLE not in self._paired and self._width > self.chunk and samples < WHOLE_SAMPLES
+        return WHOLE not in self._paired and self._pool_width(self._width) and samples < WHOLE_SAMPLES
 
     def _affordable(self) -> bool:
         """May a re-probe start?  Only while the probes' cost stays within ``budget`` of the time spent matching,
@@ -610,25 +636,66 @@ class _Loser:
 
 
 def pool_crowded() -> bool:
-    """Do other processes leave fewer idle cores than the thread pool has threads, right now?
+    """Do other processes keep busy the cores the thread pool's workers would need?
 
-    Read from Linux's count of runnable threads (``procs_running`` in /proc/stat) less this process's own
-    running threads (the pool's workers spin for a while after each call), the least of up to three readings
-    (a thread that runs for a moment does not make a machine busy); False where /proc cannot be read.  Measured
-    on the 2-core machine, with two busy processes beside it: a 64-row call on the pool took 8 ms at the
-    median (1.1 ms at the 10th percentile) against 46 us on the idle machine, as the worker waits for a core,
-    and an 8,192-row batch 4-8 ms against ASC's 1.5 ms.  With one busy process the pool's median batch still
-    beat ASC (1.1 against 1.6 ms) but its 90th percentile took 8 ms: what a stream pays is the mean.  A probe
-    cannot afford to find this out on whole batches (the first probe's pool batch was 20-35 % of ASC's time
-    over a 160,000-tuple stream).
+    Read on Linux (False where /proc cannot be read): the cores other processes kept busy since the previous
+    reading at least 100 ms earlier (:class:`_OtherLoad`), crowded above half a core more than the pool leaves
+    spare; before the process has such an interval, the count of runnable threads (``procs_running`` in
+    /proc/stat) less this process's own running threads, crowded when three readings in a row leave no core
+    for a worker (a single reading was crowded on 0.5 % of probes of the idle machine: a daemon's burst).
+
+    Measured on the 2-core machine, with two busy processes beside it: a 64-row call on the pool took 8 ms at
+    the median (1.1 ms at the 10th percentile) against 46 us on the idle machine, as the worker waits for a
+    core, and an 8,192-row batch 4-8 ms against ASC's 1.5 ms.  With one busy process the pool's median batch
+    still beat ASC (1.1 against 1.6 ms) but its 90th percentile took 8 ms: what a stream pays is the mean.  A
+    probe cannot afford to find this out on whole batches (the first probe's pool batch was 20-35 % of ASC's
+    time over a 160,000-tuple stream).
     """
     try:
         from numba import get_num_threads
 
         spare = (os.cpu_count() or 1) - get_num_threads()
+        others = _LOAD.read()
+        if others is not None:
+            return others > spare + 0.5
         return all(_others_running() > spare for _ in range(3))
-    except (OSError, ValueError, ImportError):
+    except (OSError, ValueError, IndexError, ImportError):
         return False
+
+
+class _OtherLoad:
+    """The cores other processes kept busy over an interval: /proc/stat's CPU time (steal included) less the idle
+    time and this process's own (all its threads, the pool's workers among them), in clock ticks."""
+
+    MIN_TICKS_PER_CPU = 10  # an interval of at least 100 ms at the usual 100 ticks per second
+
+    def __init__(self):
+        self._last: tuple[int, int, int] | None = None  # (total, idle, ours) ticks at the interval's start
+        self.cores: float | None = None  # over the latest interval long enough
+
+    def read(self) -> float | None:
+        with open("/proc/stat", "rb") as stat:
+            ticks = [int(t) for t in stat.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+        with open("/proc/self/stat", "rb") as stat:
+            line = stat.read()
+        fields = line[line.rindex(b")") + 2 :].split()  # from field 3 (state) on: utime, stime are fields 14, 15
+        now = (sum(ticks), ticks[3] + ticks[4], int(fields[11]) + int(fields[12]))
+        cpus = os.cpu_count() or 1
+        if self._last is None:
+            self._last = now
+        elif now[0] - self._last[0] >= self.MIN_TICKS_PER_CPU * cpus:
+            self.cores = busy_cores(self._last, now, cpus)
+            self._last = now
+        return self.cores
+
+
+def busy_cores(start: tuple[int, int, int], stop: tuple[int, int, int], cpus: int) -> float:
+    """Cores kept busy by other processes between two ``(total, idle, ours)`` tick readings."""
+    total, idle, ours = (b - a for a, b in zip(start, stop, strict=True))
+    return max(total - idle - ours, 0) / max(total, 1) * cpus
+
+
+_LOAD = _OtherLoad()
 
 
 def _others_running() -> int:

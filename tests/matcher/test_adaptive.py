@@ -13,7 +13,10 @@ from matcher.adaptive import (
     STATISTICS_WINDOW,
     WARM_ROWS,
     AdaptiveMultiMatcher,
+    _Loser,
+    _OtherLoad,
     _others_running,
+    busy_cores,
     matcher_for,
     pool_crowded,
 )
@@ -110,15 +113,20 @@ def test_slow_engines_are_dropped_after_the_first_round():
     for _ in range(5):
         engine.match({"a": np.arange(2_000, dtype=float) % 7})
     # with a factor of 1 only the best survives the first round: one round of two slices per engine, then
-    # live-size verification calls (2,000 rows) from the next batch on
+    # verification calls (a 2,000-row batch each, or 1,000 rows each side by side) from the next batch on
     slices = [
-        sum(len(v) for size, v in engine._timings[e].items() if size < 2_000) for e in ("multi", "grouped", "asc")
+        sum(len(v) for size, v in engine._timings[e].items() if size in (16, 64)) for e in ("multi", "grouped", "asc")
     ]
     assert slices == [2, 2, 2]
-    verified = [name for name, by_size in engine._timings.items() if 2_000 in by_size]
-    assert engine.history and engine.choice in verified
+    verified = [name for name, by_size in engine._timings.items() if {1_000, 2_000} & set(by_size)]
+    assert engine.history and engine.choice in verified and set(engine._paired) == set(verified)
     assert "multi-batch" not in engine._timings  # 2,000-row batches are not wider than chunk: nothing to time
-    assert engine.probed_tuples == 2 * (16 + 64) + 2_000 * (len(verified) - 1)
+    # probed rows: every timed call of the engines not chosen (their slices, the interim's calls on the rest of
+    # the first batch, their verification calls)
+    others = sum(
+        size * len(t) for e, by_size in engine._timings.items() if e != engine.choice for size, t in by_size.items()
+    )
+    assert engine.probed_tuples == others >= 2 * (16 + 64)
 
 
 def test_drift_of_the_drop_ratio_triggers_a_reprobe_and_the_period_backs_off():
@@ -258,14 +266,17 @@ def with_clear_loser(**settings):
     return engine
 
 
-def probed_engines_per_probe(engine, batches):
-    """Feed ``batches``; after each probe ends, the engines it timed and the slice sizes per engine."""
+def probed_engines_per_probe(engine, batches, count=None):
+    """Feed ``batches`` (until ``count`` probes have ended); after each probe ends, the engines it timed and the
+    slice sizes per engine."""
     seen, probes = [], engine.probes
     for columns in batches:
         engine.match(columns)
         if engine.probes != probes and not engine._tasks:
             probes = engine.probes
             seen.append({name: sorted(by_size) for name, by_size in engine._timings.items()})
+            if len(seen) == count:
+                break
     return seen
 
 
@@ -274,9 +285,10 @@ def test_clear_losers_are_screened_on_one_slice_with_exponential_back_off():
     matching = {"a": np.full(500, 10.0)}  # no drift: every re-probe is a scheduled one
     probes = probed_engines_per_probe(engine, [matching] * 260)
     losers = ["grouped"]
-    # the first fit: both sizes each, then the winner verified on a live-size call (the next 500-row batch)
+    # the first fit: both sizes each, the interim engine's call on the rest of the first batch (500 - 2 x 80
+    # rows), then the winner verified on a live-size call (the next 500-row batch)
     assert engine.history == [(500, "multi")]
-    assert probes[0] == {"multi": [16, 64, 500], "grouped": [16, 64]}
+    assert probes[0] == {"multi": [16, 64, 340, 500], "grouped": [16, 64]}
     screened = [i for i, probe in enumerate(probes) if set(losers) <= set(probe)]
     # screened at the first re-probe, then after sitting out 1, 3, 7 re-probes (back-off 2, 4, 8)
     assert screened[:5] == [0, 1, 3, 7, 15]
@@ -289,12 +301,18 @@ def test_a_large_move_of_the_drop_ratio_screens_backed_off_losers():
     engine = with_clear_loser(period=4_096, drift=0.3, max_backoff=64)
     matching = {"a": np.full(4_096, 10.0)}  # drop ratio 0
     dropped = {"a": np.full(4_096, -1.0)}  # drop ratio 1
-    probes = probed_engines_per_probe(engine, [matching] * 40)
+    # six probes, however many batches the first one's verification takes (a noisy fit may time the loser too)
+    probes = probed_engines_per_probe(engine, [matching] * 200, count=6)
     losers = {"grouped"}
     # screened at re-probes 1 and 3, then back-off 4: re-probes 4 and 5 leave them out
     assert [set(p) >= losers for p in probes] == [True, True, False, True, False, False]
     assert engine._losers["grouped"].skips == 1
-    more = probed_engines_per_probe(engine, [dropped] * (STATISTICS_WINDOW // 4_096 + 2))
+    # a statistics window on the same data gives the reference (the next scheduled re-probe is 32 periods away)
+    probes = engine.probes
+    while engine._reference is None:
+        engine.match(matching)
+    assert engine.probes == probes
+    more = probed_engines_per_probe(engine, [dropped] * (STATISTICS_WINDOW // 4_096 + 3))
     assert len(more) == 1 and set(more[0]) >= losers  # the drift re-probe screens them at once
 
 
@@ -318,9 +336,10 @@ def test_a_loser_passing_its_screen_gets_a_full_round():
     engine.eliminate = 1e9  # now every screen passes
     probes = probed_engines_per_probe(engine, [matching] * 4)
     # the screening slice (16 rows), then a full round of both sizes: the decision rests on a fit, and on the
-    # live-size verification call (500 rows) of the winner
-    assert len(probes) == 1 and 500 in probes[0][engine.choice]
-    assert all(sizes in ([16, 64], [16, 64, 500]) for sizes in probes[0].values())
+    # verification calls of the winner: one of the live size (500 rows), or half a batch each beside the other
+    live = {500, 250}
+    assert len(probes) == 1 and live & set(probes[0][engine.choice])
+    assert all(set(sizes) - live == {16, 64} for sizes in probes[0].values())
     assert all(len(engine._timings[name][16]) == 2 for name in losers)
     assert not engine._losers
 
@@ -427,10 +446,17 @@ def test_a_sliced_winner_close_to_the_whole_batch_engine_is_timed_beside_it_on_o
 
 
 def test_sliced_engines_close_to_the_winner_are_timed_beside_it_at_the_live_size(monkeypatch):
-    monkeypatch.setattr("matcher.adaptive.CLOSE", 1e9)  # every sliced engine counts as close to the winner
+    monkeypatch.setattr("matcher.adaptive.CLOSE", 1e9)  # every sliced engine counts as close to the winner ...
     labelled = threshold_workload()
     engine = AdaptiveMultiMatcher(
-        labelled, engines=("multi", "grouped", "asc"), sample=64, repeats=1, period=10**6, chunk=100, margin=0.0
+        labelled,
+        engines=("multi", "grouped", "asc"),
+        sample=64,
+        repeats=1,
+        period=10**6,
+        chunk=100,
+        margin=0.0,
+        eliminate=1e9,  # ... and none is eliminated by the rounds
     )
     columns = {"a": np.arange(4_000, dtype=float) % 7}
     out = np.concatenate([engine.match({"a": columns["a"][s : s + 400]}) for s in range(0, 4_000, 400)])
@@ -537,11 +563,25 @@ def test_a_thread_pool_choice_is_re_made_among_the_serial_engines_when_the_machi
     assert engine.history[-1][1] == engine.choice
 
 
+def test_engines_that_lost_against_a_thread_pool_choice_get_a_full_round_when_it_cannot_run(monkeypatch):
+    labelled = threshold_workload()
+    monkeypatch.setattr("matcher.adaptive.pool_crowded", lambda: True)
+    engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1, period=2_000, budget=1.0, chunk=100)
+    engine.choice, engine.history = "multi-batch", [(0, "multi-batch")]
+    engine.cost = {"multi-batch": 1e-12, "multi": 1.0, "grouped": 1.0, "asc": 1.0}
+    engine._losers = {name: _Loser(8) for name in ("multi", "grouped", "asc")}  # every serial engine lost by far
+    columns = {"a": np.arange(400, dtype=float) % 7}
+    for _ in range(10):
+        assert np.array_equal(engine.match(columns), reference_a(labelled, columns))
+    assert engine.choice != "multi-batch" and {16, 64} <= set(engine._timings[engine.choice])
+
+
 @pytest.mark.parametrize(("readings", "crowded"), [([0], False), ([1, 0], False), ([1, 1, 1], True), ([2, 2, 2], True)])
 def test_the_pool_is_crowded_when_every_reading_leaves_it_no_core(monkeypatch, readings, crowded):
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     monkeypatch.setattr("numba.get_num_threads", lambda: 2)  # 2 cores, 2 pool threads: no core to spare
     left = list(readings)
+    monkeypatch.setattr("matcher.adaptive._LOAD.read", lambda: None)  # no interval measured yet
     monkeypatch.setattr("matcher.adaptive._others_running", lambda: left.pop(0))
     assert pool_crowded() is crowded
     assert not left  # readings stop at the first that leaves a core
@@ -560,3 +600,36 @@ def test_runnable_threads_of_other_processes_are_counted():
     finally:
         busy.kill()
         busy.wait()
+
+
+@pytest.mark.parametrize(("others", "crowded"), [(0.0, False), (0.4, False), (0.6, True), (2.0, True)])
+def test_the_pool_is_crowded_when_other_processes_kept_its_cores_busy(monkeypatch, others, crowded):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr("numba.get_num_threads", lambda: 2)
+    monkeypatch.setattr("matcher.adaptive._LOAD.read", lambda: others)
+    monkeypatch.setattr("matcher.adaptive._others_running", lambda: 5)  # not read once an interval is measured
+    assert pool_crowded() is crowded
+
+
+def test_busy_cores_leave_out_this_process_and_idle_time():
+    # 2 CPUs over 1 s (200 ticks): 50 idle, 100 this process's (its pool on both cores half the time): others 50
+    assert busy_cores((1_000, 400, 10), (1_200, 450, 110), 2) == pytest.approx(0.5)
+    assert busy_cores((0, 0, 0), (200, 0, 200), 2) == 0.0  # all of it ours
+    assert busy_cores((0, 0, 0), (200, 0, 0), 2) == pytest.approx(2.0)
+
+
+def test_the_cores_of_a_busy_process_are_measured_over_an_interval():
+    import subprocess
+    import sys
+    import time
+
+    load = _OtherLoad()
+    assert load.read() is None  # no interval yet
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.6)
+        cores = load.read()
+    finally:
+        busy.kill()
+        busy.wait()
+    assert cores is not None and cores >= 0.5  # the busy process kept a core (this one slept)
