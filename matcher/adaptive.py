@@ -7,37 +7,40 @@ attribute order they learn, and the region-bitmap kernel alone has a thread pool
 machine is about 2x the serial kernels by wall clock at low load and 2.5-4x *slower* per tuple under load.
 :class:`AdaptiveMultiMatcher` measures each engine on the live stream and runs the cheapest.
 
-Candidates (``ENGINES``): ``multi``, ``grouped`` and ``asc`` called on slices of at most ``chunk`` rows
-(4,096: the serial kernels), and ``multi-batch``, the same compiled matcher as ``multi`` called on whole
-batches (its thread pool from 8,192 rows).  Every call writes into rows of the batch's output matrix
-(``out=``), so slicing costs no copy.  Batches below ``sample`` rows go straight to the current choice
-(``multi`` before any probe); :func:`matcher_for` is the super-peer's rule for when the adaptive matcher is
-worth having at all (``ADAPTIVE_MIN_BOXES``).
+Candidates (``ENGINES``): the serial engines ``multi`` (the bitmap kernel without its pool), ``grouped`` and
+``asc``, each matching a whole batch in one call (up to ``chunk`` rows), and ``multi-batch``, the same
+compiled matcher as ``multi`` with its thread pool (from 8,192 rows).  Probe and verification calls write
+into rows of the batch's output matrix (``out=``), so slicing costs no copy.  Batches below ``sample`` rows
+go straight to the current choice (``multi`` before any probe); :func:`matcher_for` is the super-peer's rule
+for when the adaptive matcher is worth having at all (``ADAPTIVE_MIN_BOXES``).
 
 **Probes.**  Every engine first makes one untimed call on ``WARM_ROWS`` rows (a process's first call of a
 numba kernel loads it; an engine's first call touches its fresh tables, 30-60 us).  A probe then runs rounds:
-the whole-batch engine on one whole batch (at a batch start, only for batches wider than ``chunk``), each
+the whole-batch engine on one whole batch (at a batch start, only where it differs from ``multi``: from
+8,192 rows, and only while :func:`pool_crowded` says other processes leave its workers cores), each
 sliced engine on two disjoint slices (``sample // 4`` and ``sample`` rows, interleaved with the others'),
 fitted to ``seconds = per_call + n * per_tuple`` and read at the live call size.  Probe rows are real output
 (every engine returns exactly the same matrix), so a probe costs only the difference between engines.  After
 a round, sliced engines more than ``eliminate`` times the best drop out, and the whole-batch engine stays
 only while it is the cheapest (its rounds cost whole batches); at most ``repeats`` rounds.  During the first
-probe the live rows go to the cheapest engine so far (the interim), whose live-size calls are timed too.
+probe the live rows go to the cheapest engine so far (the interim), whose calls of at least half the live
+size are timed too.
 
 Each call is timed by ``min(wall, CPU)``: wall time is what the thread pool buys, and a serial call
 preempted by other processes is charged only the CPU time it used, read on the calling thread's clock (see
-:func:`_cpu_clock`).  Sliced engines keep the minimum per
-slice size, the whole-batch engine the median of its batches, as its spread is the load itself.
+:func:`_cpu_clock`).  Sliced engines keep the minimum per slice size, the whole-batch engine the median of
+its batches, as its spread is the load itself.
 
 **Verification before a decision.**  The fit on short slices is a lower bound in practice (ASC on
 table2-30q/drift: 60 ns per tuple fitted from 128/512-row slices, 160 ns on 4,096-row calls), so unverified
-fits are scaled up by ``SHORT_SLICES`` and a sliced winner is timed on one call of the live size before it is
-adopted.  If that leaves it within ``CLOSE`` of the whole-batch engine, both are timed again on the same
-batch (engines timed on different batches are timed on different data: ASC measured 97 ns on a batch of one
-drift phase against 102 ns for the thread pool on the other, while over the stream it costs 1.5x the
-thread pool's).  The whole-batch engine wins only on the median of ``WHOLE_SAMPLES`` batches or on such a
-paired batch: under load a single batch may catch both cores free.  The engine switches only when the
-winner is at least ``margin`` cheaper than the current choice (hysteresis).
+fits are scaled up by ``SHORT_SLICES`` and a sliced winner is timed on a call of (up to ``VERIFY_ROWS`` rows
+of) the live size before it is adopted, side by side in the same batch with the current choice and the sliced
+engines whose fit comes within ``CLOSE`` of it.  If that leaves it within ``CLOSE`` of the whole-batch engine,
+both are timed again on the same batch (engines timed on different batches are timed on different data: ASC
+measured 97 ns on a batch of one drift phase against 102 ns for the thread pool on the other, while over the
+stream it costs 1.5x the thread pool's).  The whole-batch engine wins only on the median of ``WHOLE_SAMPLES``
+batches or on such a paired batch: under load a single batch may catch both cores free.  The engine switches
+only when the winner is at least ``margin`` cheaper than the current choice (hysteresis).
 
 **Re-probes** start after ``period`` tuples (doubling, up to ``max_backoff`` times, while re-probes confirm
 the choice), when the stream's statistics move by ``drift`` away from every state measured while the choice
@@ -50,8 +53,9 @@ and sit out ``1, 3, 7, ...`` re-probes unless the drop ratio moved by ``2 * drif
 comes within ``eliminate`` of the best rejoins for a full round.  Every re-probe waits until the probes'
 cost so far, plus the last probe's, is within ``budget`` (3 %) of the time spent matching.
 
-Measured (``python run.py bench filters``, docs/FILTERS.md): at load 1 on the 2 cores the automatic choice
-reaches 0.94-0.98 of the best engine over 640,000 tuples and 0.89-0.95 over 160,000 on the ten workloads.
+Measured (``python run.py bench filters``, docs/FILTERS.md): on the idle 2-core machine the automatic
+choice reaches 0.95-0.98 of the best engine over 640,000 tuples and 0.89-0.98 over 160,000 on the ten
+workloads.
 """
 
 from __future__ import annotations
