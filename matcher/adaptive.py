@@ -23,8 +23,9 @@ fitted to ``seconds = per_call + n * per_tuple`` and read at the live call size.
 (every engine returns exactly the same matrix), so a probe costs only the difference between engines.  After
 a round, sliced engines more than ``eliminate`` times the best drop out, and the whole-batch engine stays
 only while it is the cheapest (its rounds cost whole batches); at most ``repeats`` rounds.  During the first
-probe the live rows go to the cheapest engine so far (the interim), whose calls of at least half the live
-size are timed too.
+probe the live rows go to the interim engine: the whole-batch engine once its batch was timed (a live-size
+measure beats a short-slice fit), else the cheapest fit so far; its calls of at least half the live size
+are timed too.
 
 Each call is timed by ``min(wall, CPU)``: wall time is what the thread pool buys, and a serial call
 preempted by other processes is charged only the CPU time it used, read on the calling thread's clock (see
