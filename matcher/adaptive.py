@@ -299,8 +299,7 @@ class AdaptiveMultiMatcher:
                 else:
                     self._tasks.pop(0)
                     stop = start + min(n, self._pair_rows)
-                    part = _slice(columns, start, stop) if stop - start < n else columns
-                    self._timed(name, part, out[start:stop], paired=True)
+                    self._timed(name, _slice(columns, start, stop), out[start:stop], paired=True)
                     start = stop
             elif n - start >= rows:
                 self._tasks.pop(0)
@@ -320,7 +319,7 @@ class AdaptiveMultiMatcher:
         width = n if live == WHOLE else self.chunk
         for begin in range(start, n, width):
             stop = min(n, begin + width)
-            part = _slice(columns, begin, stop) if stop - begin < n else columns
+            part = _slice(columns, begin, stop)
             if self._interim is not None and stop - begin >= (n if live == WHOLE else self._batch // 2):
                 # during the first probe the live calls on the interim engine are timed too: calls of (about) the
                 # live size, which the short probe slices cannot predict (see _decide), at no extra cost
@@ -442,8 +441,8 @@ class AdaptiveMultiMatcher:
             # the interim runs live rows: an engine measured on live-size calls (the whole-batch engine's batch)
             # beats a fit from short slices, which under-predicts (ASC on table2-30q/drift: 100 ns fitted with
             # SHORT_SLICES, 180 ns live, against the thread pool's 128 ns)
-            measured = [name for name in predicted if name == WHOLE]
-            self._interim = min(measured or contenders, key=lambda e: (predicted[e], e))
+            candidates = [WHOLE] if WHOLE in predicted else contenders
+            self._interim = min(candidates, key=lambda e: (predicted[e], e))
         if readmitted:
             self._screened = [name for name in self._screened if name not in readmitted]
             self._rounds_left = max(self._rounds_left, 1)
@@ -761,7 +760,10 @@ def matcher_for(labelled: Sequence[tuple[str, Predicate]]) -> MultiMatcher | Ada
     return AdaptiveMultiMatcher(labelled) if boxes >= ADAPTIVE_MIN_BOXES else MultiMatcher(labelled)
 
 
-def _slice(columns: Mapping[str, np.ndarray], start: int, stop: int) -> dict[str, np.ndarray]:
+def _slice(columns: Mapping[str, np.ndarray], start: int, stop: int) -> Mapping[str, np.ndarray]:
+    """Rows ``start:stop`` of every column: the columns themselves when that is all of them."""
+    if start == 0 and stop >= row_count(columns):
+        return columns
     return {name: values[start:stop] for name, values in columns.items()}
 
 
