@@ -619,6 +619,11 @@ class Planner:
                 sel += self.cost.added_selectivity(stream, added_boxes(relaxed, pred), bounds.overlapping)
                 pred = relaxed
                 bounds = bounds.widened(pred)
+        if pred != flow.predicate and not pred.implies(flow.predicate):
+            # HCR folds the consumers into interval hulls, which may reach past the flow's predicate (and
+            # so past its parent's): the flow would then claim tuples it never receives, and a later
+            # subscription matched against that claim would miss them.  Narrowing never widens.
+            pred, sel = flow.predicate, flow.sel
         attrs = full = 0
         for c_pred, c_sel, c_attrs, c_full, _ in consumers:
             full |= c_full

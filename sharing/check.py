@@ -1,0 +1,166 @@
+"""A plan's soundness, checked without simulating a tuple.
+
+A plan is *sound* when, at every epoch, every active subscription is delivered from a flow that is
+available at its super-peer and carries everything it needs: each flow on the chain from the raw stream
+down to the delivering flow keeps every tuple the subscription's WHERE accepts (the WHERE implies each
+flow's predicate), each flow is produced where its parent is available and crosses only backbone links,
+and the flows carry the attributes their own filters and the delivery need.  If all of that holds, every
+engine delivers exactly the centralized result (SPEC section 3's exactness) whatever the tuples are, so a
+violation found here is a planner bug, named by epoch, flow and subscription.
+
+The check is cheap enough for any user scenario (``run.py run --check-plans``): frozen flows and
+deliveries are mostly the same objects from one epoch to the next, so each implication is decided once
+per (subscription, flow object).
+"""
+
+from __future__ import annotations
+
+from matcher import Predicate
+from network.routing import Network
+from sharing.epochs import is_active
+from sharing.plan import Flow, Plan
+from topologies.model import Scenario
+
+
+def plan_problems(plan: Plan, scenario: Scenario, network: Network, limit: int = 20) -> list[str]:
+    """Every violated invariant of ``plan``, as readable lines (empty: the plan is sound); at most
+    ``limit`` lines (the first ones in epoch order)."""
+    return _Checker(plan, scenario, network, limit).run()
+
+
+class _Checker:
+    def __init__(self, plan: Plan, scenario: Scenario, network: Network, limit: int):
+        self.plan, self.scenario, self.network, self.limit = plan, scenario, network, limit
+        self.problems: list[str] = []
+        self.implies: dict[tuple[int, int], bool] = {}  # (id of a WHERE, id of a flow predicate) -> verdict
+        self.streams = {s.id: s for s in scenario.streams}
+        self.subs = {s.id: s for s in scenario.subscriptions}
+        self.homes = {p.id: p.attach for p in scenario.thin_peers}
+        self.links = set(network.directions)
+        self.oracle = plan.strategy == "ideal"  # the ideal bound's trimmed flows are an accounting bound
+        self.nested = plan.strategy.startswith("sharing-")  # the planner keeps each flow within its parent
+        self.flow_ok: dict[tuple[int, int | None], list[str]] = {}  # (id(flow), id(parent)) -> its problems
+
+    def add(self, line: str) -> None:
+        if len(self.problems) < self.limit:
+            self.problems.append(line)
+
+    def _implies(self, where: Predicate, pred: Predicate) -> bool:
+        key = (id(where), id(pred))
+        verdict = self.implies.get(key)
+        if verdict is None:
+            verdict = self.implies[key] = pred.is_true() or where.implies(pred)
+        return verdict
+
+    def run(self) -> list[str]:
+        plan, scenario = self.plan, self.scenario
+        ends = [0.0] + [e.end for e in plan.epochs]
+        if [e.start for e in plan.epochs] != ends[:-1] or ends[-1] != scenario.duration:
+            self.add(f"epochs do not tile [0, {scenario.duration}): {[(e.start, e.end) for e in plan.epochs][:5]}...")
+        for epoch in plan.epochs:
+            self._epoch(epoch)
+            if len(self.problems) >= self.limit:
+                break
+        return self.problems
+
+    def _flow(self, f: Flow, parent: Flow | None) -> list[str]:
+        """The problems of flow ``f`` read from ``parent`` (None: the raw stream), independent of the epoch."""
+        key = (id(f), id(parent) if parent is not None else None)
+        found = self.flow_ok.get(key)
+        if found is not None:
+            return found
+        found = []
+        stream = self.streams.get(f.stream)
+        if stream is None:
+            found.append(f"{f.id}: unknown stream {f.stream}")
+            self.flow_ok[key] = found
+            return found
+        if not f.path or f.path[0] != f.origin:
+            found.append(f"{f.id}: path does not start at its origin {f.origin}")
+        for a, b in f.hops:
+            if (a, b) not in self.links:
+                found.append(f"{f.id}: {a} -> {b} is not a backbone link")
+        if len(set(f.path)) != len(f.path):
+            found.append(f"{f.id}: path {' -> '.join(f.path)} visits a super-peer twice")
+        if parent is None:
+            parent_attrs = stream.attribute_names
+            source = self.homes[stream.source]
+            if f.origin != source:
+                found.append(f"{f.id}: reads the raw stream at {f.origin}, away from its source {source}")
+        else:
+            parent_attrs = parent.attrs
+            if parent.stream != f.stream:
+                found.append(f"{f.id}: parent {parent.id} carries another stream")
+            if f.origin not in parent.path:
+                found.append(f"{f.id}: parent {parent.id} is not available at {f.origin}")
+        if not self.oracle:
+            if not set(f.attrs) <= set(parent_attrs):
+                found.append(f"{f.id}: carries {sorted(set(f.attrs) - set(parent_attrs))} its parent lacks")
+            if not set(f.predicate.dims) <= set(parent_attrs) and not (
+                parent is not None and parent.predicate.implies(f.predicate)
+            ):
+                found.append(f"{f.id}: its filter needs attributes its parent lacks")
+            if parent is not None and self.nested and not f.predicate.implies(parent.predicate):
+                # not a loss by itself (deliveries are checked against the whole chain), but the planner
+                # then believes the flow holds tuples its parent never forwards
+                found.append(f"{f.id}: its predicate reaches past its parent {parent.id}'s")
+        self.flow_ok[key] = found
+        return found
+
+    def _epoch(self, epoch) -> None:
+        where = f"epoch [{epoch.start:g}, {epoch.end:g})"
+        flows: dict[str, Flow] = {}
+        chains: dict[str, tuple[Flow, ...]] = {}  # flow id -> its chain from the root's first child
+        for f in epoch.flows:
+            if f.id in flows:
+                self.add(f"{where} {f.id}: duplicate flow id")
+                continue
+            if f.parent is None:
+                parent, chain = None, ()
+            elif f.parent not in flows:
+                self.add(f"{where} {f.id}: parent {f.parent} is not listed before it")
+                continue
+            else:
+                parent = flows[f.parent]
+                chain = chains[f.parent]
+            for line in self._flow(f, parent):
+                self.add(f"{where} {line}")
+            flows[f.id] = f
+            chains[f.id] = (*chain, f)
+        delivered = sorted(d.subscription for d in epoch.deliveries)
+        active = sorted(s.id for s in self.scenario.subscriptions if is_active(s, epoch.start, epoch.end))
+        if delivered != active:
+            lacking = sorted(set(active) - set(delivered))
+            surplus = sorted(set(delivered) - set(active))
+            self.add(f"{where}: not delivered {lacking[:5]}, delivered while inactive {surplus[:5]}")
+        for d in epoch.deliveries:
+            self._delivery(where, d, flows, chains)
+
+    def _delivery(self, where: str, d, flows: dict[str, Flow], chains: dict[str, tuple[Flow, ...]]) -> None:
+        sub = self.subs.get(d.subscription)
+        if sub is None:
+            self.add(f"{where} delivery of unknown subscription {d.subscription}")
+            return
+        stream = self.streams[sub.stream]
+        select = sub.query.attributes(stream.attribute_names)
+        home = self.homes[sub.peer]
+        if d.home != home or d.peer != sub.peer or tuple(d.attrs) != tuple(select):
+            self.add(f"{where} {d.subscription}: wrong home, peer or attributes")
+        if d.flow is None:
+            if d.home != self.homes[stream.source] or d.predicate != sub.query.where:
+                self.add(f"{where} {d.subscription}: raw delivery away from the source or unfiltered")
+            return
+        flow = flows.get(d.flow)
+        if flow is None or flow.stream != sub.stream or d.home not in flow.path:
+            self.add(f"{where} {d.subscription}: flow {d.flow} is not available at {d.home}")
+            return
+        wanted = sub.query.where
+        for f in chains[flow.id]:  # nothing the subscription needs is filtered away upstream
+            if not self._implies(wanted, f.predicate):
+                self.add(f"{where} {d.subscription}: its WHERE does not imply {f.id}'s predicate (tuples lost)")
+        if d.predicate != wanted and not (d.predicate.is_true() and self._implies(flow.predicate, wanted)):
+            self.add(f"{where} {d.subscription}: the delivery's filter is not its WHERE")
+        if not self.oracle:
+            needed = set(select) | (set(wanted.dims) if d.predicate == wanted else set())
+            if not needed <= set(flow.attrs):
+                self.add(f"{where} {d.subscription}: {flow.id} lacks attributes {sorted(needed - set(flow.attrs))}")
