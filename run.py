@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from bench import BENCHMARKS
@@ -34,7 +35,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario)
     plan = make_plan(scenario, args.strategy)
-    print(plan.dumps() if args.json else plan.to_text())
+    if args.json:
+        plan.write_json(sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        for line in plan.text_lines():
+            sys.stdout.write(line + "\n")
     return 0
 
 
@@ -72,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output directory (default out/<scenario name>/)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--check-plans",
+        action="store_true",
+        help="check every plan's soundness before simulating it (docs/PLANNER.md); an unsound plan is exit 1",
+    )
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("validate", help="check a scenario file")
@@ -142,19 +153,23 @@ def _add_live_parsers(sub) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from matcher import QueryError
-    from topologies.errors import EngineError, InputError
+    from topologies.errors import EmulatorError, InputError
 
     try:
         return args.func(args)
     except (InputError, QueryError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except EngineError as err:
+    except EmulatorError as err:  # an engine failed, or a plan was found unsound
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`run.py plan ... | head`): not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -62,7 +62,14 @@ def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected) -> 
 
 def build_report(scenario: Scenario, runs: dict[str, StrategyRun], expected: Expected, engine: str) -> dict:
     """The report as a JSON-ready dict; strategies in the order given."""
-    strategies = {name: strategy_entry(scenario, run, expected) for name, run in runs.items()}
+    return assemble_report(
+        scenario, {name: strategy_entry(scenario, run, expected) for name, run in runs.items()}, engine
+    )
+
+
+def assemble_report(scenario: Scenario, strategies: dict[str, dict], engine: str) -> dict:
+    """The report from each strategy's :func:`strategy_entry` (strategies in the order given): the entries
+    gain their savings against the baselines and their ratios to ``ideal``."""
     for entry in strategies.values():
         entry["saving_vs"] = {
             base: _saving(entry["backbone_bytes"], strategies[base]["backbone_bytes"])

@@ -32,13 +32,15 @@ class _Checker:
     def __init__(self, plan: Plan, scenario: Scenario, network: Network, limit: int):
         self.plan, self.scenario, self.network, self.limit = plan, scenario, network, limit
         self.problems: list[str] = []
-        self.implies: dict[tuple[int, int], bool] = {}  # (id of a WHERE, id of a flow predicate) -> verdict
+        self.implies: dict[tuple[Predicate, Predicate], bool] = {}  # (a WHERE, a flow predicate) -> verdict
         self.streams = {s.id: s for s in scenario.streams}
         self.subs = {s.id: s for s in scenario.subscriptions}
         self.homes = {p.id: p.attach for p in scenario.thin_peers}
         self.links = set(network.directions)
         self.oracle = plan.strategy == "ideal"  # the ideal bound's trimmed flows are an accounting bound
         self.nested = plan.strategy.startswith("sharing-")  # the planner keeps each flow within its parent
+        self.boxsets: dict[Predicate, frozenset] = {}
+        self.seen: set[tuple[int, ...]] = set()  # ids of (delivery, *its chain) already checked
         self.flow_ok: dict[tuple[int, int | None], list[str]] = {}  # (id(flow), id(parent)) -> its problems
 
     def add(self, line: str) -> None:
@@ -46,11 +48,20 @@ class _Checker:
             self.problems.append(line)
 
     def _implies(self, where: Predicate, pred: Predicate) -> bool:
-        key = (id(where), id(pred))
+        key = (where, pred)  # predicates hash once (cached): equal predicates of new flow objects hit too
         verdict = self.implies.get(key)
         if verdict is None:
-            verdict = self.implies[key] = pred.is_true() or where.implies(pred)
+            verdict = self.implies[key] = self._box_wise(where, pred) or where.implies(pred)
         return verdict
+
+    def _box_wise(self, where: Predicate, pred: Predicate) -> bool:
+        """A sufficient test of ``where => pred``: each box of ``where`` is a box of ``pred`` (the ideal
+        bound's unions) or lies in one (a flow holding its consumers' hulls); far cheaper than the exact
+        test."""
+        boxes = self.boxsets.get(pred)
+        if boxes is None:
+            boxes = self.boxsets[pred] = frozenset(pred.boxes)
+        return all(box in boxes or any(b.contains(box) for b in pred.boxes) for box in where.boxes)
 
     def run(self) -> list[str]:
         plan, scenario = self.plan, self.scenario
@@ -154,6 +165,10 @@ class _Checker:
         if flow is None or flow.stream != sub.stream or d.home not in flow.path:
             self.add(f"{where} {d.subscription}: flow {d.flow} is not available at {d.home}")
             return
+        seen = (id(d), *map(id, chains[flow.id]))  # the same objects as in an earlier epoch: checked there
+        if seen in self.seen:
+            return
+        self.seen.add(seen)
         wanted = sub.query.where
         for f in chains[flow.id]:  # nothing the subscription needs is filtered away upstream
             if not self._implies(wanted, f.predicate):

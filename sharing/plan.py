@@ -11,8 +11,11 @@ which is what makes every engine's counts identical.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import pairwise
+from typing import TextIO
 
 from matcher import Predicate
 
@@ -158,19 +161,128 @@ class Plan:
         return json.dumps(self.to_json(), indent=2, sort_keys=True)
 
     def to_text(self) -> str:
-        """A readable account: each decision, then the flows of each epoch."""
-        lines = [f"plan {self.scenario} / {self.strategy}"]
+        return "\n".join(self.text_lines())
+
+    def text_lines(self) -> Iterator[str]:
+        """A readable account, line by line: each decision, then each epoch's changes (the flows and
+        deliveries installed, changed or removed since the epoch before), so that the text grows with the
+        plan's changes, not with epochs times flows."""
+        yield f"plan {self.scenario} / {self.strategy}"
         for d in self.decisions:
-            lines.append(f"  t={d.time:g}s {d.event} {d.subscription}: {d.summary}")
+            yield f"  t={d.time:g}s {d.event} {d.subscription}: {d.summary}"
+        flows: dict[str, Flow] = {}
+        deliveries: dict[str, Delivery] = {}
         for e in self.epochs:
-            lines.append(f"epoch [{e.start:g}, {e.end:g}): {len(e.flows)} flows, {len(e.deliveries)} deliveries")
+            now_flows = {f.id: f for f in e.flows}
+            now_deliveries = {d.subscription: d for d in e.deliveries}
+            yield f"epoch [{e.start:g}, {e.end:g}): {len(e.flows)} flows, {len(e.deliveries)} deliveries"
             for f in e.flows:
-                src = f.parent or f"{f.stream}(raw)"
-                route = " -> ".join(f.path)
-                attrs = ",".join(f.attrs)
-                where = f.predicate.to_text()
-                lines.append(f"    {f.id} <- {src} at {f.origin}: WHERE {where} SELECT {attrs}; {route}")
+                if flows.get(f.id) != f:
+                    src = f.parent or f"{f.stream}(raw)"
+                    route = " -> ".join(f.path)
+                    mark = "~" if f.id in flows else "+"
+                    yield (
+                        f"  {mark} {f.id} <- {src} at {f.origin}: WHERE {f.predicate.to_text()}"
+                        f" SELECT {','.join(f.attrs)}; {route}"
+                    )
+            for flow_id in flows.keys() - now_flows.keys():
+                yield f"  - {flow_id}"
             for d in e.deliveries:
-                src = d.flow or "raw"
-                lines.append(f"    {d.subscription} <- {src} at {d.home} -> {d.peer}")
-        return "\n".join(lines)
+                if deliveries.get(d.subscription) != d:
+                    mark = "~" if d.subscription in deliveries else "+"
+                    yield f"  {mark} {d.subscription} <- {d.flow or 'raw'} at {d.home} -> {d.peer}"
+            for sub in deliveries.keys() - now_deliveries.keys():
+                yield f"  - {sub}"
+            flows, deliveries = now_flows, now_deliveries
+
+    def write_json(self, out: TextIO) -> None:
+        """Write the plan as compact JSON, epoch by epoch (never the whole document in memory).
+
+        Consecutive epochs share most flows and deliveries, so each distinct flow, delivery and predicate
+        text is written once, in the tables ``flow_table``, ``delivery_table`` and ``texts``, and each epoch
+        lists indices into them.  :func:`plan_from_wire` reads it back.
+        """
+        texts: dict[str, int] = {}
+        flows: dict[Flow, int] = {}
+        deliveries: dict[Delivery, int] = {}
+        flow_docs: list[dict] = []
+        delivery_docs: list[dict] = []
+
+        def text(p: Predicate) -> int:
+            return texts.setdefault(p.to_text(), len(texts))
+
+        def flow(f: Flow) -> int:
+            index = flows.get(f)
+            if index is None:
+                doc = f.to_json()
+                doc["where"] = text(f.predicate)
+                if f.trim:
+                    doc["trim"] = [{"where": text(p), "attrs": list(a)} for p, a in f.trim]
+                index = flows[f] = len(flow_docs)
+                flow_docs.append(doc)
+            return index
+
+        def delivery(d: Delivery) -> int:
+            index = deliveries.get(d)
+            if index is None:
+                doc = d.to_json()
+                doc["where"] = text(d.predicate)
+                index = deliveries[d] = len(delivery_docs)
+                delivery_docs.append(doc)
+            return index
+
+        dump = partial(json.dumps, separators=(",", ":"))
+        out.write(f'{{"strategy":{dump(self.strategy)},"scenario":{dump(self.scenario)},"epochs":[')
+        for k, e in enumerate(self.epochs):
+            doc = {
+                "start": e.start,
+                "end": e.end,
+                "flows": [flow(f) for f in e.flows],
+                "deliveries": [delivery(d) for d in e.deliveries],
+            }
+            out.write(("," if k else "") + "\n" + dump(doc))
+        out.write('],\n"texts":' + dump(list(texts)))
+        out.write(',\n"flow_table":[' + ",\n".join(dump(d) for d in flow_docs) + "]")
+        out.write(',\n"delivery_table":[' + ",\n".join(dump(d) for d in delivery_docs) + "]")
+        out.write(',\n"decisions":[' + ",\n".join(dump(d.to_json()) for d in self.decisions) + "]}")
+
+
+def plan_from_wire(doc: dict) -> Plan:
+    """The inverse of :meth:`Plan.write_json`; equal flows of different epochs are one shared object."""
+    from matcher import parse_condition
+
+    predicates = [parse_condition(t) for t in doc["texts"]]
+
+    def flow(f: dict) -> Flow:
+        trim = tuple((predicates[t["where"]], tuple(t["attrs"])) for t in f.get("trim", ()))
+        where = predicates[f["where"]]
+        return Flow(f["id"], f["stream"], f["parent"], f["origin"], tuple(f["path"]), where, tuple(f["attrs"]), trim)
+
+    flows = [flow(f) for f in doc["flow_table"]]
+    deliveries = [
+        Delivery(d["subscription"], d["peer"], d["home"], d["flow"], predicates[d["where"]], tuple(d["attrs"]))
+        for d in doc["delivery_table"]
+    ]
+    epochs = tuple(
+        Epoch(
+            float(e["start"]),
+            float(e["end"]),
+            tuple(flows[k] for k in e["flows"]),
+            tuple(deliveries[k] for k in e["deliveries"]),
+        )
+        for e in doc["epochs"]
+    )
+    decisions = tuple(
+        Decision(
+            float(d["time"]),
+            d["event"],
+            d["subscription"],
+            d["summary"],
+            d["reused"],
+            tuple(d["widened"]),
+            tuple(d["narrowed"]),
+            float(d["added_bytes_per_s"]),
+        )
+        for d in doc.get("decisions", ())
+    )
+    return Plan(doc["strategy"], doc["scenario"], epochs, decisions)

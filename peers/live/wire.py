@@ -10,6 +10,7 @@ parts per message let a super-peer send every flow crossing one link direction a
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 import time
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from matcher import parse_condition, parse_query
+from sharing import plan as sharing_plan
 from sharing.plan import Decision, Delivery, Epoch, Flow, Plan
 from topologies.errors import EngineError, InputError
 from topologies.model import Scenario, SubscriptionSpec
@@ -147,80 +149,16 @@ def plan_from_json(doc: dict) -> Plan:
 
 
 def plan_to_wire(plan: Plan) -> dict:
-    """A compact JSON form of ``plan``: consecutive epochs share most flows and deliveries, so each distinct
-    flow, delivery and predicate text is written once and epochs list indices into those tables (a large
-    scenario's plan shrinks from tens of megabytes, and each predicate is parsed once on arrival)."""
-    texts: dict[str, int] = {}
-    flows: dict[Flow, int] = {}
-    deliveries: dict[Delivery, int] = {}
-
-    def text(p) -> int:
-        return texts.setdefault(p.to_text(), len(texts))
-
-    def flow(f: Flow) -> int:
-        if f not in flows:
-            doc = f.to_json()
-            doc["where"] = text(f.predicate)
-            if f.trim:
-                doc["trim"] = [{"where": text(p), "attrs": list(a)} for p, a in f.trim]
-            flows[f] = len(flows)
-            flow_docs.append(doc)
-        return flows[f]
-
-    def delivery(d: Delivery) -> int:
-        if d not in deliveries:
-            doc = d.to_json()
-            doc["where"] = text(d.predicate)
-            deliveries[d] = len(deliveries)
-            delivery_docs.append(doc)
-        return deliveries[d]
-
-    flow_docs: list[dict] = []
-    delivery_docs: list[dict] = []
-    epochs = [
-        {
-            "start": e.start,
-            "end": e.end,
-            "flows": [flow(f) for f in e.flows],
-            "deliveries": [delivery(d) for d in e.deliveries],
-        }
-        for e in plan.epochs
-    ]
-    return {
-        "strategy": plan.strategy,
-        "scenario": plan.scenario,
-        "texts": list(texts),
-        "flow_table": flow_docs,
-        "delivery_table": delivery_docs,
-        "epochs": epochs,
-        "decisions": [d.to_json() for d in plan.decisions],
-    }
+    """The compact JSON form of ``plan`` (:meth:`Plan.write_json`: each distinct flow, delivery and
+    predicate text once, epochs listing indices), as a document to embed in a control message."""
+    out = io.StringIO()
+    plan.write_json(out)
+    return json.loads(out.getvalue())
 
 
 def plan_from_wire(doc: dict) -> Plan:
     """The inverse of :func:`plan_to_wire`; equal flows of different epochs are one shared object."""
-    predicates = [parse_condition(t) for t in doc["texts"]]
-
-    def flow(f: dict) -> Flow:
-        trim = tuple((predicates[t["where"]], tuple(t["attrs"])) for t in f.get("trim", ()))
-        where = predicates[f["where"]]
-        return Flow(f["id"], f["stream"], f["parent"], f["origin"], tuple(f["path"]), where, tuple(f["attrs"]), trim)
-
-    flows = [flow(f) for f in doc["flow_table"]]
-    deliveries = [
-        Delivery(d["subscription"], d["peer"], d["home"], d["flow"], predicates[d["where"]], tuple(d["attrs"]))
-        for d in doc["delivery_table"]
-    ]
-    epochs = tuple(
-        Epoch(
-            float(e["start"]),
-            float(e["end"]),
-            tuple(flows[k] for k in e["flows"]),
-            tuple(deliveries[k] for k in e["deliveries"]),
-        )
-        for e in doc["epochs"]
-    )
-    return Plan(doc["strategy"], doc["scenario"], epochs, _decisions(doc))
+    return sharing_plan.plan_from_wire(doc)
 
 
 def _decisions(doc: dict) -> tuple[Decision, ...]:
