@@ -1,4 +1,4 @@
-"""One link direction as a FIFO queue, served a batch round at a time.
+"""One link direction as a FIFO queue, served a batch round at a time (later rounds of a window in the gaps).
 
 A tuple of ``b`` bytes arriving at time ``a`` leaves the sender at ``d = max(a, d_prev) + 8 b / bandwidth``
 (serialisation behind the tuples queued before it) and reaches the far end at ``d + latency``.  The
@@ -45,7 +45,11 @@ class LinkQueue:
     A round is a group of parcels known in advance (``expected[w]``: for window ``w``, the number of
     parcels of each round, in serving order).  A round is served once all its parcels are in and every
     earlier round has been served; the tuples of a round are merged by (arrival, lane, index) and served
-    FIFO, and the link's busy-until time carries over to the next round.
+    FIFO.  The first round of a window queues behind everything served before it.  A later round of the
+    same window (parcels that arrive over a cycle-closing edge, see :mod:`network.simulator`) is served in
+    the gaps the window's earlier rounds left on the link: a tuple starts at its arrival, or once the link
+    is free for its whole service time, never moving a tuple already served.  So a later round waits only
+    for the link to be free, not for the end of the window's earlier rounds.
     """
 
     bandwidth: float  # bit/s
@@ -54,6 +58,9 @@ class LinkQueue:
     busy_until: float = 0.0
     _waiting: dict[tuple[int, int], list[Parcel]] = field(default_factory=dict)
     _cursor: tuple[int, int] = (0, 0)
+    _window_busy: float = 0.0  # busy-until before the current window's first round
+    _starts: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the current window's service intervals,
+    _ends: np.ndarray = field(default_factory=lambda: np.zeros(0))  # sorted and disjoint
 
     def put(self, window: int, round_: int, parcel: Parcel) -> list[tuple[list[Parcel], np.ndarray, np.ndarray]]:
         """Queue ``parcel``; returns the rounds that became servable, each as (parcels, departures, arrivals
@@ -72,8 +79,11 @@ class LinkQueue:
             if len(parcels) < rounds[r]:
                 break
             self._waiting.pop((w, r), None)
+            if r == 0:
+                self._window_busy = self.busy_until
+                self._starts = self._ends = np.zeros(0)
             if parcels:
-                served.append(self._serve(parcels))
+                served.append(self._serve(parcels, later=r > 0, keep=any(rounds[r + 1 :])))
             self._cursor = (w, r + 1)
         return served
 
@@ -87,18 +97,56 @@ class LinkQueue:
         )
         return not self._waiting and not any(ahead)
 
-    def _serve(self, parcels: list[Parcel]) -> tuple[list[Parcel], np.ndarray, np.ndarray]:
+    def _serve(self, parcels: list[Parcel], later: bool, keep: bool) -> tuple[list[Parcel], np.ndarray, np.ndarray]:
+        """Serve one round; ``later``: not the window's first; ``keep``: a later round follows, so remember
+        the service intervals."""
         ready = np.concatenate([p.ready for p in parcels]) if parcels else np.zeros(0)
         wire = np.concatenate([p.wire_bytes for p in parcels]) if parcels else np.zeros(0, np.int64)
+        service = wire * 8.0 / self.bandwidth
         if len(parcels) > 1 and len(ready):
             # merge by arrival; within one parcel tuples are already in (arrival, index) order
             lanes = np.concatenate([np.full(len(p.ready), p.lane) for p in parcels])
             indices = np.concatenate([p.indices for p in parcels])
             order = np.lexsort((indices, lanes, ready))
-            departures = np.empty_like(ready)
-            departures[order] = fifo_departures(ready[order], wire[order] * 8.0 / self.bandwidth, self.busy_until)
         else:
-            departures = fifo_departures(ready, wire * 8.0 / self.bandwidth, self.busy_until)
+            order = np.arange(len(ready))
+        if later:
+            served = gap_departures(ready[order], service[order], self._window_busy, self._starts, self._ends)
+        else:
+            served = fifo_departures(ready[order], service[order], self.busy_until)
+        departures = np.empty_like(ready)
+        departures[order] = served
         if len(departures):
             self.busy_until = max(self.busy_until, float(departures.max()))
+        if len(departures) and keep:
+            starts = np.concatenate([self._starts, served - service[order]])
+            ends = np.concatenate([self._ends, served])
+            by_start = np.argsort(starts, kind="stable")
+            self._starts, self._ends = starts[by_start], ends[by_start]
         return parcels, departures, departures + self.latency
+
+
+def gap_departures(
+    arrivals: np.ndarray, service: np.ndarray, busy_until: float, starts: np.ndarray, ends: np.ndarray
+) -> np.ndarray:
+    """Departure times of tuples served in the given order, each in the first gap of the link's existing
+    service intervals (``starts``/``ends``: sorted, disjoint) at or after both its arrival and the previous
+    tuple's departure that holds its whole service time; nothing starts before ``busy_until``."""
+    departures = fifo_departures(arrivals, service, busy_until)
+    if not len(departures) or not len(starts):
+        return departures
+    # the common case: every tuple already falls in a gap (only the interval starting last before a
+    # tuple's departure can overlap it, the intervals being disjoint)
+    before = np.searchsorted(starts, departures, side="left") - 1
+    if not np.any((before >= 0) & (ends[np.maximum(before, 0)] > departures - service)):
+        return departures
+    out = np.empty_like(departures)
+    previous = busy_until
+    for j, (a, s) in enumerate(zip(arrivals.tolist(), service.tolist(), strict=True)):
+        t = max(a, previous)
+        i = int(np.searchsorted(ends, t, side="right"))  # the first interval still busy after t
+        while i < len(starts) and starts[i] < t + s:
+            t = max(t, float(ends[i]))
+            i += 1
+        previous = out[j] = t + s
+    return out

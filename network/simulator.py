@@ -17,10 +17,13 @@ its last tuple reaches the next node.  Operators take no time.
 Approximation (the only one): a link direction serves its tuples window by window, and within a window in
 exact FIFO order of arrival (ties by lane, the channel's order of appearance in the window, then tuple
 index).  A tuple of window ``w + 1`` that reaches a link before a tuple of window ``w`` still queues
-behind it.  If the channels of a window depend on each other in a cycle of link directions (possible when
-streams from different sources share links around a ring), the batches entering a link over a
-cycle-closing edge are served in a later round of the same window, behind the others.  Counts and
-deliveries never depend on any of this: only times do.
+behind it (by at most the difference of their paths' delays, since windows follow emission time).  If the
+channels of a window depend on each other in a cycle of link directions (possible when streams from
+different sources share links around a ring), the batches entering a link over a cycle-closing edge are
+served in a later round of the same window, in the gaps the earlier rounds left on the link: such a
+tuple starts at its arrival unless the link is busy then, and never delays a tuple already served (where
+tuples do not contend, that is the per-tuple event simulation's time).  Counts and deliveries never depend on
+any of this: only times do.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from network.links import LinkQueue, Parcel, fifo_departures
+from network.links import LinkQueue, Parcel, fifo_departures, gap_departures
 from network.meter import TrafficMeter, bin_width
 
 
@@ -50,11 +50,51 @@ def test_rounds_wait_for_all_parcels_and_merge_by_arrival_lane_index():
     assert queue.idle()
 
 
-def test_later_round_is_served_after_the_earlier_one_even_if_it_arrives_first():
-    queue = LinkQueue(80.0, 0.0, [[1, 1]])
-    assert queue.put(0, 1, _parcel(5, [1], [0.0])) == []
-    served = queue.put(0, 0, _parcel(6, [2], [2.0]))
-    assert [d.tolist() for _, d, _ in served] == [[3.0], [4.0]]
+def test_later_round_waits_for_the_earlier_one_but_is_served_in_its_gaps():
+    # 1 s per tuple; round 0 holds the link over [2, 3] and [3.5, 4.5]
+    queue = LinkQueue(80.0, 0.0, [[1, 1], [1]])
+    assert queue.put(0, 1, _parcel(5, [1, 2, 3, 4], [0.0, 0.5, 2.4, 2.6])) == []
+    served = queue.put(0, 0, _parcel(6, [7, 8], [2.0, 3.5]))
+    # round 1: 0.0 -> [0, 1]; 0.5 -> [1, 2]; 2.4 needs 1 s, the gap [3, 3.5] is too short -> [4.5, 5.5]; then
+    # 2.6 -> [5.5, 6.5]
+    assert [d.tolist() for _, d, _ in served] == [[3.0, 4.5], [1.0, 2.0, 5.5, 6.5]]
+    [(_, departures, _)] = queue.put(1, 0, _parcel(0, [9], [5.0]))
+    assert departures.tolist() == [7.5]  # the next window queues behind everything served before it
+
+
+def _plain_gaps(arrivals, service, busy_until, intervals):
+    out, previous = [], busy_until
+    for a, s in zip(arrivals, service, strict=True):
+        t = max(a, previous)
+        clash = [hi for lo, hi in intervals if lo < t + s and t < hi]
+        while clash:  # start again after the first interval in the way
+            t = min(clash)
+            clash = [hi for lo, hi in intervals if lo < t + s and t < hi]
+        previous = t + s
+        out.append(previous)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(1, 9)), min_size=0, max_size=30),
+    st.lists(st.tuples(st.integers(0, 8), st.integers(1, 9)), min_size=0, max_size=12),
+    st.integers(0, 20),
+)
+def test_gap_departures_equal_a_plain_first_fit(pairs, gaps, busy):
+    arrivals = np.sort(np.array([a / 10 for a, _ in pairs], dtype=float))
+    service = np.array([s / 7 for _, s in pairs], dtype=float)
+    starts, ends, t = [], [], 0.0
+    for gap, length in gaps:  # disjoint busy intervals with gaps between them
+        t += gap / 5
+        starts.append(t)
+        t += length / 6
+        ends.append(t)
+    got = gap_departures(arrivals, service, busy / 10, np.array(starts), np.array(ends))
+    want = _plain_gaps(arrivals, service, busy / 10, list(zip(starts, ends, strict=True)))
+    assert np.allclose(got, want, rtol=0, atol=1e-9)
+    for d, s in zip(got, service, strict=True):  # never overlaps the link's earlier service
+        assert not any(lo < d - 1e-9 and d - s + 1e-9 < hi for lo, hi in zip(starts, ends, strict=True))
 
 
 def test_bin_width_is_round_and_about_a_hundredth():
