@@ -1,4 +1,4 @@
-"""The local simulation engine on a many-epoch scenario: plan and run time per strategy (issue 3).
+"""The local simulation engine on a many-epoch scenario: plan and run time per strategy.
 
 ``python run.py bench engine [--json] [--scenario topologies/large.yaml] [--strategy NAME ...]
 [--window 1.0]``.  For each strategy: the seconds to make the plan and to simulate it with

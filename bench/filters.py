@@ -1,4 +1,4 @@
-"""Shared multi-subscription filtering engines on the workloads of seeds 000-004 (issue 6).
+"""Shared multi-subscription filtering engines on the workloads of seeds 000-004.
 
 For each workload every engine matches the same tuples in the same batches: the R-tree/box evaluator
 ``MultiMatcher`` (also as ``multi-serial``, its serial kernel on whole batches, as the adaptive engine calls

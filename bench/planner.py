@@ -1,4 +1,4 @@
-"""Subscriptions planned per second on a generated transit-stub backbone (issue 3).
+"""Subscriptions planned per second on a generated transit-stub backbone.
 
 ``python run.py bench planner [--json] [--super-peers 1000 --subscriptions 10000 --streams 10
 --strategy sharing-em --seed 1 --waves 10]``.  Subscriptions arrive in ``--waves`` waves (one epoch

@@ -1,4 +1,4 @@
-"""The Spark data plane against Catalyst: one super-peer operator with many outgoing flows (issue 4).
+"""The Spark data plane against Catalyst: one super-peer operator with many outgoing flows.
 
 A super-peer reads one input stream and feeds ``--flows`` outgoing flows, each keeping the tuples inside a
 few random boxes in 3-D.  The same cached DataFrame of ``--tuples`` tuples is evaluated twice on

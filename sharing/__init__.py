@@ -8,7 +8,7 @@ from __future__ import annotations
 from network.routing import Network
 from sharing.plan import Decision, Delivery, Epoch, Flow, Plan
 from topologies.errors import InputError
-from topologies.model import Scenario
+from topologies.model import Scenario, SubscriptionSpec
 
 STRATEGIES = ("data-shipping", "query-shipping", "multicast", "ideal", "sharing-hsr", "sharing-hcr", "sharing-em")
 
@@ -20,7 +20,7 @@ def make_plan(scenario: Scenario, strategy: str, network: Network | None = None)
     """
     from sharing.baselines import BASELINES, Baseline
     from sharing.cost import CostModel
-    from sharing.epochs import is_active, timeline
+    from sharing.epochs import timeline
     from sharing.planner import plan_sharing
 
     if strategy not in STRATEGIES:
@@ -30,8 +30,15 @@ def make_plan(scenario: Scenario, strategy: str, network: Network | None = None)
         return plan_sharing(scenario, strategy, network, CostModel(scenario))
     baseline = Baseline(scenario, network, strategy)
     epochs = []
-    for start, end, _ in timeline(scenario):
-        active = [s for s in scenario.subscriptions if is_active(s, start, end)]
+    position = {s.id: k for k, s in enumerate(scenario.subscriptions)}
+    active_at: dict[int, SubscriptionSpec] = {}  # the active subscriptions by scenario position
+    for start, end, events in timeline(scenario):
+        for event in events:
+            if event.kind == "unsubscribe":
+                active_at.pop(position[event.subscription.id], None)
+            else:
+                active_at[position[event.subscription.id]] = event.subscription
+        active = [active_at[k] for k in sorted(active_at)]
         flows, deliveries = baseline.epoch(active)
         epochs.append(Epoch(start, end, flows, deliveries))
     return Plan(strategy, scenario.name, tuple(epochs))

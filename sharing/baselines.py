@@ -28,7 +28,8 @@ class Baseline:
         self._home = {s.id: homes[s.peer] for s in scenario.subscriptions}
         self._select = {s.id: s.query.attributes(self._schema[s.stream]) for s in scenario.subscriptions}
         self._own: dict[str, tuple[Flow | None, Delivery]] = {}
-        self._edge_flows: dict[tuple, Flow] = {}
+        self._position = {s.id: k for k, s in enumerate(scenario.subscriptions)}
+        self._trees: dict[str, _Tree] = {}
 
     def epoch(self, active: list[SubscriptionSpec]) -> tuple[tuple[Flow, ...], tuple[Delivery, ...]]:
         """Flows (parents first) and deliveries for the ``active`` subscriptions (in scenario order)."""
@@ -56,37 +57,61 @@ class Baseline:
 
     def _tree(self, active: list[SubscriptionSpec]) -> tuple[tuple[Flow, ...], tuple[Delivery, ...]]:
         """One flow per link of the union of routes from each stream's source super-peer (a tree, see
-        network.routing), parents first; the ideal bound gets per-edge filters and trims."""
-        trimmed = self.strategy == "ideal"
+        network.routing), parents first (by depth, then edge); the ideal bound gets per-edge filters and
+        trims.  Each stream's tree is kept from the previous epoch and updated along the routes of the
+        subscriptions that joined or left, so an epoch costs what changed, not what is active."""
+        by_stream: dict[str, list[SubscriptionSpec]] = {}
+        for sub in active:
+            by_stream.setdefault(sub.stream, []).append(sub)
         flows: list[Flow] = []
         deliveries: list[Delivery] = []
         for stream in self.scenario.streams:
-            subs = [s for s in active if s.stream == stream.id]
-            if not subs:
-                continue
-            source = self._source[stream.id]
-            downstream: dict[tuple[str, str], list[SubscriptionSpec]] = {}
-            depth: dict[tuple[str, str], int] = {}
-            for sub in subs:
-                for i, edge in enumerate(pairwise(self.network.route(source, self._home[sub.id]))):
-                    downstream.setdefault(edge, []).append(sub)
-                    depth[edge] = i
-            into: dict[str, str] = {}  # super-peer -> id of the flow entering it
-            for edge in sorted(downstream, key=lambda e: (depth[e], e)):
-                parent = into.get(edge[0])
-                below = tuple(s.id for s in downstream[edge]) if trimmed else ()
-                key = (stream.id, edge, parent, below)
-                if key not in self._edge_flows:  # the same edge with the same subscribers below: same flow
-                    self._edge_flows[key] = self._edge_flow(stream.id, edge, parent, downstream[edge], trimmed)
-                flows.append(self._edge_flows[key])
-                into[edge[1]] = flows[-1].id
-            for sub in subs:
-                home = self._home[sub.id]
-                where, select = sub.query.where, self._select[sub.id]
-                deliveries.append(Delivery(sub.id, sub.peer, home, into.get(home), where, select))
+            subs = by_stream.get(stream.id)
+            if subs:
+                tree = self._trees.setdefault(stream.id, _Tree())
+                self._update(stream.id, tree, subs)
+                flows += tree.flows()
+                deliveries += (tree.deliveries[s.id] for s in subs)
         order = {s.id: i for i, s in enumerate(active)}
         deliveries.sort(key=lambda d: order[d.subscription])
         return tuple(flows), tuple(deliveries)
+
+    def _update(self, stream: str, tree: _Tree, subs: list[SubscriptionSpec]) -> None:
+        """Bring ``tree`` to the subscriptions ``subs`` (in scenario order)."""
+        trimmed = self.strategy == "ideal"
+        now = {s.id: s for s in subs}
+        changed: set[tuple[str, str]] = set()
+        for sub_id in [k for k in tree.members if k not in now]:
+            for edge in tree.members.pop(sub_id):
+                below = tree.below[edge]
+                del below[sub_id]
+                changed.add(edge)
+                if not below:
+                    del tree.below[edge], tree.flow[edge]
+                    tree.order = None
+        source = self._source[stream]
+        for sub in subs:
+            if sub.id in tree.members:
+                continue
+            route = self.network.route(source, self._home[sub.id])
+            edges = list(pairwise(route))
+            tree.members[sub.id] = edges
+            for depth, edge in enumerate(edges):
+                if edge not in tree.below:
+                    tree.below[edge] = {}
+                    tree.depth[edge] = depth
+                    tree.order = None
+                tree.below[edge][sub.id] = self._position[sub.id]
+                changed.add(edge)
+            into = f"{stream}:{edges[-1][0]}>{edges[-1][1]}" if edges else None
+            tree.deliveries[sub.id] = Delivery(
+                sub.id, sub.peer, self._home[sub.id], into, sub.query.where, self._select[sub.id]
+            )
+        for edge in changed:
+            if edge in tree.below and (trimmed or edge not in tree.flow):
+                parent = f"{stream}:{tree.parent_edge(edge)[0]}>{edge[0]}" if tree.depth[edge] else None
+                ids = sorted(tree.below[edge], key=tree.below[edge].__getitem__)
+                tree.flow[edge] = self._edge_flow(stream, edge, parent, [now[k] for k in ids], trimmed)
 
     def _edge_flow(
         self, stream: str, edge: tuple[str, str], parent: str | None, below: list[SubscriptionSpec], trimmed: bool
@@ -100,3 +125,32 @@ class Baseline:
         attrs = tuple(a for a in schema if a in wanted)
         trim = tuple((s.query.where, self._select[s.id]) for s in below)
         return Flow(flow_id, stream, parent, edge[0], edge, predicate, attrs, trim)
+
+
+class _Tree:
+    """One stream's distribution tree in a multicast-like baseline: per edge the subscriptions whose route
+    crosses it (with their scenario positions), its depth and its flow; per member its route's edges and
+    its delivery."""
+
+    def __init__(self):
+        self.members: dict[str, list[tuple[str, str]]] = {}
+        self.below: dict[tuple[str, str], dict[str, int]] = {}
+        self.depth: dict[tuple[str, str], int] = {}
+        self.flow: dict[tuple[str, str], Flow] = {}
+        self.deliveries: dict[str, Delivery] = {}
+        self.order: list[tuple[str, str]] | None = None  # edges by (depth, edge); None when stale
+        self._into: dict[str, tuple[str, str]] = {}
+
+    def parent_edge(self, edge: tuple[str, str]) -> tuple[str, str]:
+        """The edge entering ``edge``'s first node (the routes from one source form a tree)."""
+        self._sort()
+        return self._into[edge[0]]
+
+    def flows(self) -> list[Flow]:
+        return [self.flow[e] for e in self._sort()]
+
+    def _sort(self) -> list[tuple[str, str]]:
+        if self.order is None:
+            self.order = sorted(self.below, key=lambda e: (self.depth[e], e))
+            self._into = {e[1]: e for e in self.order}
+        return self.order

@@ -211,7 +211,12 @@ class Plan:
         def text(p: Predicate) -> int:
             return texts.setdefault(p.to_text(), len(texts))
 
+        seen: dict[int, int] = {}  # id of an object already written -> its index (epochs share objects)
+
         def flow(f: Flow) -> int:
+            index = seen.get(id(f))
+            if index is not None:
+                return index
             index = flows.get(f)
             if index is None:
                 doc = f.to_json()
@@ -220,15 +225,20 @@ class Plan:
                     doc["trim"] = [{"where": text(p), "attrs": list(a)} for p, a in f.trim]
                 index = flows[f] = len(flow_docs)
                 flow_docs.append(doc)
+            seen[id(f)] = index
             return index
 
         def delivery(d: Delivery) -> int:
+            index = seen.get(id(d))
+            if index is not None:
+                return index
             index = deliveries.get(d)
             if index is None:
                 doc = d.to_json()
                 doc["where"] = text(d.predicate)
                 index = deliveries[d] = len(delivery_docs)
                 delivery_docs.append(doc)
+            seen[id(d)] = index
             return index
 
         dump = partial(json.dumps, separators=(",", ":"))

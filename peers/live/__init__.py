@@ -1,1 +1,1 @@
-"""Live mode (issue 5): super-peers, thin-peers and a coordinator as asyncio services over MQTT."""
+"""Live mode: super-peers, thin-peers and a coordinator as asyncio services over MQTT."""
