@@ -64,7 +64,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 
 import numpy as np
 
@@ -103,6 +103,41 @@ def _make(name: str, labelled: Sequence[tuple[str, Predicate]], built: Mapping[s
     if name == "grouped":
         return GroupedFilter(labelled)
     return ASCMatcher(labelled, **ASC_SETTINGS)
+
+
+class _Engines(MutableMapping):
+    """The candidate engines by name, each built on first use: until a batch is large enough to probe, an
+    operator only ever calls its first choice, and building the others' tables is most of its set-up (an
+    operator over a few hundred boxes, rebuilt whenever a subscription below it comes or goes)."""
+
+    def __init__(self, labelled: Sequence[tuple[str, Predicate]], names: Sequence[str]):
+        self._labelled = labelled
+        self._names = list(names)
+        self._built: dict[str, object] = {}  # what each name holds (made, or set by the caller)
+        self._made: dict[str, object] = {}  # what _make built, so the two widths share one compiled matcher
+
+    def __getitem__(self, name: str):
+        engine = self._built.get(name)
+        if engine is None:
+            if name not in self._names:
+                raise KeyError(name)
+            engine = self._built[name] = self._made[name] = _make(name, self._labelled, self._made)
+        return engine
+
+    def __setitem__(self, name: str, engine) -> None:
+        if name not in self._names:
+            self._names.append(name)
+        self._built[name] = engine
+
+    def __delitem__(self, name: str) -> None:
+        self._names.remove(name)
+        self._built.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._names))
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 class AdaptiveMultiMatcher:
@@ -157,9 +192,7 @@ class AdaptiveMultiMatcher:
     def _setup(self, labelled, engines, settings) -> None:
         self._labelled = labelled
         self.labels = tuple(label for label, _ in labelled)
-        self.engines = {}
-        for name in engines:
-            self.engines[name] = _make(name, labelled, self.engines)
+        self.engines = _Engines(labelled, engines)
         self._settings = settings
         (
             self.sample,

@@ -54,7 +54,7 @@ class LinkQueue:
 
     bandwidth: float  # bit/s
     latency: float  # s
-    expected: Sequence[Sequence[int]]
+    expected: list[Sequence[int]]  # per window, appended as the simulator reaches it
     busy_until: float = 0.0
     _waiting: dict[tuple[int, int], list[Parcel]] = field(default_factory=dict)
     _cursor: tuple[int, int] = (0, 0)

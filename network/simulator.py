@@ -28,7 +28,8 @@ any of this: only times do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
@@ -138,6 +139,8 @@ class _Window:
     end: float
     channels: dict[Hashable, _WindowChannel]
     sources: dict[str, Hashable]
+    index: int = 0
+    round: dict[tuple[Hashable, int], int] = field(default_factory=dict)  # (channel key, hop) -> serving round
 
 
 def _merge(start: float, end: float, spans: Sequence[Span]) -> _Window:
@@ -264,7 +267,7 @@ class Simulator:
         self,
         links: Mapping[Direction, tuple[float, float]],
         feeds: Sequence[Feed],
-        spans: Sequence[Span],
+        spans: Iterable[Span],
         meter: TrafficMeter,
         window: float,
         progress: Callable[[int, int], None] | None = None,
@@ -273,22 +276,11 @@ class Simulator:
         self.feeds = list(feeds)
         self.meter = meter
         self.progress = progress
+        # windows are merged from the spans as the simulation reaches them, and each is let go once its
+        # last batch has moved on, so only the windows in flight (and their operators) are in memory
         self.windows = _windows(spans, window)
-        self.rounds = [_Rounds(w) for w in self.windows]
-        for analysis in self.rounds:
-            for direction in analysis.counts:
-                if direction not in links:
-                    raise EmulatorError(f"a channel crosses {direction[0]} -> {direction[1]}, which is not a link")
-        self.queues = {
-            d: LinkQueue(bandwidth, latency, [r.counts.get(d, []) for r in self.rounds])
-            for d, (bandwidth, latency) in sorted(links.items())
-        }
-        starts = [w.start for w in self.windows]
-        stops = [w.end for w in self.windows]
-        self._ranges = [
-            (f, np.searchsorted(f.times, starts, side="left"), np.searchsorted(f.times, stops, side="left"))
-            for f in self.feeds
-        ]
+        self.links = links
+        self.queues = {d: LinkQueue(bandwidth, latency, []) for d, (bandwidth, latency) in sorted(links.items())}
         self._times = {f.stream: f.times for f in self.feeds}
 
     def run(self) -> TrafficMeter:
@@ -303,13 +295,21 @@ class Simulator:
         total = sum(len(f.times) for f in self.feeds)
         done = 0
         for w, window in enumerate(self.windows):
+            window.index = w
+            analysis = _Rounds(window)
+            for direction in analysis.counts:
+                if direction not in self.links:
+                    raise EmulatorError(f"a channel crosses {direction[0]} -> {direction[1]}, which is not a link")
+            for direction, queue in self.queues.items():
+                queue.expected.append(analysis.counts.get(direction, ()))
+            window.round = analysis.round
             yield self.env.timeout(max(0.0, window.end - self.env.now))
-            for feed, starts, stops in self._ranges:
-                start, stop = int(starts[w]), int(stops[w])
+            for feed in self.feeds:
+                start, stop = np.searchsorted(feed.times, [window.start, window.end], side="left").tolist()
                 columns = feed.columns(start, stop)
                 key = window.sources[feed.stream]
                 parcel = Parcel(
-                    tag=(w, key),
+                    tag=(window, key),
                     lane=window.channels[key].lane,
                     indices=np.arange(start, stop, dtype=np.int64),
                     columns=columns,
@@ -318,27 +318,27 @@ class Simulator:
                 )
                 done += stop - start
                 self._at_node(parcel, 0)
+            del window, analysis  # the batches in flight keep the window while they need it
             if self.progress is not None:
                 self.progress(done, total)
 
     def _at_node(self, parcel: Parcel, pos: int) -> None:
         """``parcel`` (tagged ``(window, channel key)``) is at the ``pos``-th node of its channel's route."""
-        w, key = parcel.tag
-        window = self.windows[w]
+        window, key = parcel.tag
         channel = window.channels[key]
         if pos in channel.feeds:
             for feed, pieces in self._tap(channel, pos, parcel).items():
-                self._at_node(_joined(window.channels[feed], (w, feed), parcel, pieces), 0)
+                self._at_node(_joined(window.channels[feed], (window, feed), parcel, pieces), 0)
         if pos < len(channel.hops):
             direction = channel.hops[pos]
-            parcel.tag = (w, key, pos)
+            parcel.tag = (window, key, pos)
             for parcels, departures, arrivals in self.queues[direction].put(
-                w, self.rounds[w].round[(key, pos)], parcel
+                window.index, window.round[(key, pos)], parcel
             ):
                 self._served(direction, parcels, departures, arrivals)
         elif channel.sink is not None:
             latencies = parcel.ready - self._times[channel.stream][parcel.indices]
-            self.meter.deliver(channel.sink, channel.attrs, (w, channel.lane), parcel.indices, latencies)
+            self.meter.deliver(channel.sink, channel.attrs, (window.index, channel.lane), parcel.indices, latencies)
 
     def _tap(self, channel: _WindowChannel, pos: int, parcel: Parcel) -> dict[Hashable, list[tuple[int, Output]]]:
         """Each phase's operator on its share of ``parcel`` (tuples are in emission order): per channel fed,
@@ -365,9 +365,9 @@ class Simulator:
         offset = 0
         for parcel in parcels:
             n = len(parcel.indices)
-            w, key, hop = parcel.tag
+            window, key, hop = parcel.tag
             moved = Parcel(
-                (w, key),
+                (window, key),
                 parcel.lane,
                 parcel.indices,
                 parcel.columns,
@@ -402,23 +402,27 @@ def _joined(channel: _WindowChannel, tag: tuple, parcel: Parcel, pieces: list[tu
     return Parcel(tag, channel.lane, parcel.indices[positions], columns, wire, parcel.ready[positions])
 
 
-def _windows(spans: Sequence[Span], window: float) -> list[_Window]:
+def _windows(spans: Iterable[Span], window: float) -> Iterator[_Window]:
     """Windows of ``window`` seconds on the global grid ``k * window`` from the first span's start to the
-    last span's end, each merging the spans it overlaps."""
-    if not spans:
-        return []
-    out = []
-    first = 0
-    start, stop = spans[0].start, spans[-1].end
-    while start < stop:
-        end = min(stop, float((np.floor(start / window) + 1) * window))
+    last span's end, each merging the spans it overlaps; ``spans`` are read only as far as needed."""
+    rest = iter(spans)
+    ahead = next(rest, None)
+    if ahead is None:
+        return
+    current: deque[Span] = deque()  # spans read that may overlap the window
+    start = ahead.start
+    while True:
+        end = float((np.floor(start / window) + 1) * window)
         if end <= start:  # float rounding put the grid point on ``start``
-            end = min(stop, start + window)
-        while spans[first].end <= start:
-            first += 1
-        last = first
-        while last < len(spans) and spans[last].start < end:
-            last += 1
-        out.append(_merge(start, end, [s for s in spans[first:last] if s.end > s.start]))
+            end = start + window
+        while ahead is not None and ahead.start < end:
+            current.append(ahead)
+            ahead = next(rest, None)
+        while current and current[0].end <= start:
+            current.popleft()
+        if ahead is None:
+            if not current:
+                return
+            end = min(end, current[-1].end)
+        yield _merge(start, end, [s for s in current if s.start < end and s.end > s.start])
         start = end
-    return out

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -15,6 +16,8 @@ from topologies import workload
 from topologies.errors import EmulatorError
 from topologies.model import Scenario
 
+K = TypeVar("K")
+V = TypeVar("V")
 Values = Callable[[str, int, int], dict[str, np.ndarray]]
 Install = Callable[[Scenario, Epoch], Mapping[tuple[str, Hashable], Operator]]
 
@@ -64,10 +67,13 @@ def run_local(
     return meter.result(plan.strategy, "local")
 
 
-def _spans(scenario: Scenario, plan: Plan, layouts: _Layouts) -> list[Span]:
-    """Spans covering ``[0, duration)``: each epoch's layout, and upload-only layouts between epochs."""
+def _spans(scenario: Scenario, plan: Plan, layouts: _Layouts) -> Iterator[Span]:
+    """Spans covering ``[0, duration)``: each epoch's layout, and upload-only layouts between epochs.
+
+    A generator: the simulator asks for the next span when its window reaches it, so only the layouts of the
+    epochs in flight are alive (with their operators), not the whole run's."""
     uploads = layouts.of(None)
-    spans, now = [], 0.0
+    now = 0.0
     previous_end = -np.inf
     for epoch in plan.epochs:
         if not epoch.start < epoch.end or epoch.start < previous_end:
@@ -79,12 +85,11 @@ def _spans(scenario: Scenario, plan: Plan, layouts: _Layouts) -> list[Span]:
         if start >= end:
             continue
         if now < start:
-            spans.append(Span(now, start, uploads))
-        spans.append(Span(start, end, layouts.of(epoch)))
+            yield Span(now, start, uploads)
+        yield Span(start, end, layouts.of(epoch))
         now = end
     if now < scenario.duration:
-        spans.append(Span(now, scenario.duration, uploads))
-    return spans
+        yield Span(now, scenario.duration, uploads)
 
 
 class _Layouts:
@@ -109,8 +114,10 @@ class _Layouts:
         self.versions: dict[tuple[Hashable, tuple], tuple[Hashable, int]] = {}
         self.counts: dict[Hashable, int] = {}
         self.memo: dict[tuple, tuple] = {}
-        self.taps: dict[int, tuple[Operator, tuple[Hashable, ...], Tap]] = {}
-        self.channels: dict[tuple, Channel] = {}
+        # taps and channels of the last two epochs (an unchanged one must stay the same object from one
+        # epoch to the next; older ones are let go with their operators)
+        self.taps: _Recent[int, tuple[Operator, tuple[Hashable, ...], Tap]] = _Recent()
+        self.channels: _Recent[tuple, Channel] = _Recent()
 
     def key(self, stable: Hashable, definition: tuple) -> tuple[Hashable, int]:
         key = self.versions.get((stable, definition))
@@ -178,8 +185,10 @@ class _Layouts:
             signature = (key, tuple((pos, id(tap)) for pos, tap in taps.items()))
             channel = self.channels.get(signature)
             if channel is None:
-                channel = self.channels[signature] = Channel(key, stream, hops, taps, sink, attrs)
+                channel = self.channels.put(signature, Channel(key, stream, hops, taps, sink, attrs))
             channels[key] = channel
+        for recent in (self.taps, self.channels, self.cache):
+            recent.advance()
         return Layout(channels, {s.id: where[raw_key(s.id)] for s in self.scenario.streams})
 
     def _flow_channel(
@@ -207,5 +216,28 @@ class _Layouts:
         the very same object."""
         hit = self.taps.get(id(operator))
         if hit is None or hit[1] != feeds:
-            hit = self.taps[id(operator)] = (operator, feeds, Tap(operator, feeds))
+            hit = self.taps.put(id(operator), (operator, feeds, Tap(operator, feeds)))
         return hit[2]
+
+
+class _Recent(Generic[K, V]):
+    """A cache of what the current and the previous epoch used: :meth:`advance` forgets the rest."""
+
+    def __init__(self) -> None:
+        self._now: dict[K, V] = {}
+        self._before: dict[K, V] = {}
+
+    def get(self, key: K) -> V | None:
+        value = self._now.get(key)
+        if value is None:
+            value = self._before.pop(key, None)
+            if value is not None:
+                self._now[key] = value
+        return value
+
+    def put(self, key: K, value: V) -> V:
+        self._now[key] = value
+        return value
+
+    def advance(self) -> None:
+        self._before, self._now = self._now, {}

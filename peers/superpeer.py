@@ -142,7 +142,21 @@ class OperatorCache:
 
     def __init__(self) -> None:
         self.operators: dict[tuple, FlowOperator] = {}
+        self._previous: dict[tuple, FlowOperator] = {}
         self._readers: dict[tuple[int, Hashable], tuple[Flow | Delivery, Reader]] = {}
+
+    def operator(self, signature: tuple, make: Callable[[], FlowOperator]) -> FlowOperator:
+        """The operator with this signature: the one built before, or a new one from ``make()``."""
+        operator = self.operators.get(signature)
+        if operator is None:
+            operator = self._previous.pop(signature, None)
+            self.operators[signature] = operator = make() if operator is None else operator
+        return operator
+
+    def advance(self) -> None:
+        """Forget the operators not used since the previous call (those of two epochs ago), so a caller
+        installing epoch after epoch keeps two epochs' operators, not the whole run's."""
+        self._previous, self.operators = self.operators, {}
 
     def reader(self, item: Flow | Delivery, key: Hashable, make: Callable[[], Reader]) -> Reader:
         hit = self._readers.get((id(item), key))
@@ -212,12 +226,8 @@ def install(
     operators = {}
     for (node, source), rs in readers.items():
         signature = (node, source, carried[source], tuple(rs), scenario.header_bytes)
-        operator = cache.operators.get(signature) if cache is not None else None
-        if operator is None:
-            operator = FlowOperator(node, _describe(source), carried[source], rs, scenario.header_bytes)
-            if cache is not None:
-                cache.operators[signature] = operator
-        operators[(node, source)] = operator
+        make = partial(FlowOperator, node, _describe(source), carried[source], rs, scenario.header_bytes)
+        operators[(node, source)] = make() if cache is None else cache.operator(signature, make)
     return operators
 
 
