@@ -82,6 +82,18 @@ class Reader:
     full_values: bool = False
     trim: tuple[tuple[Predicate, tuple[str, ...]], ...] = ()
 
+    def __hash__(self) -> int:
+        # computed once: an operator's signature hashes all its readers every epoch it is installed
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.target, self.name, self.predicate, self.attrs, self.full_values, self.trim))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __getstate__(self) -> dict:
+        # string hashes differ between processes: never ship the cached one
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
 
 class FlowOperator:
     """Filter + project for every reader of one input at one super-peer.
