@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 from bench import BENCHMARKS
@@ -47,6 +48,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from reports.runner import run_scenario
 
+    def terminated(signum, frame):  # unwinds like an exception: the half-written output directory goes
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminated)
     return run_scenario(args)
 
 

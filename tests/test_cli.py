@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,23 @@ def test_validate_and_schema_and_plan():
     assert plan.returncode == 0 and "sharing-em" in plan.stdout
     as_json = json.loads(cli("plan", FIGURE1, "--json").stdout)
     assert as_json["strategy"] == "sharing-em" and as_json["epochs"]
+
+
+def test_a_terminated_run_leaves_nothing_half_written(tmp_path):
+    out = tmp_path / "report"
+    proc = subprocess.Popen(
+        [sys.executable, "run.py", "run", "topologies/large.yaml", "--quiet", "--out", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(600):  # wait until the temporary sibling directory exists, then stop the run
+            if any(p.name.startswith(".report.") for p in tmp_path.iterdir()) or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        proc.terminate()
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+    assert list(tmp_path.iterdir()) == []
