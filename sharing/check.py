@@ -15,9 +15,10 @@ per (subscription, flow object).
 
 from __future__ import annotations
 
+import numpy as np
+
 from matcher import Predicate
 from network.routing import Network
-from sharing.epochs import is_active
 from sharing.plan import Flow, Plan
 from topologies.model import Scenario
 
@@ -36,6 +37,10 @@ class _Checker:
         self.streams = {s.id: s for s in scenario.streams}
         self.subs = {s.id: s for s in scenario.subscriptions}
         self.homes = {p.id: p.attach for p in scenario.thin_peers}
+        subs = scenario.subscriptions
+        self.sub_ids = np.array([s.id for s in subs], dtype=object)
+        self.at = np.array([s.at for s in subs], dtype=np.float64)
+        self.until = np.array([np.inf if s.until is None else s.until for s in subs], dtype=np.float64)
         self.links = set(network.directions)
         self.oracle = plan.strategy == "ideal"  # the ideal bound's trimmed flows are an accounting bound
         self.nested = plan.strategy.startswith("sharing-")  # the planner keeps each flow within its parent
@@ -138,16 +143,24 @@ class _Checker:
                 self.add(f"{where} {line}")
             flows[f.id] = f
             chains[f.id] = (*chain, f)
-        delivered = sorted(d.subscription for d in epoch.deliveries)
-        active = sorted(s.id for s in self.scenario.subscriptions if is_active(s, epoch.start, epoch.end))
-        if delivered != active:
+        delivered = [d.subscription for d in epoch.deliveries]
+        active = self.sub_ids[(self.at <= epoch.start) & (self.until >= epoch.end)].tolist()  # sharing.epochs
+        if len(delivered) != len(active) or set(delivered) != set(active):
             lacking = sorted(set(active) - set(delivered))
             surplus = sorted(set(delivered) - set(active))
-            self.add(f"{where}: not delivered {lacking[:5]}, delivered while inactive {surplus[:5]}")
+            twice = sorted({s for s in delivered if delivered.count(s) > 1}) if not (lacking or surplus) else []
+            self.add(f"{where}: not delivered {lacking[:5]}, delivered while inactive {surplus[:5]}, twice {twice[:5]}")
         for d in epoch.deliveries:
             self._delivery(where, d, flows, chains)
 
     def _delivery(self, where: str, d, flows: dict[str, Flow], chains: dict[str, tuple[Flow, ...]]) -> None:
+        flow = flows.get(d.flow) if d.flow is not None else None
+        if flow is not None:
+            # the same delivery over the same chain of flow objects as in an earlier epoch: checked there
+            seen = (id(d), *map(id, chains[flow.id]))
+            if seen in self.seen:
+                return
+            self.seen.add(seen)
         sub = self.subs.get(d.subscription)
         if sub is None:
             self.add(f"{where} delivery of unknown subscription {d.subscription}")
@@ -161,14 +174,9 @@ class _Checker:
             if d.home != self.homes[stream.source] or d.predicate != sub.query.where:
                 self.add(f"{where} {d.subscription}: raw delivery away from the source or unfiltered")
             return
-        flow = flows.get(d.flow)
         if flow is None or flow.stream != sub.stream or d.home not in flow.path:
             self.add(f"{where} {d.subscription}: flow {d.flow} is not available at {d.home}")
             return
-        seen = (id(d), *map(id, chains[flow.id]))  # the same objects as in an earlier epoch: checked there
-        if seen in self.seen:
-            return
-        self.seen.add(seen)
         wanted = sub.query.where
         for f in chains[flow.id]:  # nothing the subscription needs is filtered away upstream
             if not self._implies(wanted, f.predicate):
