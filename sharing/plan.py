@@ -134,6 +134,20 @@ class Decision:
             "added_bytes_per_s": self.added_bytes_per_s,
         }
 
+    @classmethod
+    def from_json(cls, d: dict) -> Decision:
+        """The inverse of :meth:`to_json`."""
+        return cls(
+            float(d["time"]),
+            d["event"],
+            d["subscription"],
+            d["summary"],
+            d["reused"],
+            tuple(d["widened"]),
+            tuple(d["narrowed"]),
+            float(d["added_bytes_per_s"]),
+        )
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -203,42 +217,26 @@ class Plan:
         lists indices into them.  :func:`plan_from_wire` reads it back.
         """
         texts: dict[str, int] = {}
-        flows: dict[Flow, int] = {}
-        deliveries: dict[Delivery, int] = {}
         flow_docs: list[dict] = []
         delivery_docs: list[dict] = []
+        by_value: dict[Flow | Delivery, int] = {}
+        by_id: dict[int, int] = {}  # id of an object already written -> its index (epochs share objects)
 
         def text(p: Predicate) -> int:
             return texts.setdefault(p.to_text(), len(texts))
 
-        seen: dict[int, int] = {}  # id of an object already written -> its index (epochs share objects)
-
-        def flow(f: Flow) -> int:
-            index = seen.get(id(f))
-            if index is not None:
-                return index
-            index = flows.get(f)
+        def entry(item: Flow | Delivery, docs: list[dict]) -> int:
+            index = by_id.get(id(item))
             if index is None:
-                doc = f.to_json()
-                doc["where"] = text(f.predicate)
-                if f.trim:
-                    doc["trim"] = [{"where": text(p), "attrs": list(a)} for p, a in f.trim]
-                index = flows[f] = len(flow_docs)
-                flow_docs.append(doc)
-            seen[id(f)] = index
-            return index
-
-        def delivery(d: Delivery) -> int:
-            index = seen.get(id(d))
-            if index is not None:
-                return index
-            index = deliveries.get(d)
-            if index is None:
-                doc = d.to_json()
-                doc["where"] = text(d.predicate)
-                index = deliveries[d] = len(delivery_docs)
-                delivery_docs.append(doc)
-            seen[id(d)] = index
+                index = by_value.get(item)
+                if index is None:
+                    doc = item.to_json()
+                    doc["where"] = text(item.predicate)
+                    if isinstance(item, Flow) and item.trim:
+                        doc["trim"] = [{"where": text(p), "attrs": list(a)} for p, a in item.trim]
+                    index = by_value[item] = len(docs)
+                    docs.append(doc)
+                by_id[id(item)] = index
             return index
 
         dump = partial(json.dumps, separators=(",", ":"))
@@ -247,8 +245,8 @@ class Plan:
             doc = {
                 "start": e.start,
                 "end": e.end,
-                "flows": [flow(f) for f in e.flows],
-                "deliveries": [delivery(d) for d in e.deliveries],
+                "flows": [entry(f, flow_docs) for f in e.flows],
+                "deliveries": [entry(d, delivery_docs) for d in e.deliveries],
             }
             out.write(("," if k else "") + "\n" + dump(doc))
         out.write('],\n"texts":' + dump(list(texts)))
@@ -282,17 +280,5 @@ def plan_from_wire(doc: dict) -> Plan:
         )
         for e in doc["epochs"]
     )
-    decisions = tuple(
-        Decision(
-            float(d["time"]),
-            d["event"],
-            d["subscription"],
-            d["summary"],
-            d["reused"],
-            tuple(d["widened"]),
-            tuple(d["narrowed"]),
-            float(d["added_bytes_per_s"]),
-        )
-        for d in doc.get("decisions", ())
-    )
+    decisions = tuple(Decision.from_json(d) for d in doc.get("decisions", ()))
     return Plan(doc["strategy"], doc["scenario"], epochs, decisions)

@@ -145,7 +145,8 @@ def plan_from_json(doc: dict) -> Plan:
         )
         for e in doc["epochs"]
     )
-    return Plan(doc["strategy"], doc["scenario"], epochs, _decisions(doc))
+    decisions = tuple(Decision.from_json(d) for d in doc.get("decisions", ()))
+    return Plan(doc["strategy"], doc["scenario"], epochs, decisions)
 
 
 def plan_to_wire(plan: Plan) -> dict:
@@ -159,22 +160,6 @@ def plan_to_wire(plan: Plan) -> dict:
 def plan_from_wire(doc: dict) -> Plan:
     """The inverse of :func:`plan_to_wire`; equal flows of different epochs are one shared object."""
     return sharing_plan.plan_from_wire(doc)
-
-
-def _decisions(doc: dict) -> tuple[Decision, ...]:
-    return tuple(
-        Decision(
-            float(d["time"]),
-            d["event"],
-            d["subscription"],
-            d["summary"],
-            d["reused"],
-            tuple(d["widened"]),
-            tuple(d["narrowed"]),
-            float(d["added_bytes_per_s"]),
-        )
-        for d in doc.get("decisions", ())
-    )
 
 
 def _flow(f: dict) -> Flow:
