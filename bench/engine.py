@@ -1,12 +1,13 @@
 """The local simulation engine on a many-epoch scenario: plan and run time per strategy.
 
 ``python run.py bench engine [--json] [--scenario topologies/large.yaml] [--strategy NAME ...]
-[--window 1.0]``.  For each strategy: the seconds to make the plan and to simulate it with
-:func:`peers.local.run_local` (CPU time of this process and wall time), and the tuple-hops simulated per
-CPU second (a tuple crossing one link direction, backbone or access, is one tuple-hop).  The baseline,
-always measured first in the same process, is data-shipping (every subscription gets the raw stream on
-its own route); each row's ratio is its run CPU time over the baseline's.  A strategy whose plan the engine
-rejects is listed with the error instead of times.
+[--window SECONDS]`` (default window: the engine's own, :func:`peers.local.batch_window`).  For each
+strategy: the seconds to make the plan and to simulate it with :func:`peers.local.run_local` (CPU time of
+this process and wall time), and the tuple-hops simulated per CPU second (a tuple crossing one link
+direction, backbone or access, is one tuple-hop).  The baseline, always measured first in the same process,
+is data-shipping (every subscription gets the raw stream on its own route); each row's ratio is its run CPU
+time over the baseline's.  A strategy whose plan the engine rejects is listed with the error instead of
+times.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ BASELINE = "data-shipping"
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", default="topologies/large.yaml", help="scenario file")
     parser.add_argument("--strategy", action="append", default=None, help="strategy (repeatable; default all)")
-    parser.add_argument("--window", type=float, default=1.0, help="batch window in seconds of emission time")
+    parser.add_argument(
+        "--window", type=float, default=None, help="batch window in seconds of emission time (default: the engine's)"
+    )
 
 
 def _measure(scenario, network, strategy: str, window: float) -> dict:
@@ -70,9 +73,13 @@ def main(args: argparse.Namespace) -> int:
     unknown = [s for s in chosen if s not in STRATEGIES]
     if unknown:
         raise InputError(f"--strategy: unknown strategy {unknown[0]!r} (one of {', '.join(STRATEGIES)})")
-    if not args.window > 0:
+    if args.window is not None and not args.window > 0:
         raise InputError(f"--window: must be positive, got {args.window:g}")
     scenario = load_scenario(args.scenario)
+    if args.window is None:
+        from peers.local import batch_window
+
+        args.window = batch_window(scenario)
     network = Network.of(scenario)
     _measure(scenario, network, BASELINE, args.window)  # warm-up: imports and numba's compiled kernels
     rows = [_measure(scenario, network, BASELINE, args.window)]

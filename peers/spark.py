@@ -100,7 +100,12 @@ def spark_engine(master: str | None = None) -> Callable[..., StrategyRun]:
 
 
 def run_spark(
-    scenario: Scenario, plan: Plan, progress: Progress | None = None, *, master: str | None = None, window=1.0
+    scenario: Scenario,
+    plan: Plan,
+    progress: Progress | None = None,
+    *,
+    master: str | None = None,
+    window: float | None = None,
 ) -> StrategyRun:
     """Execute ``plan`` with the operators on Spark and the timing of the local simulator (``window`` as in
     :func:`~peers.local.run_local`).
