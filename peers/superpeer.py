@@ -198,7 +198,7 @@ def install(
     flow missing, listed later, or not passing through the child's origin; a raw read away from the source's
     super-peer; a delivery at a super-peer its thin-peer is not attached to.
     """
-    index = _Index(scenario)
+    index = Index(scenario)
     flows: dict[str, Flow] = {}
     readers: dict[tuple[str, Hashable], list[Reader]] = {}
     carried: dict[Hashable, tuple[str, ...]] = {}
@@ -209,50 +209,72 @@ def install(
         readers.setdefault((node, source), []).append(reader)
 
     for flow in epoch.flows:
-        stream = index.stream(flow.stream, f"flow {flow.id}")
         if flow.id in flows:
             raise EmulatorError(f"flow {flow.id} is defined twice in the epoch starting at {epoch.start:g}")
-        if not flow.path or flow.path[0] != flow.origin:
-            raise EmulatorError(f"flow {flow.id}: path {flow.path} does not start at its origin {flow.origin}")
-        if flow.parent is None:
-            source_home = index.homes[stream.source]
-            if flow.origin != source_home:
-                raise EmulatorError(f"flow {flow.id} reads raw {flow.stream} at {flow.origin}, not at {source_home}")
-            source: Hashable = raw_key(flow.stream)
-        else:
-            parent = flows.get(flow.parent)
-            if parent is None:
-                raise EmulatorError(f"flow {flow.id}: parent {flow.parent} is not an earlier flow of the epoch")
-            if flow.origin not in parent.path:
-                raise EmulatorError(f"flow {flow.id}: parent {flow.parent} does not pass through {flow.origin}")
-            source = flow_key(parent.id)
+        source = flow_input(index, flow, None if flow.parent is None else flows.get(flow.parent))
         flows[flow.id] = flow
         carried[flow_key(flow.id)] = carried[source] if flow.trim else flow.attrs
-        attach(flow.origin, source, _reader(cache, flow, flow_key(flow.id), partial(_flow_reader, flow)))
+        attach(flow.origin, source, _reader(cache, flow, flow_key(flow.id), partial(flow_reader, flow)))
 
     keys = [delivery_key(k) for k in range(len(epoch.deliveries))] if delivery_keys is None else delivery_keys
     for key, delivery in zip(keys, epoch.deliveries, strict=True):
-        reader = _reader(cache, delivery, key, partial(_delivery_reader, key, delivery))
-        attach(*_delivery_input(index, flows, delivery), reader)
+        reader = _reader(cache, delivery, key, partial(delivery_reader, key, delivery))
+        flow = None if delivery.flow is None else flows.get(delivery.flow)
+        attach(*delivery_input(index, flow, delivery), reader)
 
     operators = {}
     for (node, source), rs in readers.items():
-        signature = (node, source, carried[source], tuple(rs), scenario.header_bytes)
-        make = partial(FlowOperator, node, _describe(source), carried[source], rs, scenario.header_bytes)
+        signature = operator_signature(node, source, carried[source], rs, scenario.header_bytes)
+        make = partial(make_operator, signature)
         operators[(node, source)] = make() if cache is None else cache.operator(signature, make)
     return operators
+
+
+def operator_signature(
+    node: str, source: Hashable, carried: tuple[str, ...], readers: Sequence[Reader], header_bytes: int
+) -> tuple:
+    """What identifies the operator for ``readers`` of input ``source`` at ``node``: equal signatures,
+    interchangeable operators."""
+    return (node, source, carried, tuple(readers), header_bytes)
+
+
+def make_operator(signature: tuple) -> FlowOperator:
+    node, source, carried, readers, header_bytes = signature
+    return FlowOperator(node, _describe(source), carried, readers, header_bytes)
+
+
+def flow_input(index: Index, flow: Flow, parent: Flow | None) -> Hashable:
+    """The channel key ``flow`` reads (its parent flow, or the raw stream), given ``parent``, the flow of
+    the epoch named by ``flow.parent`` if it comes earlier in the epoch (else ``None``).
+
+    Raises EmulatorError naming the flow when the stream is unknown, the path does not start at the
+    origin, a raw read is away from the source's super-peer, or the parent is missing, later, or does not
+    pass through the origin."""
+    stream = index.stream(flow.stream, f"flow {flow.id}")
+    if not flow.path or flow.path[0] != flow.origin:
+        raise EmulatorError(f"flow {flow.id}: path {flow.path} does not start at its origin {flow.origin}")
+    if flow.parent is None:
+        source_home = index.homes[stream.source]
+        if flow.origin != source_home:
+            raise EmulatorError(f"flow {flow.id} reads raw {flow.stream} at {flow.origin}, not at {source_home}")
+        return raw_key(flow.stream)
+    if parent is None:
+        raise EmulatorError(f"flow {flow.id}: parent {flow.parent} is not an earlier flow of the epoch")
+    if flow.origin not in parent.path:
+        raise EmulatorError(f"flow {flow.id}: parent {flow.parent} does not pass through {flow.origin}")
+    return flow_key(parent.id)
 
 
 def _reader(cache: OperatorCache | None, item: Flow | Delivery, key: Hashable, make: Callable[[], Reader]) -> Reader:
     return make() if cache is None else cache.reader(item, key, make)
 
 
-def _flow_reader(flow: Flow) -> Reader:
+def flow_reader(flow: Flow) -> Reader:
     full = bool(flow.trim)
     return Reader(flow_key(flow.id), f"flow {flow.id}", flow.predicate, flow.attrs, full, flow.trim)
 
 
-class _Index:
+class Index:
     """The scenario's streams, subscriptions and thin-peers by id (one linear pass, not one per lookup)."""
 
     def __init__(self, scenario: Scenario):
@@ -267,7 +289,12 @@ class _Index:
             raise EmulatorError(f"{what}: unknown stream {stream_id!r}") from None
 
 
-def _delivery_input(index: _Index, flows: Mapping[str, Flow], delivery: Delivery) -> tuple[str, Hashable]:
+def delivery_input(index: Index, flow: Flow | None, delivery: Delivery) -> tuple[str, Hashable]:
+    """The super-peer and channel key ``delivery`` reads, given ``flow``, the flow of the epoch it names
+    (``None`` if it reads the raw stream or the flow is missing).
+
+    Raises EmulatorError naming the subscription when the subscriber is unknown or not where the delivery
+    says, a raw read is away from the source's super-peer, or the flow does not pass through its home."""
     what = f"delivery of {delivery.subscription}"
     sub = index.subscriptions.get(delivery.subscription)
     home = index.homes.get(delivery.peer)
@@ -280,13 +307,12 @@ def _delivery_input(index: _Index, flows: Mapping[str, Flow], delivery: Delivery
         if delivery.home != source_home:
             raise EmulatorError(f"{what} reads raw {sub.stream} at {delivery.home}, not at {source_home}")
         return delivery.home, raw_key(sub.stream)
-    flow = flows.get(delivery.flow)
     if flow is None or delivery.home not in flow.path:
         raise EmulatorError(f"{what}: flow {delivery.flow} is not available at {delivery.home}")
     return delivery.home, flow_key(flow.id)
 
 
-def _delivery_reader(key: Hashable, delivery: Delivery) -> Reader:
+def delivery_reader(key: Hashable, delivery: Delivery) -> Reader:
     return Reader(key, f"delivery of {delivery.subscription}", delivery.predicate, delivery.attrs)
 
 
