@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="strategies simulated at a time, each in its own process (local engine; default: one per CPU)",
+    )
+    p.add_argument(
         "--check-plans",
         action="store_true",
         help="check every plan's soundness before simulating it (docs/PLANNER.md); an unsound plan is exit 1",

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from network.meter import StrategyRun
 from network.routing import Network
@@ -35,6 +37,19 @@ def choose_strategies(names: list[str] | None) -> list[str]:
     if unknown:
         raise InputError(f"--strategy: unknown strategy {unknown[0]!r} (choose from {', '.join(STRATEGIES)})")
     return [s for s in STRATEGIES if s in names]
+
+
+def choose_jobs(jobs: int | None, engine: str, strategies: list[str]) -> int:
+    """How many strategies run at a time: ``--jobs``, by default one per CPU (at most one per strategy) on
+    the local engine; the Spark engine runs one strategy at a time (Spark spreads each over its
+    executors)."""
+    if jobs is None:
+        return 1 if engine != "local" else max(1, min(len(strategies), os.cpu_count() or 1))
+    if jobs < 1:
+        raise InputError(f"--jobs: must be at least 1, got {jobs}")
+    if jobs > 1 and engine != "local":
+        raise InputError(f"--jobs {jobs}: the {engine} engine runs one strategy at a time (use --jobs 1)")
+    return min(jobs, len(strategies))
 
 
 def engine_for(name: str, master: str | None) -> Engine:
@@ -68,46 +83,188 @@ def simulate(
     time: ``plan_sink`` receives each plan (to write it out) before it is dropped.  With ``check_plans`` every
     plan goes through :func:`sharing.check.plan_problems` first; an unsound one raises PlanCheckError.
     """
-    from tqdm import tqdm
-
     network = Network.of(scenario)
     per_strategy = sum(tuple_count(s, scenario.duration) for s in scenario.streams)
-    bar = tqdm(
-        total=per_strategy * len(strategies),
-        unit="tuple",
-        unit_scale=True,
-        disable=not show_progress,
-        file=sys.stderr,
-        leave=False,
-    )
     entries: dict[str, dict] = {}
     runs: dict[str, StrategyRun] = {}
     timings: dict[str, tuple[float, float]] = {}
-    for i, name in enumerate(strategies):
-        bar.set_description(f"{name}: planning")
-        t0 = time.perf_counter()
-        plan = make_plan(scenario, name, network)
-        if check_plans:
-            problems = plan_problems(plan, scenario, network)
-            if problems:
-                raise PlanCheckError(f"--check-plans: the {name} plan is not sound: " + "; ".join(problems[:5]))
-        t1 = time.perf_counter()
-        bar.set_description(name)
-
-        def progress(done: int, total: int, base: int = i * per_strategy) -> None:
-            bar.n = base + done
-            bar.refresh()
-
-        run = engine(scenario, plan, progress=progress)
-        timings[name] = (t1 - t0, time.perf_counter() - t1)
-        if plan_sink is not None:
-            plan_sink(plan)
-        del plan
-        entries[name] = strategy_entry(scenario, run, expected)
-        runs[name] = replace(run, delivered={}, latencies={})
-        del run
-    bar.close()
+    with _Bar(per_strategy, strategies, show_progress) as bar:
+        for name in strategies:
+            plan, entries[name], runs[name], timings[name] = _strategy(
+                scenario, network, name, engine, expected, check_plans, partial(bar.update, name)
+            )
+            bar.update(name, "done", per_strategy)
+            if plan_sink is not None:
+                plan_sink(plan)
+            del plan
     return entries, runs, timings
+
+
+def _strategy(
+    scenario: Scenario,
+    network: Network,
+    name: str,
+    engine: Engine,
+    expected: Expected,
+    check_plans: bool,
+    report: Callable[[str, int], None],
+) -> tuple[Plan, dict, StrategyRun, tuple[float, float]]:
+    """Plan and run one strategy: its plan, report entry, run without per-tuple arrays, and timings."""
+    report("planning", 0)
+    t0 = time.perf_counter()
+    plan = make_plan(scenario, name, network)
+    if check_plans:
+        problems = plan_problems(plan, scenario, network)
+        if problems:
+            raise PlanCheckError(f"--check-plans: the {name} plan is not sound: " + "; ".join(problems[:5]))
+    t1 = time.perf_counter()
+    report("running", 0)
+    run = engine(scenario, plan, progress=lambda done, total: report("running", done))
+    timings = (t1 - t0, time.perf_counter() - t1)
+    entry = strategy_entry(scenario, run, expected)
+    return plan, entry, replace(run, delivered={}, latencies={}), timings
+
+
+def simulate_parallel(
+    scenario: Scenario,
+    strategies: list[str],
+    expected: Expected,
+    jobs: int,
+    plan_dir: str,
+    *,
+    show_progress: bool,
+    check_plans: bool = False,
+    engine: Engine | None = None,
+) -> tuple[dict[str, dict], dict[str, StrategyRun], dict[str, tuple[float, float]]]:
+    """:func:`simulate` on the local engine (or ``engine``) with up to ``jobs`` strategies at a time, each in
+    its own worker process (forked, so the scenario and the expected results are shared, not copied); each
+    plan is written to ``plan_dir/<strategy>.json``.  The results are those of :func:`simulate`: each
+    strategy is planned and simulated exactly as it would be alone.  A worker's error is raised here; a
+    worker that dies (killed, out of memory) is an EmulatorError naming its strategy; the others are then
+    stopped."""
+    import multiprocessing
+    from queue import Empty
+
+    from peers.local import run_local
+
+    per_strategy = sum(tuple_count(s, scenario.duration) for s in scenario.streams)
+    context = multiprocessing.get_context("fork")
+    messages = context.Queue()
+    job = {
+        "scenario": scenario,
+        "expected": expected,
+        "engine": run_local if engine is None else engine,
+        "check": check_plans,
+        "out": plan_dir,
+        "queue": messages,
+    }
+    results: dict[str, tuple[dict, StrategyRun, tuple[float, float]]] = {}
+    waiting, running = list(strategies), {}
+    try:
+        with _Bar(per_strategy, strategies, show_progress) as bar:
+            while waiting or running:
+                while waiting and len(running) < jobs:
+                    name = waiting.pop(0)
+                    running[name] = context.Process(target=_worker, args=(job, name), name=name, daemon=True)
+                    running[name].start()
+                gone = [n for n, process in running.items() if not process.is_alive()]
+                while True:  # every message sent so far, including those of the workers seen gone
+                    try:
+                        kind, name, *payload = messages.get(timeout=0 if gone else 0.2)
+                    except Empty:
+                        break
+                    if kind == "progress":
+                        bar.update(name, *payload)
+                    elif kind == "error":
+                        raise payload[0]
+                    else:
+                        results[name] = payload[0]
+                        bar.update(name, "done", per_strategy)
+                        running.pop(name).join()
+                    gone = gone or [n for n, process in running.items() if not process.is_alive()]
+                for name in gone:
+                    if name in running and name not in results:
+                        code = running[name].exitcode
+                        raise EmulatorError(f"the worker process running {name} died (exit code {code})")
+    finally:
+        for process in running.values():
+            process.terminate()
+            process.join()
+    return (
+        {n: results[n][0] for n in strategies},
+        {n: results[n][1] for n in strategies},
+        {n: results[n][2] for n in strategies},
+    )
+
+
+def _worker(job: dict, name: str) -> None:
+    """One strategy of :func:`simulate_parallel`, in a forked worker: everything it reports goes to the
+    parent's queue (progress, then the result or the error)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the workers
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    scenario, queue = job["scenario"], job["queue"]
+    try:
+        plan, entry, run, timings = _strategy(
+            scenario,
+            Network.of(scenario),
+            name,
+            job["engine"],
+            job["expected"],
+            job["check"],
+            lambda phase, done: queue.put(("progress", name, phase, done)),
+        )
+        with open(os.path.join(job["out"], f"{name}.json"), "w", encoding="utf-8") as fh:
+            plan.write_json(fh)
+        queue.put(("result", name, (entry, run, timings)))
+    except Exception as error:  # sent to the parent, which raises it
+        try:
+            pickle.dumps(error)
+        except Exception:  # not picklable: its text is sent instead
+            error = EmulatorError(f"{name}: {type(error).__name__}: {error}")
+        queue.put(("error", name, error))
+    queue.close()
+    queue.join_thread()
+
+
+class _Bar:
+    """The progress bar over every strategy's emitted tuples, naming the strategies at work and their phase."""
+
+    def __init__(self, per_strategy: int, strategies: list[str], show: bool):
+        from tqdm import tqdm
+
+        self.per_strategy = per_strategy
+        self.done = dict.fromkeys(strategies, 0)
+        self.phases: dict[str, str] = {}
+        self.bar = tqdm(
+            total=per_strategy * len(strategies),
+            unit="tuple",
+            unit_scale=True,
+            disable=not show,
+            file=sys.stderr,
+            leave=False,
+        )
+
+    def update(self, name: str, phase: str, done: int) -> None:
+        """``name`` is at ``phase`` (planning, running, done) with ``done`` of its tuples simulated."""
+        if phase == "done":
+            self.phases.pop(name, None)
+            done = self.per_strategy
+        else:
+            self.phases[name] = phase
+        self.done[name] = done
+        self.bar.set_description(
+            ", ".join(n if p == "running" else f"{n}: {p}" for n, p in self.phases.items()), refresh=False
+        )
+        self.bar.n = sum(self.done.values())
+        self.bar.refresh()
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
 
 
 class OutputDirectory:
@@ -169,8 +326,18 @@ class _PlansFile:
         self.count = 0
 
     def add(self, plan: Plan) -> None:
-        self.fh.write(("," if self.count else "") + "\n" + json.dumps(plan.strategy) + ":")
+        self._name(plan.strategy)
         plan.write_json(self.fh)
+
+    def add_file(self, strategy: str, path: str) -> None:
+        """Append the plan document ``path`` (written by :meth:`Plan.write_json`) and remove it."""
+        self._name(strategy)
+        with open(path, encoding="utf-8") as part:
+            shutil.copyfileobj(part, self.fh)
+        os.remove(path)
+
+    def _name(self, strategy: str) -> None:
+        self.fh.write(("," if self.count else "") + "\n" + json.dumps(strategy) + ":")
         self.count += 1
 
     def close(self) -> None:
@@ -178,36 +345,49 @@ class _PlansFile:
         self.fh.close()
 
 
-def peak_memory_bytes() -> int:
-    """This process's peak resident set size so far."""
+def peak_memory_bytes(children: bool = False) -> int:
+    """This process's peak resident set size so far (``children``: the largest of its finished child
+    processes')."""
     import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def run_scenario(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     scenario = load_scenario(args.scenario)
     strategies = choose_strategies(args.strategy)
+    jobs = choose_jobs(getattr(args, "jobs", None), args.engine, strategies)
     engine = engine_for(args.engine, args.spark_master)
     for warning in scenario.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     out_dir = args.out or os.path.join("out", scenario.name)
     show_progress = not args.quiet and sys.stderr.isatty()
 
+    check_plans = getattr(args, "check_plans", False)
+
     expected = expected_results(scenario)
     with OutputDirectory(out_dir) as out:
         plans = _PlansFile(out.path("plans.json"))
         try:
-            entries, runs, timings = simulate(
-                scenario,
-                strategies,
-                engine,
-                expected,
-                show_progress=show_progress,
-                check_plans=getattr(args, "check_plans", False),
-                plan_sink=plans.add,
-            )
+            if jobs > 1:
+                parts = tempfile.mkdtemp(prefix=".plans.", dir=out.tmp)
+                entries, runs, timings = simulate_parallel(
+                    scenario, strategies, expected, jobs, parts, show_progress=show_progress, check_plans=check_plans
+                )
+                for name in strategies:
+                    plans.add_file(name, os.path.join(parts, f"{name}.json"))
+                os.rmdir(parts)
+            else:
+                entries, runs, timings = simulate(
+                    scenario,
+                    strategies,
+                    engine,
+                    expected,
+                    show_progress=show_progress,
+                    check_plans=check_plans,
+                    plan_sink=plans.add,
+                )
         finally:
             plans.close()
         report = assemble_report(scenario, entries, engine=args.engine)
@@ -229,9 +409,11 @@ def run_scenario(args: argparse.Namespace) -> int:
     )
     print(console_table(report))
     each = ", ".join(f"{n} {p:.1f}+{r:.1f}" for n, (p, r) in timings.items())
+    workers = f", {jobs} strategies at a time" if jobs > 1 else ""
     print(
-        f"timing: {time.perf_counter() - started:.1f} s in all (plan+run s: {each});"
+        f"timing: {time.perf_counter() - started:.1f} s in all (plan+run s: {each}{workers});"
         f" peak memory {peak_memory_bytes() / 2**30:.2f} GiB"
+        + (f" (largest worker process {peak_memory_bytes(children=True) / 2**30:.2f} GiB)" if jobs > 1 else "")
     )
     print(
         f"wrote {os.path.join(out_dir, 'report.json')}, links.csv, summary.md, plans.json"

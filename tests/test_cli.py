@@ -26,7 +26,7 @@ def cli(*args: str, cwd: str = ROOT) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def figure1_out(tmp_path_factory):
     out = tmp_path_factory.mktemp("figure1") / "report"
-    result = cli("run", FIGURE1, "--out", str(out), "--quiet")
+    result = cli("run", FIGURE1, "--out", str(out), "--quiet", "--jobs", "3")  # three strategies at a time
     assert result.returncode == 0, result.stderr
     return out, result
 
@@ -62,13 +62,16 @@ def test_run_writes_the_report_and_prints_the_comparison(figure1_out):
     assert len(csv_lines) - 1 == sum(len(e["links"]) for e in report["strategies"].values())
 
 
-def test_run_is_reproducible(figure1_out, tmp_path):
-    out, _ = figure1_out
+def test_run_is_reproducible_one_strategy_at_a_time_or_several(figure1_out, tmp_path):
+    out, first = figure1_out
     again = tmp_path / "again"
-    result = cli("run", FIGURE1, "--out", str(again), "--quiet", "--no-plots")
+    result = cli("run", FIGURE1, "--out", str(again), "--quiet", "--no-plots", "--jobs", "1")
     assert result.returncode == 0, result.stderr
-    assert (again / "report.json").read_text() == (out / "report.json").read_text()
-    assert (again / "links.csv").read_text() == (out / "links.csv").read_text()
+    for name in ("report.json", "links.csv", "plans.json"):
+        assert (again / name).read_text() == (out / name).read_text(), name
+    assert "3 strategies at a time" in first.stdout and "largest worker process" in first.stdout
+    assert "at a time" not in result.stdout
+    json.loads((out / "plans.json").read_text())
 
 
 def test_strategy_selection(tmp_path):
@@ -107,6 +110,17 @@ def test_unknown_strategy_is_exit_2(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(("--jobs", "0"), "--jobs: must be at least 1, got 0"), (("--jobs", "2", "--engine", "spark"), "--jobs 2")],
+)
+def test_bad_jobs_are_exit_2(tmp_path, args, message):
+    result = cli("run", FIGURE1, "--out", str(tmp_path / "o"), *args)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and result.stderr.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+
+
 def test_missing_file_is_exit_2(tmp_path):
     result = cli("validate", str(tmp_path / "nope.yaml"))
     assert result.returncode == 2 and "nope.yaml" in result.stderr and result.stderr.count("\n") == 1
@@ -141,3 +155,21 @@ def test_a_terminated_run_leaves_nothing_half_written(tmp_path):
     finally:
         proc.kill()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_worker_error_or_death_stops_the_parallel_run(tmp_path):
+    from reports.expected import expected_results
+    from reports.runner import simulate_parallel
+    from topologies.errors import EmulatorError, InputError
+    from topologies.loader import load_scenario
+
+    scenario = load_scenario(FIGURE1)
+    expected = expected_results(scenario)
+    with pytest.raises(InputError, match="unknown strategy 'teleport'"):
+        simulate_parallel(scenario, ["ideal", "teleport"], expected, 2, str(tmp_path), show_progress=False)
+
+    def dies(*args, **kwargs):
+        os._exit(3)
+
+    with pytest.raises(EmulatorError, match="running multicast died \\(exit code 3\\)"):
+        simulate_parallel(scenario, ["multicast"], expected, 2, str(tmp_path), show_progress=False, engine=dies)
