@@ -248,7 +248,7 @@ class Predicate:
     for set equality and :meth:`canonical` for a normal form.
     """
 
-    __slots__ = ("_hash", "boxes")
+    __slots__ = ("_dims", "_hash", "boxes")
     TRUE: Predicate
     FALSE: Predicate
 
@@ -258,7 +258,11 @@ class Predicate:
 
     @property
     def dims(self) -> tuple[str, ...]:
-        return tuple(sorted({d for b in self.boxes for d in b.dims}))
+        try:
+            return self._dims
+        except AttributeError:  # computed once: operators and matchers ask for it on every build
+            self._dims = tuple(sorted({d for b in self.boxes for d in b.dims}))
+            return self._dims
 
     def is_empty(self) -> bool:
         return not self.boxes
