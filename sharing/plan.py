@@ -11,11 +11,11 @@ which is what makes every engine's counts identical.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import pairwise
-from typing import TextIO
+from typing import Any, TextIO
 
 from matcher import Predicate
 
@@ -46,18 +46,19 @@ class Flow:
     def hops(self) -> tuple[tuple[str, str], ...]:
         return tuple(pairwise(self.path))
 
-    def to_json(self) -> dict:
+    def to_json(self, text: Callable[[Predicate], Any] = Predicate.to_text) -> dict:
+        """The flow as JSON; each predicate written as ``text(predicate)`` (default: its query text)."""
         out = {
             "id": self.id,
             "stream": self.stream,
             "parent": self.parent,
             "origin": self.origin,
             "path": list(self.path),
-            "where": self.predicate.to_text(),
+            "where": text(self.predicate),
             "attrs": list(self.attrs),
         }
         if self.trim:
-            out["trim"] = [{"where": p.to_text(), "attrs": list(a)} for p, a in self.trim]
+            out["trim"] = [{"where": text(p), "attrs": list(a)} for p, a in self.trim]
         return out
 
 
@@ -74,13 +75,14 @@ class Delivery:
     predicate: Predicate
     attrs: tuple[str, ...]
 
-    def to_json(self) -> dict:
+    def to_json(self, text: Callable[[Predicate], Any] = Predicate.to_text) -> dict:
+        """The delivery as JSON; its predicate written as ``text(predicate)`` (default: its query text)."""
         return {
             "subscription": self.subscription,
             "peer": self.peer,
             "home": self.home,
             "flow": self.flow,
-            "where": self.predicate.to_text(),
+            "where": text(self.predicate),
             "attrs": list(self.attrs),
         }
 
@@ -222,18 +224,20 @@ class Plan:
         by_value: dict[Flow | Delivery, int] = {}
         by_id: dict[int, int] = {}  # id of an object already written -> its index (epochs share objects)
 
+        by_predicate: dict[Predicate, int] = {}  # rendering a predicate costs more than looking it up
+
         def text(p: Predicate) -> int:
-            return texts.setdefault(p.to_text(), len(texts))
+            index = by_predicate.get(p)
+            if index is None:
+                index = by_predicate[p] = texts.setdefault(p.to_text(), len(texts))
+            return index
 
         def entry(item: Flow | Delivery, docs: list[dict]) -> int:
             index = by_id.get(id(item))
             if index is None:
                 index = by_value.get(item)
                 if index is None:
-                    doc = item.to_json()
-                    doc["where"] = text(item.predicate)
-                    if isinstance(item, Flow) and item.trim:
-                        doc["trim"] = [{"where": text(p), "attrs": list(a)} for p, a in item.trim]
+                    doc = item.to_json(text)
                     index = by_value[item] = len(docs)
                     docs.append(doc)
                 by_id[id(item)] = index
