@@ -99,7 +99,7 @@ against 4.7 M for the kernel alone on table2-50q/D2; the probes time the kernel,
 def _make(name: str, labelled: Sequence[tuple[str, Predicate]], built: Mapping[str, object]):
     if name in ("multi", WHOLE):
         # one compiled matcher serves both widths: they differ only in how the batch is cut
-        return built.get("multi", built.get(WHOLE)) or MultiMatcher(labelled)
+        return built.get("multi", built.get(WHOLE)) or MultiMatcher(labelled, scan_first=SCAN_FIRST_TUPLES)
     if name == "grouped":
         return GroupedFilter(labelled)
     return ASCMatcher(labelled, **ASC_SETTINGS)
@@ -288,6 +288,7 @@ class AdaptiveMultiMatcher:
             # of ASC cost as much as its 256-row one and its fitted cost per tuple 0)
             self._warm = True
             for engine in {id(e): e for e in self.engines.values()}.values():
+                getattr(engine, "prepare", lambda: None)()  # a lazily built table is built before any timing
                 engine.match(_slice(columns, 0, WARM_ROWS))
         if not self._tasks and self.tuples_seen >= self._next_probe and self._affordable():
             self._start_probe()
@@ -780,6 +781,12 @@ def _pool_loaded(engine) -> bool:
     return bool(dense_kernel.signatures)
 
 
+SCAN_FIRST_TUPLES = 256
+"""A super-peer's matcher below ``ADAPTIVE_MIN_BOXES`` boxes matches its first tuples by the broadcast scan
+and builds its bitmap only after them: an operator installed for one short epoch of a plan sees a handful
+of tuples, for which building the bitmap costs more than scanning them."""
+
+
 def matcher_for(labelled: Sequence[tuple[str, Predicate]]) -> MultiMatcher | AdaptiveMultiMatcher:
     """The matcher a super-peer runs over the predicates read from one input stream.
 
@@ -790,7 +797,9 @@ def matcher_for(labelled: Sequence[tuple[str, Predicate]]) -> MultiMatcher | Ada
     kernels (docs/FILTERS.md has the per-tuple costs below 32 boxes).
     """
     boxes = sum(len(predicate.boxes) for _, predicate in labelled)
-    return AdaptiveMultiMatcher(labelled) if boxes >= ADAPTIVE_MIN_BOXES else MultiMatcher(labelled)
+    if boxes >= ADAPTIVE_MIN_BOXES:
+        return AdaptiveMultiMatcher(labelled)
+    return MultiMatcher(labelled, scan_first=SCAN_FIRST_TUPLES)
 
 
 def _slice(columns: Mapping[str, np.ndarray], start: int, stop: int) -> Mapping[str, np.ndarray]:

@@ -35,16 +35,28 @@ class MultiMatcher:
     ``from_arrays`` rebuilds an equal matcher in another process; pickling goes through them too.
     """
 
-    def __init__(self, labelled: Sequence[tuple[str, Predicate]]):
+    def __init__(self, labelled: Sequence[tuple[str, Predicate]], *, scan_first: int = 0):
         labels = tuple(label for label, _ in labelled)
-        self._setup(labels, BoxTable.of([p for _, p in labelled]))
+        self._setup(labels, BoxTable.of([p for _, p in labelled]), scan_first)
 
-    def _setup(self, labels: tuple[str, ...], table: BoxTable) -> None:
+    def _setup(self, labels: tuple[str, ...], table: BoxTable, scan_first: int = 0) -> None:
+        """``scan_first``: the bitmap is built only once this many tuples have been matched by the
+        broadcast scan (or a batch would exceed them), so a matcher that sees a few tuples in its life never
+        pays for building it."""
         self.labels = labels
         self.table = table
         self.dims = table.dims
         self.strategy = "scan" if table.n_boxes <= SCAN_MAX_BOXES else "bitmap"
-        self._bitmap: RegionBitmap | None = build_bitmap(table) if self.strategy == "bitmap" else None
+        self._scan_left = scan_first if self.strategy == "bitmap" else 0
+        self._bitmap: RegionBitmap | None = None
+        if self.strategy == "bitmap" and not self._scan_left:
+            self.prepare()
+
+    def prepare(self) -> None:
+        """Build the bitmap now, if this matcher uses one and has not built it yet."""
+        if self.strategy == "bitmap" and self._bitmap is None:
+            self._bitmap = build_bitmap(self.table)
+            self._scan_left = 0
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {
@@ -79,6 +91,13 @@ class MultiMatcher:
         The bitmap kernel runs on numba's thread pool from ``PARALLEL_MIN_TUPLES`` tuples on, serially below;
         ``parallel`` overrides that choice (the adaptive matcher uses it to finish a batch on the pool).
         """
+        if self._bitmap is None and self.strategy == "bitmap":
+            values = stack_columns(columns, self.dims)
+            if values.shape[1] <= self._scan_left:
+                self._scan_left -= values.shape[1]
+                out = np.zeros((values.shape[1], len(self.labels)), dtype=bool) if out is None else out
+                return _broadcast_scan(self.table, values, out)
+            self.prepare()
         if self._bitmap is None:
             values = stack_columns(columns, self.dims)
             out = np.zeros((values.shape[1], len(self.labels)), dtype=bool) if out is None else out
@@ -104,6 +123,7 @@ class MultiMatcher:
 
         Compact when each tuple satisfies few of many labels (no ``(n_tuples, n_labels)`` matrix).
         """
+        self.prepare()
         if self._bitmap is None or not self._bitmap.dims:
             rows, labels = np.nonzero(self.match(columns))
             n = len(next(iter(columns.values()))) if columns else 0
@@ -114,3 +134,26 @@ class MultiMatcher:
 
         values = stack_columns(columns, self._bitmap.dims)
         return csr_kernel(values, bitmap_tuple(self._bitmap), self.table.owner, len(self.labels))
+
+
+def _broadcast_scan(table: BoxTable, values: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out |= `` the labels each tuple satisfies, by one broadcast comparison of every tuple with every
+    box bound (``n_boxes x N x d`` booleans: for a few tuples, cheaper than building the bitmap).  A
+    dimension a box leaves unconstrained holds every value, NaN and infinities included, as in
+    :meth:`BoxTable.scan`."""
+    if table.n_boxes == 0 or values.shape[1] == 0:
+        return out
+    x = values.T[None, :, :]  # (1, N, d)
+    lo, hi = table.lo[:, None, :], table.hi[:, None, :]
+    above = np.where(table.lo_closed[:, None, :], x >= lo, x > lo)
+    below = np.where(table.hi_closed[:, None, :], x <= hi, x < hi)
+    free = ~table.constrained()[:, None, :]
+    inside = ((above & below) | free).all(axis=2)  # (n_boxes, N)
+    owner = table.owner
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    if np.all(owner[1:] >= owner[:-1]):  # boxes grouped by label, as BoxTable.of lays them out
+        out[:, owner[starts]] |= np.logical_or.reduceat(inside, starts, axis=0).T
+    else:
+        for r, label in enumerate(owner):
+            out[:, label] |= inside[r]
+    return out

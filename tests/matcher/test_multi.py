@@ -130,3 +130,38 @@ def test_bad_input_is_reported():
         matcher.match({"y": np.zeros(2)})
     with pytest.raises(KeyError, match="owner"):
         MultiMatcher.from_arrays({k: v for k, v in matcher.to_arrays().items() if k != "owner"})
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    n_labels=st.integers(1, 40),
+    n_dims=st.integers(1, 8),
+    sizes=st.lists(st.integers(0, 90), min_size=1, max_size=6),
+)
+def test_scan_first_then_bitmap_agrees_with_reference(seed, n_labels, n_dims, sizes):
+    # the broadcast scan serves the first tuples, the bitmap the rest: every batch as the reference says
+    rng = np.random.default_rng(seed)
+    dims = [f"a{k}" for k in range(n_dims)]
+    labelled = random_labelled(rng, n_labels, dims)
+    matcher = MultiMatcher(labelled, scan_first=100)
+    seen = 0
+    for n in sizes:
+        columns = columns_for(rng, dims, n)
+        np.testing.assert_array_equal(matcher.match(columns), reference(labelled, columns))
+        seen += n
+        if matcher.strategy == "bitmap":
+            # built exactly when a batch would take the scanned tuples past 100
+            assert (matcher._bitmap is None) == (seen <= 100)
+
+
+def test_scan_first_serves_a_few_tuples_without_building_the_bitmap():
+    rng = np.random.default_rng(7)
+    labelled = [(f"L{j}", Predicate([Box({"a0": interval(j, j + 3, True, False)})])) for j in range(50)]
+    matcher = MultiMatcher(labelled, scan_first=64)
+    columns = columns_for(rng, ["a0"], 64)
+    np.testing.assert_array_equal(matcher.match(columns), reference(labelled, columns))
+    assert matcher.strategy == "bitmap" and matcher._bitmap is None
+    columns = columns_for(rng, ["a0"], 1)
+    np.testing.assert_array_equal(matcher.match(columns), reference(labelled, columns))
+    assert matcher._bitmap is not None
