@@ -52,6 +52,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, terminated)
+    signal.signal(signal.SIGHUP, terminated)
     return run_scenario(args)
 
 
@@ -82,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", action="append", default=None, help="strategy name (repeatable; default all)")
     p.add_argument("--out", default=None, help="output directory (default out/<scenario name>/)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write the report's files into an --out directory that holds other files (they are left alone)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
         "--jobs",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pickle
@@ -267,28 +268,81 @@ class _Bar:
         self.bar.close()
 
 
-class OutputDirectory:
-    """A report directory written whole or not at all: files go to a temporary sibling of ``out_dir``,
-    which replaces ``out_dir`` on :meth:`commit`; :meth:`discard` (or an exception inside ``with``)
-    removes it."""
+REPORT_FILES = frozenset(
+    {"report.json", "links.csv", "summary.md", "plans.json", "bytes.png", "timeline.png", "latency.png", "topology.png"}
+)
+"""Every file a report of ours writes: an existing directory holding only these (and :data:`LIVE_ENTRIES`)
+is a previous report, which a new run replaces; any other file is the user's."""
+LIVE_ENTRIES = frozenset({"live", "live-broker"})
+"""What ``serve`` keeps under a report directory by default (its report, the ``--secure`` broker files)."""
 
-    def __init__(self, out_dir: str):
+
+class OutputDirectory:
+    """A report directory written whole, never at the expense of anything the tool did not create.
+
+    Files go to a temporary directory first (:meth:`path`).  :meth:`commit` then renames it to ``out_dir``
+    when that does not exist, or moves each file into ``out_dir`` when it is an empty directory or a
+    previous report of ours (only :data:`REPORT_FILES`), removing the report files of ours the new run did
+    not write; a directory holding anything else is refused unless ``force`` (then only the report's files
+    are written into it, and nothing else there is touched).  :meth:`discard` (or an exception inside
+    ``with``) removes the temporary directory.  Raises InputError at construction, before any work, for an
+    output path that cannot be used.
+    """
+
+    def __init__(self, out_dir: str, force: bool = False):
         self.out_dir = out_dir
-        parent = os.path.dirname(os.path.abspath(out_dir))
-        os.makedirs(parent, exist_ok=True)
-        self.tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", dir=parent)
+        self.existing = self.check(out_dir, force)
+        self.force = force
+        target = os.path.abspath(out_dir)
+        where = target if self.existing else os.path.dirname(target)
+        try:
+            os.makedirs(where, exist_ok=True)
+            self.tmp = tempfile.mkdtemp(
+                prefix=".report." if self.existing else f".{os.path.basename(target)}.", dir=where
+            )
+        except OSError as err:
+            raise InputError(f"--out {out_dir}: cannot write there ({err.strerror or err})") from None
+
+    @staticmethod
+    def check(out_dir: str, force: bool = False) -> bool:
+        """Whether ``out_dir`` exists (as a directory the report may go into); InputError if it cannot be
+        used: not a directory, or holding files that are not a report of ours (without ``force``)."""
+        if not os.path.lexists(out_dir):
+            return False
+        if not os.path.isdir(out_dir):
+            raise InputError(f"--out {out_dir}: exists and is not a directory")
+        try:
+            names = os.listdir(out_dir)
+            foreign = sorted(n for n in names if n not in REPORT_FILES | LIVE_ENTRIES and not n.startswith(".report."))
+        except OSError as err:
+            raise InputError(f"--out {out_dir}: cannot read it ({err.strerror or err})") from None
+        if foreign and not force:
+            raise InputError(
+                f"--out {out_dir}: directory holds {foreign[0]!r}, which is not part of a report"
+                " (choose an empty or new directory, or pass --force to write the report's files beside it)"
+            )
+        return True
 
     def path(self, name: str) -> str:
         return os.path.join(self.tmp, name)
 
     def commit(self) -> None:
-        if os.path.exists(self.out_dir):
-            old = self.tmp + ".old"
-            os.replace(self.out_dir, old)
-            os.replace(self.tmp, self.out_dir)
-            shutil.rmtree(old)
-        else:
-            os.replace(self.tmp, self.out_dir)
+        if not self.existing:
+            try:
+                os.replace(self.tmp, self.out_dir)
+                return
+            except OSError:  # created meanwhile (another run into the same --out): join it as an existing one
+                if not os.path.isdir(self.out_dir):
+                    raise
+                self.existing = self.check(self.out_dir, self.force)
+        written = set(os.listdir(self.tmp))
+        for name in sorted(written):
+            os.replace(os.path.join(self.tmp, name), os.path.join(self.out_dir, name))
+        os.rmdir(self.tmp)
+        if not self.force:  # a previous report of ours: its files this run did not write are stale
+            for name in REPORT_FILES - written:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.out_dir, name))
 
     def discard(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -301,13 +355,12 @@ class OutputDirectory:
             self.discard()
 
 
-def write_directory(out_dir: str, files: dict[str, str], writer: Callable[[str], list[str]] | None) -> None:
-    """Write ``files`` (name -> text) and whatever ``writer(tmpdir)`` adds, then swap the directory in.
-
-    Nothing half-written: everything goes to a temporary sibling first, which replaces ``out_dir`` only when
-    complete.
-    """
-    with OutputDirectory(out_dir) as out:
+def write_directory(
+    out_dir: str, files: dict[str, str], writer: Callable[[str], list[str]] | None, force: bool = False
+) -> None:
+    """Write ``files`` (name -> text) and whatever ``writer(tmpdir)`` adds into ``out_dir`` through an
+    :class:`OutputDirectory`: nothing half-written, nothing of the user's touched."""
+    with OutputDirectory(out_dir, force) as out:
         for name, text in files.items():
             with open(out.path(name), "w", encoding="utf-8") as fh:
                 fh.write(text)
@@ -366,8 +419,8 @@ def run_scenario(args: argparse.Namespace) -> int:
 
     check_plans = getattr(args, "check_plans", False)
 
-    expected = expected_results(scenario)
-    with OutputDirectory(out_dir) as out:
+    with OutputDirectory(out_dir, getattr(args, "force", False)) as out:
+        expected = expected_results(scenario)
         plans = _PlansFile(out.path("plans.json"))
         try:
             if jobs > 1:

@@ -173,3 +173,43 @@ def test_a_worker_error_or_death_stops_the_parallel_run(tmp_path):
 
     with pytest.raises(EmulatorError, match="running multicast died \\(exit code 3\\)"):
         simulate_parallel(scenario, ["multicast"], expected, 2, str(tmp_path), show_progress=False, engine=dies)
+
+
+def test_out_never_touches_what_is_not_a_report_of_ours(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    result = cli("run", FIGURE1, "--out", str(mine), "--quiet", "--no-plots")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "thesis.tex" in result.stderr and "--force" in result.stderr and "Traceback" not in result.stderr
+    assert sorted(p.name for p in mine.iterdir()) == ["thesis.tex"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # nothing half-written beside it either
+
+    result = cli("run", FIGURE1, "--out", str(mine), "--quiet", "--no-plots", "--force", "--strategy", "ideal")
+    assert result.returncode == 0, result.stderr
+    assert (mine / "thesis.tex").read_text() == "years of work"
+    written = ["links.csv", "plans.json", "report.json", "summary.md"]
+    assert sorted(p.name for p in mine.iterdir()) == [*written, "thesis.tex"]
+
+
+def test_out_replaces_a_previous_report_and_drops_its_stale_files(tmp_path):
+    out = tmp_path / "report"
+    assert cli("run", FIGURE1, "--out", str(out), "--quiet", "--strategy", "ideal").returncode == 0
+    assert (out / "bytes.png").exists()
+    (out / "live").mkdir()  # what `serve` writes under the default report directory stays
+    result = cli("run", FIGURE1, "--out", str(out), "--quiet", "--no-plots", "--strategy", "multicast")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["links.csv", "live", "plans.json", "report.json", "summary.md"]
+    assert list(json.loads((out / "report.json").read_text())["strategies"]) == ["multicast"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
+
+
+@pytest.mark.parametrize("where", ["a-file", "a-file/below", "."])
+def test_unusable_out_is_exit_2_before_any_work(tmp_path, where):
+    (tmp_path / "a-file").write_text("keep me")
+    (tmp_path / "notes.txt").write_text("mine")
+    result = cli("run", FIGURE1, "--out", where, "--quiet", cwd=str(tmp_path))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert f"--out {where}" in result.stderr and "Traceback" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "notes.txt"]
+    assert (tmp_path / "a-file").read_text() == "keep me"

@@ -222,12 +222,13 @@ def _spawn(scenario: Scenario, nodes: tuple[str, ...], options: ServeOptions, ru
 
 def run_serve(args: argparse.Namespace) -> int:
     """The ``serve`` subcommand: returns the exit code (1 when a delivery was not exact)."""
-    from reports.runner import write_directory
+    from reports.runner import OutputDirectory, write_directory
     from topologies.loader import load_scenario
 
     scenario = load_scenario(args.scenario)
     broker = Broker.parse(args.broker)
     out_dir = args.out or os.path.join("out", scenario.name, "live")
+    OutputDirectory.check(out_dir)  # before serving: a report that cannot be written is refused now
     credentials = None
     if args.secure:
         from peers.live.access import secure_setup
