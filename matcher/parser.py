@@ -371,10 +371,13 @@ def parse_condition(text: str) -> Predicate:
     Raises QueryError (with the 0-based position and the offending token) on a syntax error or a DNF
     larger than :data:`MAX_BOXES`.
     """
-    parser = _Parser(text)
-    node = parser.condition()
-    parser.expect_end("condition")
-    return Predicate(_dnf(node, negated=False))
+    try:
+        parser = _Parser(text)
+        node = parser.condition()
+        parser.expect_end("condition")
+        return Predicate(_dnf(node, negated=False))
+    except RecursionError:
+        raise _too_deep(text) from None
 
 
 def parse_query(text: str) -> Query:
@@ -383,4 +386,13 @@ def parse_query(text: str) -> Query:
     Raises QueryError (with the 0-based position and the offending token) on a syntax error, an
     attribute selected twice, or a DNF larger than :data:`MAX_BOXES`.
     """
-    return _Parser(text).query(text)
+    try:
+        return _Parser(text).query(text)
+    except RecursionError:
+        raise _too_deep(text) from None
+
+
+def _too_deep(text: str) -> QueryError:
+    # the parser and the DNF recurse once per parenthesis or NOT: hundreds of them nested exceed Python's
+    # stack, which no query a person writes comes near
+    return QueryError("condition nests too deeply (parentheses or NOT)", 0, text[:20])

@@ -25,8 +25,8 @@ class StrategyRun:
     tuple); ``access_link_bytes`` splits it per access-link direction.  ``delivered[sub]`` lists the tuple
     indices delivered in ascending order (one entry per delivered copy) and ``latencies[sub]`` the seconds
     from emission to arrival at the thin-peer, aligned with it.  ``timeline[direction]`` is bytes per
-    backbone direction per bin of ``bin_s`` seconds (all arrays of equal length; empty when the engine has
-    no clock).
+    backbone direction per bin of ``bin_s`` seconds (all arrays of equal length, at most
+    ``MAX_TIMELINE_BINS``, the last one counting every later departure; empty when the engine has no clock).
     """
 
     strategy: str
@@ -48,6 +48,11 @@ class StrategyRun:
     @property
     def backbone_tuples(self) -> int:
         return sum(self.link_tuples.values())
+
+
+MAX_TIMELINE_BINS = 10_000
+"""Timeline bins kept per direction (about 100 cover the run, see :func:`bin_width`); the last one also
+counts every later departure."""
 
 
 def bin_width(duration: float) -> float:
@@ -85,7 +90,9 @@ class TrafficMeter:
         self._bytes[direction] += total
         self._tuples[direction] += len(wire_bytes)
         if departures is not None and len(departures):
-            bins = np.floor(departures / self.bin_s).astype(np.int64)
+            # a link that never drains (a tiny bandwidth) would grow the timeline without bound: what departs
+            # after MAX_TIMELINE_BINS bins is counted in the last one
+            bins = np.minimum(np.floor(departures / self.bin_s), MAX_TIMELINE_BINS - 1).astype(np.int64)
             counts = np.bincount(bins, weights=wire_bytes.astype(np.float64))
             old = self._bins[direction]
             if len(counts) > len(old):

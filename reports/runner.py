@@ -295,12 +295,19 @@ class OutputDirectory:
         self.force = force
         target = os.path.abspath(out_dir)
         where = target if self.existing else os.path.dirname(target)
+        missing = []  # the directories created here, removed again if the output cannot be written
+        parent = where
+        while not os.path.lexists(parent):
+            missing.append(parent)
+            parent = os.path.dirname(parent)
         try:
             os.makedirs(where, exist_ok=True)
-            self.tmp = tempfile.mkdtemp(
-                prefix=".report." if self.existing else f".{os.path.basename(target)}.", dir=where
-            )
+            prefix = ".report." if self.existing else f".{os.path.basename(target)}."
+            self.tmp = tempfile.mkdtemp(prefix=prefix, dir=where)
         except OSError as err:
+            for directory in missing:
+                with contextlib.suppress(OSError):
+                    os.rmdir(directory)
             raise InputError(f"--out {out_dir}: cannot write there ({err.strerror or err})") from None
 
     @staticmethod
@@ -414,7 +421,7 @@ def run_scenario(args: argparse.Namespace) -> int:
     engine = engine_for(args.engine, args.spark_master)
     for warning in scenario.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    out_dir = args.out or os.path.join("out", scenario.name)
+    out_dir = args.out or os.path.join("out", scenario.name[:100])
     show_progress = not args.quiet and sys.stderr.isatty()
 
     check_plans = getattr(args, "check_plans", False)

@@ -231,6 +231,25 @@ def parameters(model: str) -> dict[str, bool]:
     return {name: p.default is inspect.Parameter.empty for name, p in signature.parameters.items()}
 
 
+def node_count(model: str, params: dict) -> int:
+    """How many super-peers ``model`` would generate with ``params`` (computed without generating them;
+    a tree's count stops growing past ``10**12``)."""
+    if model == "grid":
+        return params.get("rows", 0) * params.get("cols", 0)
+    if model == "tree":
+        count, level = 0, 1
+        for _ in range(params.get("depth", 0) + 1):
+            count += level
+            level *= params.get("branching", 1)
+            if count > 10**12:
+                break
+        return count
+    if model == "transit-stub":
+        transit = params.get("transit", 0)
+        return transit * (1 + params.get("stubs_per_transit", 0) * params.get("nodes_per_stub", 0))
+    return params.get("n", 0)
+
+
 def generate(model: str, **params) -> Topology:
     """Call ``model``'s generator (a key of :data:`MODELS`) with ``params``.  Raises ValueError."""
     if model not in MODELS:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import os
 import re
+import reprlib
+import stat
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, NoReturn
@@ -34,6 +36,22 @@ KEYWORDS = frozenset({"select", "from", "where", "and", "or", "not", "between", 
 DEFAULT_BANDWIDTH = 100e6
 DEFAULT_LATENCY = Fraction(0)
 DEFAULT_HEADER_BYTES = 16
+MAX_HEADER_BYTES = 65_535
+MAX_FILE_BYTES = 64 * 2**20  # a scenario file larger than this is not one a person wrote or a tool needs
+MAX_YAML_DEPTH = 64  # nesting of YAML collections
+MAX_REPLAY_BYTES = 2**30
+
+
+def cap(name: str, default: int) -> int:
+    """A size cap: ``default``, or the environment variable ``name`` (an integer) to raise or lower it."""
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        raise ScenarioError(f"environment variable {name}: expected an integer, got {os.environ[name]!r}") from None
+
+
+MAX_TUPLES = ("STREAMGLOBE_MAX_TUPLES", 50_000_000)  # tuples emitted by all streams over the run
+MAX_SUPER_PEERS = ("STREAMGLOBE_MAX_SUPER_PEERS", 50_000)
 
 TOP_KEYS = {"name": True, "seed": False, "duration": True, "header_bytes": False, "network": True}
 TOP_KEYS |= {"thin_peers": True, "streams": True, "subscriptions": False}
@@ -46,8 +64,14 @@ SUBSCRIPTION_KEYS = {"id": True, "peer": True, "at": True, "until": False, "quer
 DISTRIBUTION_KINDS = ("uniform", "normal", "choice")
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict = 2, 4, 4
+
+
 def _describe(value: object) -> str:
-    return f"{value!r} ({type(value).__name__})"
+    # bounded: an alias bomb or a megabyte string must not be echoed into a one-line error
+    return f"{_SHORT.repr(value)} ({type(value).__name__})"
 
 
 def _is_number(value: object) -> bool:
@@ -112,11 +136,13 @@ class _Reader:
             self.fail(path, f"must be >= {minimum:g}, got {value!r}")
         return float(value)
 
-    def integer(self, value: object, path: str, *, minimum: int = 0) -> int:
+    def integer(self, value: object, path: str, *, minimum: int = 0, maximum: int = 2**63 - 1) -> int:
         if not isinstance(value, int) or isinstance(value, bool):
             self.fail(path, f"expected an integer, got {_describe(value)}")
         if value < minimum:
-            self.fail(path, f"must be >= {minimum}, got {value!r}")
+            self.fail(path, f"must be >= {minimum}, got {_SHORT.repr(value)}")
+        if value > maximum:
+            self.fail(path, f"must be <= {maximum:,}, got {_SHORT.repr(value)}")
         return value
 
     def unit(self, parse: Callable[[object], Any], value: object, path: str) -> Any:
@@ -149,10 +175,13 @@ class _Reader:
             self.fail("name", f"expected [A-Za-z0-9_-]+, got {_describe(name)}")
         seed = self.integer(doc.get("seed", 0), "seed")
         duration = self.number(doc["duration"], "duration", positive=True)
-        header_bytes = self.integer(doc.get("header_bytes", DEFAULT_HEADER_BYTES), "header_bytes")
+        header_bytes = self.integer(
+            doc.get("header_bytes", DEFAULT_HEADER_BYTES), "header_bytes", maximum=MAX_HEADER_BYTES
+        )
         bandwidth, latency, super_peers, links = self.network(doc["network"], seed)
         thin_peers = self.thin_peers(doc["thin_peers"], set(super_peers), bandwidth, latency)
         streams = self.streams(doc["streams"], {p.id for p in thin_peers})
+        self.tuples(streams, duration)
         subscriptions = self.subscriptions(doc.get("subscriptions", []), thin_peers, streams, duration)
         return Scenario(
             name=name,
@@ -242,6 +271,11 @@ class _Reader:
             if key == "model":
                 continue
             params[key] = self.parameter(generators.PARAMETER_KINDS[key], raw, f"{path}.{key}")
+        name, default = MAX_SUPER_PEERS
+        limit = cap(name, default)
+        count = generators.node_count(model, params)
+        if count > limit:
+            self.fail(path, f"{model} of {count:,} super-peers exceeds the cap of {limit:,} (set {name} to change it)")
         try:
             return generators.generate(model, **params)
         except ValueError as err:
@@ -316,6 +350,18 @@ class _Reader:
             streams.append(StreamSpec(stream_id, source, rate, attributes, replay))
         return tuple(streams)
 
+    def tuples(self, streams: tuple[StreamSpec, ...], duration: float) -> None:
+        """Refuse a run emitting more tuples than the cap (every engine holds each stream's emission times)."""
+        name, default = MAX_TUPLES
+        limit = cap(name, default)
+        total = duration * sum(s.rate for s in streams)
+        if not total <= limit:
+            self.fail(
+                "streams",
+                f"{total:.3g} tuples over {duration:g} s (rates x duration) exceed the cap of {limit:,}"
+                f" (set {name} to change it)",
+            )
+
     def schema(self, value: object, path: str) -> tuple[AttributeSpec, ...]:
         if not isinstance(value, dict) or not value:
             self.fail(path, f"expected a non-empty mapping of attributes, got {_describe(value)}")
@@ -349,11 +395,15 @@ class _Reader:
         if kind == "uniform":
             if first >= second:
                 self.fail(inner, f"needs lo < hi, got {args!r}")
+            if not math.isfinite(second - first):
+                self.fail(inner, f"range too wide to draw from (hi - lo overflows), got {args!r}")
             if integer and math.ceil(first) > math.floor(second):
                 self.fail(inner, f"contains no integer, got {args!r}")
             return Uniform(first, second, integer)
         if second <= 0:
             self.fail(f"{inner}[1]", f"sigma must be positive, got {args[1]!r}")
+        if not math.isfinite(abs(first) + 40 * second):
+            self.fail(inner, f"values would overflow to infinity (mu +- 40 sigma is not finite), got {args!r}")
         return Normal(first, second, integer)
 
     def choice(self, value: object, path: str, integer: bool) -> Choice:
@@ -379,12 +429,22 @@ class _Reader:
         weights = tuple(self.number(w, f"{weights_path}[{k}]", minimum=0) for k, w in enumerate(raw))
         if sum(weights) <= 0:
             self.fail(weights_path, f"weights must not all be zero, got {raw!r}")
+        if not math.isfinite(sum(weights)):
+            self.fail(weights_path, f"weights must have a finite sum, got {raw!r}")
         return Choice(numbers, weights)
 
     def replay(self, value: object, path: str) -> tuple[str, tuple[AttributeSpec, ...]]:
         if not isinstance(value, str) or not value:
             self.fail(path, f"expected a CSV file path, got {_describe(value)}")
         full = os.path.normpath(os.path.join(self.base_dir, value))
+        try:
+            info = os.stat(full)
+        except OSError:
+            info = None  # reported by read_replay below
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            self.fail(path, f"replay file {value!r} is not a regular file")
+        if info is not None and info.st_size > MAX_REPLAY_BYTES:
+            self.fail(path, f"replay file {value!r}: {info.st_size:,} bytes, over the limit of {MAX_REPLAY_BYTES:,}")
         try:
             table = read_replay(full)
         except FileNotFoundError:
@@ -450,6 +510,8 @@ class _StrictLoader(yaml.SafeLoader):
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
     seen = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *defaults`: merged by construct_mapping, where explicit keys win
         key = loader.construct_object(key_node, deep=deep)
         if isinstance(key, list | dict):
             raise yaml.constructor.ConstructorError(None, None, f"unhashable key {key!r}", key_node.start_mark)
@@ -462,15 +524,48 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _read_yaml(path: str) -> object:
+def read_regular_file(path: str, limit: int, error: type[Exception]) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; otherwise ``error`` with a
+    message naming the path (a device, a FIFO or a directory is refused before it is opened for reading:
+    ``/dev/zero`` would never end, a FIFO would block)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"{path}: not a regular file")
+        if info.st_size > limit:
+            raise error(f"{path}: {info.st_size:,} bytes, over the limit of {limit:,}")
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
     except FileNotFoundError:
-        raise ScenarioError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(f"{path}: cannot read: {err}") from err
+        raise error(f"{path}: file not found") from None
+    except OSError as err:
+        raise error(f"{path}: cannot read: {err.strerror or err}") from None
+    if len(data) > limit:
+        raise error(f"{path}: over the limit of {limit:,} bytes")
+    return data
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of YAML collections in ``text``, from its events (no objects built)."""
+    depth = deepest = 0
+    for event in yaml.parse(text, Loader=_StrictLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    return deepest
+
+
+def _read_yaml(path: str) -> object:
+    data = read_regular_file(path, MAX_FILE_BYTES, ScenarioError)
     try:
+        text = data.decode("utf-8-sig")  # a UTF-8 byte-order mark is accepted
+    except UnicodeDecodeError as err:
+        raise ScenarioError(f"{path}: cannot read: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    try:
+        if _depth(text) > MAX_YAML_DEPTH:
+            raise ScenarioError(f"{path}: YAML nested deeper than {MAX_YAML_DEPTH} levels")
         return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader: builds no arbitrary objects
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
@@ -479,6 +574,10 @@ def _read_yaml(path: str) -> object:
         raise ScenarioError(f"{path}: {where}YAML error: {problem}") from err
     except yaml.YAMLError as err:
         raise ScenarioError(f"{path}: YAML error: {' '.join(str(err).split())}") from err
+    except ValueError as err:  # e.g. an integer of more digits than Python converts
+        raise ScenarioError(f"{path}: YAML error: {_SHORT.repr(str(err))}") from None
+    except RecursionError:
+        raise ScenarioError(f"{path}: YAML nested too deeply") from None
 
 
 def load_scenario(path: str | os.PathLike) -> Scenario:

@@ -52,8 +52,11 @@ def read_replay(path: str) -> ReplayTable:
     file, a file without data rows, a bad or duplicate header name, a row with the wrong number of
     cells, or a cell that is not a finite number; OSError if the file cannot be read.
     """
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.reader(handle))
+    with open(path, newline="", encoding="utf-8-sig") as handle:  # a UTF-8 byte-order mark is accepted
+        try:
+            rows = list(csv.reader(handle))
+        except csv.Error as err:  # e.g. a cell over the csv module's field size limit
+            raise ReplayFileError(f"not a readable CSV file: {err}") from None
     if not rows:
         raise ReplayFileError("empty file (expected a header row of attribute names)")
     names = tuple(name.strip() for name in rows[0])

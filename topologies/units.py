@@ -18,6 +18,9 @@ _BANDWIDTH = re.compile(rf"\s*{NUMBER_PATTERN}\s*(?P<unit>[kmg]?bit)(?:/s)?\s*",
 _LATENCY = re.compile(rf"\s*{NUMBER_PATTERN}\s*(?P<unit>s|ms|us)\s*")
 _BANDWIDTH_FACTORS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
 _LATENCY_FACTORS = {"s": Fraction(1), "ms": Fraction(1, 10**3), "us": Fraction(1, 10**6)}
+MIN_BANDWIDTH = 0.001  # bit/s
+MAX_BANDWIDTH = 1e15  # bit/s (1 Pbit/s)
+MAX_LATENCY = 86_400  # seconds: a link slower than a day to cross is a unit mistake
 
 
 def _is_number(value: object) -> bool:
@@ -36,11 +39,16 @@ def parse_bandwidth(value: object) -> float:
         match = _BANDWIDTH.fullmatch(value)
         if match is None:
             raise ValueError(f"bad bandwidth {value!r} (expected bit/s or a number with Kbit, Mbit or Gbit)")
-        bandwidth = float(Fraction(match["number"]) * _BANDWIDTH_FACTORS[match["unit"].lower()])
+        # float first: a huge exponent is rejected by magnitude before any exact arithmetic
+        bandwidth = float(match["number"]) * _BANDWIDTH_FACTORS[match["unit"].lower()]
+        if math.isfinite(bandwidth) and MIN_BANDWIDTH <= bandwidth <= MAX_BANDWIDTH:
+            bandwidth = float(Fraction(match["number"]) * _BANDWIDTH_FACTORS[match["unit"].lower()])
     else:
         raise ValueError(f"bad bandwidth {value!r} (expected a number or a string such as '100Mbit')")
-    if not math.isfinite(bandwidth) or bandwidth <= 0:
+    if bandwidth <= 0:
         raise ValueError(f"bandwidth must be positive, got {value!r}")
+    if not MIN_BANDWIDTH <= bandwidth <= MAX_BANDWIDTH:  # NaN and infinity too
+        raise ValueError(f"bandwidth must be between {MIN_BANDWIDTH:g} bit/s and 1 Pbit/s, got {value!r}")
     return bandwidth
 
 
@@ -57,9 +65,14 @@ def parse_latency(value: object) -> Fraction:
         match = _LATENCY.fullmatch(value)
         if match is None:
             raise ValueError(f"bad latency {value!r} (expected seconds or a number with s, ms or us)")
+        if not abs(float(match["number"]) * _LATENCY_FACTORS[match["unit"]]) <= MAX_LATENCY:
+            # checked on the float: Fraction("1e999999999") would compute a billion-digit integer
+            raise ValueError(f"latency must be at most {MAX_LATENCY:,} s, got {value!r}")
         latency = Fraction(match["number"]) * _LATENCY_FACTORS[match["unit"]]
     else:
         raise ValueError(f"bad latency {value!r} (expected a number or a string such as '2ms')")
     if latency < 0:
         raise ValueError(f"latency must not be negative, got {value!r}")
+    if latency > MAX_LATENCY:
+        raise ValueError(f"latency must be at most {MAX_LATENCY:,} s, got {value!r}")
     return latency
