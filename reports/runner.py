@@ -182,6 +182,8 @@ def simulate_parallel(
                         results[name] = payload[0]
                         bar.update(name, "done", per_strategy)
                         running.pop(name).join()
+                        if not gone:
+                            break  # start the next strategy now, not after the others fall silent
                     gone = gone or [n for n, process in running.items() if not process.is_alive()]
                 for name in gone:
                     if name in running and name not in results:
