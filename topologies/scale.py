@@ -34,6 +34,7 @@ import tempfile
 
 import numpy as np
 
+from topologies import generators
 from topologies.loader import load_scenario
 from topologies.model import Scenario
 
@@ -43,7 +44,8 @@ K_VALUES = (1, 2, 3, 4, 5)
 
 def super_peer_count(transit: int, stubs_per_transit: int, nodes_per_stub: int) -> int:
     """How many super-peers the transit-stub backbone of these sizes has."""
-    return transit * (1 + stubs_per_transit * nodes_per_stub)
+    sizes = {"transit": transit, "stubs_per_transit": stubs_per_transit, "nodes_per_stub": nodes_per_stub}
+    return generators.node_count("transit-stub", sizes)
 
 
 def render(

@@ -55,7 +55,7 @@ def _assert_same_runs(local, spark):
     assert spark.delivered_attrs == local.delivered_attrs
     assert spark.delivered.keys() == local.delivered.keys()
     for sub, indices in local.delivered.items():
-        np.testing.assert_array_equal(spark.delivered[sub], indices)
+        np.testing.assert_array_equal(spark.delivered[sub], indices, err_msg=sub)
         np.testing.assert_array_equal(spark.latencies[sub], local.latencies[sub])
     assert spark.timeline.keys() == local.timeline.keys()
     for direction, series in local.timeline.items():

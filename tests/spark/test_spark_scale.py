@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from functools import cache
 
-import numpy as np
 import pytest
 
 from network.routing import Network
@@ -18,6 +17,7 @@ from peers.spark import run_spark
 from reports.expected import compare, expected_results
 from sharing import make_plan
 from tests.spark.conftest import LOCAL_MASTER
+from tests.spark.test_spark_engine import _assert_same_runs
 from topologies.scale import scale_scenario
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -51,12 +51,4 @@ def test_spark_equals_the_local_engine_at_size(spark, strategy):
     assert sum(len(want) for want in expected.indices.values()) > 0  # not vacuous
     for sub_id, want in expected.indices.items():  # the reference is itself exact
         assert compare(local.delivered[sub_id], local.delivered_attrs[sub_id], want, expected.attrs[sub_id]) == (0, 0)
-    on_spark = run_spark(scenario, plan, master=LOCAL_MASTER)
-    assert on_spark.engine == "spark"
-    assert on_spark.link_bytes == local.link_bytes
-    assert on_spark.link_tuples == local.link_tuples
-    assert (on_spark.access_bytes, on_spark.access_link_bytes) == (local.access_bytes, local.access_link_bytes)
-    assert on_spark.delivered_attrs == local.delivered_attrs
-    assert on_spark.delivered.keys() == local.delivered.keys()
-    for sub_id, indices in local.delivered.items():
-        np.testing.assert_array_equal(on_spark.delivered[sub_id], indices, err_msg=sub_id)
+    _assert_same_runs(local, run_spark(scenario, plan, master=LOCAL_MASTER))
