@@ -524,24 +524,24 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def read_regular_file(path: str, limit: int, error: type[Exception]) -> bytes:
-    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; otherwise ``error`` with a
-    message naming the path (a device, a FIFO or a directory is refused before it is opened for reading:
+def _read_regular_file(path: str, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; otherwise ScenarioError
+    naming the path (a device, a FIFO or a directory is refused before it is opened for reading:
     ``/dev/zero`` would never end, a FIFO would block)."""
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
-            raise error(f"{path}: not a regular file")
+            raise ScenarioError(f"{path}: not a regular file")
         if info.st_size > limit:
-            raise error(f"{path}: {info.st_size:,} bytes, over the limit of {limit:,}")
+            raise ScenarioError(f"{path}: {info.st_size:,} bytes, over the limit of {limit:,}")
         with open(path, "rb") as handle:
             data = handle.read(limit + 1)
     except FileNotFoundError:
-        raise error(f"{path}: file not found") from None
+        raise ScenarioError(f"{path}: file not found") from None
     except OSError as err:
-        raise error(f"{path}: cannot read: {err.strerror or err}") from None
+        raise ScenarioError(f"{path}: cannot read: {err.strerror or err}") from None
     if len(data) > limit:
-        raise error(f"{path}: over the limit of {limit:,} bytes")
+        raise ScenarioError(f"{path}: over the limit of {limit:,} bytes")
     return data
 
 
@@ -558,7 +558,7 @@ def _depth(text: str) -> int:
 
 
 def _read_yaml(path: str) -> object:
-    data = read_regular_file(path, MAX_FILE_BYTES, ScenarioError)
+    data = _read_regular_file(path, MAX_FILE_BYTES)
     try:
         text = data.decode("utf-8-sig")  # a UTF-8 byte-order mark is accepted
     except UnicodeDecodeError as err:
