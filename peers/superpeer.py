@@ -107,7 +107,8 @@ class FlowOperator:
         self.readers = tuple(readers)
         self.targets = tuple(r.target for r in self.readers)
         self.header_bytes = header_bytes
-        have = set(available)
+        self.available = frozenset(available)
+        have = self.available
         labelled: list[tuple[str, Predicate]] = []
         self._label_of: list[int] = []  # per reader: its column in the matcher's output
         self._trim: list[tuple[np.ndarray, np.ndarray] | None] = []  # per reader: (label columns, entry x attr)

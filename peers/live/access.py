@@ -1,9 +1,12 @@
 """``serve --secure``: per-node passwords (mosquitto_passwd format) and an ACL for Mosquitto.
 
 Every node is a broker user: ``coordinator``, each super-peer and each thin-peer under its own id.  The ACL
-lets a thin-peer publish only its own upload topic and read only its own deliveries (and its own CLI
-replies), a super-peer read and write only the link directions at it and its thin-peers' topics, and the
-coordinator use the control topics; anonymous clients are refused.
+lets a thin-peer publish only its own upload topic and its own request topic and read only its own
+deliveries (and its own CLI replies), a super-peer read and write only the link directions at it and its
+thin-peers' topics, and only the coordinator write the plan, the clock and the collect broadcasts;
+anonymous clients are refused.  The coordinator authorises each request by the identity its request topic
+names (peers/live/coordinator.py): a thin-peer subscribes only for itself and sees and ends only its own
+subscriptions; the ``coordinator`` user (the operator's CLI) may do everything.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ def acl_text(scenario: Scenario, topics: Topics) -> str:
         lines += [f"topic read {topics.control(n)}" for n in ("clock", "collect")]
         lines += [f"topic write {topics.stats(peer.id)}", f"topic write {topics.done(peer.id)}"]
         lines.append(f"topic write {topics.load(peer.id)}")
-        lines += [f"topic write {topics.control('request')}", f"topic read {topics.reply(peer.id)}/#"]
+        lines += [f"topic write {topics.request(peer.id)}", f"topic read {topics.reply(peer.id)}/#"]
         blocks.append(lines)
     return "\n\n".join("\n".join(b) for b in blocks) + "\n"
 

@@ -1,5 +1,7 @@
 """The subscription CLI against a running emulator: ``subscribe``, ``unsubscribe``, ``subscriptions``,
-``traffic``.  Each is a request on ``ctl/request`` answered by the coordinator on ``ctl/reply/<client>``."""
+``traffic``.  Each is a request on ``ctl/request/<identity>`` answered by the coordinator on
+``ctl/reply/<client>``; the identity is the broker user (under ``--secure``, what the coordinator authorises
+by), else the thin-peer subscribing or ``cli``."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import signal
 import sys
 from collections.abc import Callable
 
-from peers.live.connection import Broker, Connection, Dedup
+from peers.live.connection import Broker, Connection, Dedup, reach
+from peers.live.malformed import json_object
 from peers.live.topics import Topics
 from peers.live.wire import decode_message
 from topologies.errors import EngineError, InputError
@@ -24,7 +27,8 @@ class Session:
 
     def __init__(self, broker: Broker, topics: Topics, name: str, extra: list[str] = (), on_data=None):
         self.topics = topics
-        self.client_id = f"{name}/{secrets.token_hex(4)}"
+        self.identity = broker.username or name
+        self.client_id = f"{self.identity}/{secrets.token_hex(4)}"
         self.replies: asyncio.Queue[dict] = asyncio.Queue()
         self.on_data = on_data
         self.connection = Connection(
@@ -37,6 +41,7 @@ class Session:
         self._task: asyncio.Task | None = None
 
     async def __aenter__(self) -> Session:
+        await reach(self.connection.broker)
         self._task = asyncio.create_task(self.connection.run())
         try:
             await asyncio.wait_for(self.connection.connected.wait(), REPLY_TIMEOUT_S)
@@ -55,7 +60,7 @@ class Session:
     async def _on_message(self, topic: str, payload: bytes, retained: bool) -> None:
         parts = self.topics.parse(topic)
         if parts[:2] == ("ctl", "reply"):
-            await self.replies.put(json.loads(payload))
+            await self.replies.put(json_object(payload, "coordinator"))
         elif parts[:1] == ("down",) and self.on_data is not None:
             self.on_data(payload)
 
@@ -63,7 +68,7 @@ class Session:
         """Send ``request``; the coordinator's answer.  Raises :class:`InputError` with the coordinator's
         message when it refuses, :class:`EngineError` when nobody answers."""
         self.connection.publish(
-            self.topics.control("request"), json.dumps({**request, "reply_to": self.client_id}).encode()
+            self.topics.request(self.identity), json.dumps({**request, "reply_to": self.client_id}).encode()
         )
         try:
             answer = await asyncio.wait_for(self.replies.get(), REPLY_TIMEOUT_S)
@@ -71,8 +76,8 @@ class Session:
             raise EngineError(
                 f"no emulator answered on {self.topics.control('request')} within {REPLY_TIMEOUT_S:g} s"
             ) from None
-        if not answer.get("ok"):
-            raise InputError(answer.get("error", "request refused"))
+        if answer.get("ok") is not True:
+            raise InputError(str(answer.get("error", "request refused")))
         return answer
 
 
@@ -116,7 +121,7 @@ async def subscribe(
     received: list = []
 
     def on_data(payload: bytes) -> None:
-        batches = decode_message(payload)
+        batches = decode_message(payload, None)
         if dedup.first_time(batches[0].sender, batches[0].seq):
             received.extend(batches)
             flush()

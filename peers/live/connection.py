@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import secrets
 import socket
 import time
 from collections import deque
@@ -21,7 +22,8 @@ from urllib.parse import urlparse
 
 import aiomqtt
 
-from topologies.errors import InputError
+from peers.live.malformed import MalformedMessage, Rejects
+from topologies.errors import EngineError, InputError
 
 Handler = Callable[[str, bytes, bool], Awaitable[None]]
 _CHUNK = 64  # publishes awaited together: enough to fill the broker's in-flight window
@@ -58,6 +60,22 @@ class Broker:
 
     def as_user(self, username: str | None, password: str | None) -> Broker:
         return Broker(self.host, self.port, username, password)
+
+
+async def reach(broker: Broker, timeout: float = 5.0) -> None:
+    """Connect once and leave.  Raises :class:`EngineError` naming the broker when it does not answer
+    within ``timeout`` seconds or refuses the login."""
+    client = aiomqtt.Client(
+        broker.host, broker.port, username=broker.username, password=broker.password,
+        identifier=f"probe-{secrets.token_hex(4)}", timeout=timeout,
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(timeout):
+            async with client:
+                pass
+    except (aiomqtt.MqttError, OSError, TimeoutError) as err:
+        reason = str(err) or f"no answer within {timeout:g} s"
+        raise EngineError(f"cannot reach the broker at {broker.host}:{broker.port}: {reason}") from None
 
 
 class Dedup:
@@ -104,7 +122,8 @@ class Connection:
     """A node's session with the broker; :meth:`run` until :meth:`close`.
 
     ``subscriptions`` are topic filters (QoS 1); ``handler(topic, payload, retained)`` is awaited for each
-    message in arrival order; ``on_connect`` runs after every (re)connection, before messages flow;
+    message in arrival order (a :class:`MalformedMessage` it raises drops the message into ``rejects``);
+    ``on_connect`` runs after every (re)connection, before messages flow;
     ``on_pressure(True)`` is called when more than ``HIGH_WATER`` messages wait to be handled,
     ``on_pressure(False)`` when they are back down to ``LOW_WATER``.
     """
@@ -135,6 +154,7 @@ class Connection:
         self.max_outbox = 0  # most messages seen waiting for the broker's acknowledgement
         self.on_pressure = on_pressure
         self.congested = False
+        self.rejects = Rejects(client_id)
         self._outbox: deque[tuple[str, bytes, bool]] = deque()
         self._pending = asyncio.Event()
         self._closing = False
@@ -245,7 +265,10 @@ class Connection:
                 self.congested = not self.congested
                 self.on_pressure(self.congested)
             payload = message.payload if isinstance(message.payload, bytes) else str(message.payload).encode()
-            await self.handler(message.topic.value, payload, message.retain)
+            try:
+                await self.handler(message.topic.value, payload, message.retain)
+            except MalformedMessage as err:
+                self.rejects.add(message.topic.value, err)
         raise aiomqtt.MqttError("message stream ended")
 
     async def _send(self, client: aiomqtt.Client) -> None:

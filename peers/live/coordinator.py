@@ -30,6 +30,7 @@ import numpy as np
 from network.meter import StrategyRun, bin_width
 from network.routing import Network
 from peers.live.connection import LEASE_S, Broker, Connection
+from peers.live.malformed import check, integer, json_object, number, text
 from peers.live.plans import PlanBook, plan_message
 from peers.live.thinpeer_service import ThinPeerService
 from peers.live.topics import Topics
@@ -37,10 +38,12 @@ from peers.live.wire import subscription_from_json
 from sharing import make_plan
 from sharing.plan import Plan
 from topologies.errors import EmulatorError, EngineError, InputError
+from topologies.loader import PEER_ID
 from topologies.model import Scenario, SubscriptionSpec
 
 TICK_S = 0.1  # wall seconds between horizon updates
 LEAD_S = 0.5  # wall seconds of emission the horizon runs ahead of the clock
+MAX_QUERY_CHARS = 65536  # a run-time query is planned in the coordinator's event loop: keep it a query
 GONE_WAIT_S = 2.0  # how long a last will waits for ``gone`` to confirm that the process really exited
 
 
@@ -77,6 +80,7 @@ class Coordinator:
         end: float | None,
         gone: Callable[[str], bool] | None = None,
         run: str = "",
+        secure: bool = False,
     ):
         self.scenario = scenario
         self.run_id = run  # stamped on clock and plan messages: nodes ignore a previous run's retained ones
@@ -86,6 +90,8 @@ class Coordinator:
         self.book = book
         self.network = Network.of(scenario)
         self.thin_peer_ids = frozenset(p.id for p in scenario.thin_peers)
+        self.directions = frozenset(self.network.directions)  # the whole backbone's, failed nodes included
+        self.secure = secure  # requests are authorised by identity (the broker authenticates it)
         self.end = end
         self.t0 = float("inf")  # emulated time 0 is set once every super-peer is connected (see run)
         self.alive: set[str] = set()
@@ -109,7 +115,7 @@ class Coordinator:
             broker,
             "coordinator",
             [
-                topics.control("request"),
+                topics.request("+"),
                 topics.control("stats/+"),
                 topics.control("alive/+"),
                 topics.control("ready/+"),
@@ -150,6 +156,9 @@ class Coordinator:
             self.held_s += TICK_S
             return
         self.horizon = max(self.horizon, self.now() + LEAD_S * self.speed)
+        self._send_clock()
+
+    def _send_clock(self) -> None:
         doc = {
             "run": self.run_id,
             "t0": self.t0,
@@ -160,10 +169,23 @@ class Coordinator:
         }
         self.connection.publish(self.topics.control("clock"), json.dumps(doc).encode(), retain=True)
 
+    def stop(self, at_most: float) -> float:
+        """End the run at the barrier: the largest horizon promised (no source emitted past it, so every
+        tuple emitted before the end is routed and counted, and the sources reach it within the lead of
+        the clock), at most ``at_most``; 0 when the clock never started.  Sent at once, also while
+        congestion holds the horizon; returns the end."""
+        if self.t0 == float("inf"):
+            self.end = 0.0
+            return self.end
+        self.end = min(max(self.horizon, 0.0), at_most)
+        self._send_clock()
+        return self.end
+
     async def run(self, timeout: float = 60.0) -> None:
         """Start the clock once every super-peer is subscribed (nothing published before is lost), then
         advance the horizon.  Raises :class:`EngineError` when ``timeout`` wall seconds pass without one
-        more super-peer reporting the plan loaded (a loaded machine may take minutes to start them all)."""
+        more super-peer reporting the plan loaded (a loaded machine may take minutes to start them all),
+        or when the coordinator's broker connection fails."""
         connection = asyncio.create_task(self.connection.run())
         try:
             deadline, count = time.monotonic() + timeout, 0
@@ -173,6 +195,7 @@ class Coordinator:
                     shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
                     raise EngineError(f"super-peers without the plan after {timeout:g} s without progress: {shown}")
                 await asyncio.sleep(0.02)
+                _raise_failed(connection)
                 ready = sum(self.ready.get(n, -1) >= 0 for n in self.scenario.super_peers)
                 if ready > count:
                     deadline, count = time.monotonic() + timeout, ready
@@ -180,6 +203,7 @@ class Coordinator:
             self._publish_clock()
             while True:
                 await asyncio.sleep(TICK_S)
+                _raise_failed(connection)
                 self._publish_clock()
         finally:
             connection.cancel()
@@ -195,6 +219,8 @@ class Coordinator:
         at = max(self.horizon, self.now())
         if sub_id is None:
             sub_id = f"L{len(self.runtime_ids) + 1}"
+        if not PEER_ID.fullmatch(sub_id) or len(sub_id) > 64:  # it names the subscription's delivery topic
+            raise InputError(f"--id: letters, digits, '_' and '-' (at most 64), got {sub_id[:70]!r}")
         if any(s.id == sub_id for s in self.subscriptions):
             raise InputError(f"--id: subscription {sub_id!r} exists already")
         if self.end is not None and at >= self.end:
@@ -310,21 +336,29 @@ class Coordinator:
 
     async def _on_message(self, topic: str, payload: bytes, retained: bool) -> None:
         parts = self.topics.parse(topic)
-        if parts[:2] == ("ctl", "stats"):
-            doc = json.loads(payload)
-            self.stats[doc["node"]] = doc
-        elif parts[:2] == ("ctl", "alive"):
+        if parts[:1] != ("ctl",) or len(parts) != 3:
+            return
+        kind, node = parts[1], parts[2]
+        if kind == "request":
+            self._on_request(node, payload)
+            return
+        known = node in self.scenario.super_peers or (kind in ("stats", "load") and node in self.thin_peer_ids)
+        check(known, f"{node!r} is not a node that sends {kind}", node)
+        if kind == "stats":
+            self.stats[node] = self._checked_stats(node, json_object(payload, node))
+        elif kind == "alive":
+            check(payload in (b"0", b"1"), "liveness other than 0 or 1", node)
             # the broker also sends last wills when it shuts down: a node that comes back is alive again
-            if payload == b"0" and parts[2] not in self.dead:
-                self.dead.append(parts[2])
+            if payload == b"0" and node not in self.dead:
+                self.dead.append(node)
                 if self.gone is not None and not retained:
-                    self._checks.add(asyncio.ensure_future(self._confirm_failure(parts[2])))
+                    self._checks.add(asyncio.ensure_future(self._confirm_failure(node)))
             elif payload == b"1":
-                self.alive.add(parts[2])
-                if parts[2] in self.dead:
-                    self.dead.remove(parts[2])
-        elif parts[:2] == ("ctl", "load"):
-            node = parts[2]
+                self.alive.add(node)
+                if node in self.dead:
+                    self.dead.remove(node)
+        elif kind == "load":
+            check(payload in (b"0", b"1", b"late"), "a load other than 0, 1 or late", node)
             if node not in self.network.super_peers and node not in self.thin_peer_ids:
                 return  # a failed super-peer's last words
             if payload == b"late":
@@ -333,28 +367,87 @@ class Coordinator:
                 self.congested.add(node)
             else:
                 self.congested.discard(node)
-        elif parts[:2] == ("ctl", "ready"):
-            self.ready[parts[2]] = int(payload)
-        elif parts[:2] == ("ctl", "request"):
-            request = json.loads(payload)
-            self.connection.publish(self.topics.reply(request["reply_to"]), json.dumps(self._answer(request)).encode())
+        elif kind == "ready":
+            check(payload.isdigit() and len(payload) < 10, "a plan version that is not a number", node)
+            self.ready[node] = int(payload)
 
-    def _answer(self, request: dict) -> dict:
+    def _on_request(self, identity: str, payload: bytes) -> None:
+        """A CLI request from ``identity`` (its request topic's last level): answered on its reply topic,
+        with an error reply when it cannot be carried out.  A request without a reply topic of that identity
+        cannot be answered: it is dropped as malformed."""
+        request = json_object(payload, identity)
+        reply_to = text(request, "reply_to", identity)
+        check(
+            reply_to.split("/", 1)[0] == identity and len(reply_to) <= 200 and not set(reply_to) & set("+#\0"),
+            f"reply topic {reply_to[:40]!r} not of {identity}",
+            identity,
+        )
+        self.connection.publish(self.topics.reply(reply_to), json.dumps(self._answer(identity, request)).encode())
+
+    def _answer(self, identity: str, request: dict) -> dict:
+        """The answer to a request of ``identity``; under ``--secure`` a thin-peer may subscribe only for
+        itself and list, watch and end only its own subscriptions (the coordinator's identity may do all)."""
         from matcher import QueryError
 
+        op = request.get("op")
+        fenced = self.secure and identity != "coordinator"
         try:
-            op = request["op"]
             if op == "subscribe":
-                return {"ok": True, **self.subscribe(request["peer"], request["query"], request.get("id"))}
+                peer, query, sub_id = request.get("peer"), request.get("query"), request.get("id")
+                if not isinstance(peer, str) or not isinstance(query, str) or not isinstance(sub_id, str | None):
+                    raise InputError("subscribe: 'peer' and 'query' must be strings, 'id' a string or null")
+                if len(query) > MAX_QUERY_CHARS:
+                    raise InputError(f"query: at most {MAX_QUERY_CHARS:,} characters, got {len(query):,}")
+                if fenced and peer != identity:
+                    raise InputError(f"--peer: {identity} may subscribe only for itself, not for {peer!r}")
+                return {"ok": True, **self.subscribe(peer, query, sub_id)}
             if op == "unsubscribe":
-                return {"ok": True, **self.unsubscribe(request["id"])}
+                sub_id = request.get("id")
+                if not isinstance(sub_id, str):
+                    raise InputError("unsubscribe: 'id' must be a string")
+                owner = next((s.peer for s in self.subscriptions if s.id == sub_id), None)
+                if fenced and owner is not None and owner != identity:
+                    raise InputError(f"unsubscribe: {sub_id!r} is not a subscription of {identity}")
+                return {"ok": True, **self.unsubscribe(sub_id)}
             if op == "subscriptions":
-                return {"ok": True, "subscriptions": self.listing(), "version": self.version}
+                listing = [s for s in self.listing() if not fenced or s["peer"] == identity]
+                return {"ok": True, "subscriptions": listing, "version": self.version}
             if op == "traffic":
-                return {"ok": True, "now": self.now(), "links": self.traffic()}
-            return {"ok": False, "error": f"unknown request {op!r}"}
+                rows = [r for r in self.traffic() if not fenced or _concerns(r["topic"], identity)]
+                return {"ok": True, "now": self.now(), "links": rows}
+            return {"ok": False, "error": f"unknown request {str(op)[:40]!r}"}
         except (InputError, QueryError) as err:
             return {"ok": False, "error": str(err)}
+
+    def _checked_stats(self, node: str, doc: dict) -> dict:
+        """A node's counters (``ctl/stats/<node>``) checked: every topic one of this scenario's data topics,
+        every count a non-negative integer.  Raises :class:`MalformedMessage` otherwise."""
+        check(doc.get("node") == node, f"counters of {str(doc.get('node'))[:40]!r}", node)
+        integer(doc, "round", node)
+        received, sent, bins = doc.get("received"), doc.get("sent"), doc.get("bins", {})
+        malformed = doc.get("malformed", {})
+        check(all(isinstance(d, dict) for d in (received, sent, bins, malformed)), "counters not objects", node)
+        check(all(map(self._data_topic, (*received, *sent, *bins))), "counters of a topic that is not data", node)
+        check(all(_counts(v, 3) for v in received.values()), "received counts not [messages, tuples, bytes]", node)
+        check(all(_counts([v], 1) for v in sent.values()), "sent counts not a count", node)
+        check(all(_counts(v, None) for v in bins.values()), "timeline bins not counts", node)
+        check(all(isinstance(v, dict) and _counts(list(v.values()), None) for v in malformed.values()),
+              "malformed-message counts not counts", node)  # fmt: skip
+        for key in ("duplicates", "reconnects", "backlog", "outbox", "waiting"):
+            if key in doc:
+                integer(doc, key, node)
+        if "transit_s" in doc:
+            number(doc, "transit_s", node)
+        return doc
+
+    def _data_topic(self, topic: object) -> bool:
+        """``topic`` is a data topic of this scenario (``link/<a>/<b>``, ``up/<peer>``, ``down/<peer>/<sub>``)."""
+        parts = topic.split("/") if isinstance(topic, str) else []
+        if parts[:1] == ["link"]:
+            return len(parts) == 3 and (parts[1], parts[2]) in self.directions
+        if parts[:1] == ["up"]:
+            return len(parts) == 2 and parts[1] in self.thin_peer_ids
+        return parts[:1] == ["down"] and len(parts) == 3 and parts[1] in self.thin_peer_ids and bool(parts[2])
 
     def traffic(self) -> list[dict]:
         """Per data topic, the latest counters the nodes reported (receiver side)."""
@@ -386,10 +479,17 @@ class Coordinator:
                 received[topic] = received.get(topic, 0) + counts[0]
         return {t: sent[t] - received.get(t, 0) for t in sorted(sent) if sent[t] != received.get(t, 0)}
 
-    async def drain(self, nodes: list[str], sources: list[ThinPeerService], patience: float) -> dict[str, int]:
+    async def drain(
+        self, nodes: list[str], sources: list[ThinPeerService], patience: float, stop: asyncio.Event
+    ) -> dict[str, int]:
         """After the end time: wait for the sources, then until nothing is in flight (or ``patience`` wall
-        seconds pass without progress); returns what is still missing per topic."""
+        seconds pass without progress); returns what is still missing per topic.  When ``stop`` is set
+        while congestion holds the horizon short of the end, the run ends at the horizon instead."""
+        if self.t0 == float("inf"):
+            return {}  # the clock never started: nothing was emitted
         while not all(s.finished for s in sources):
+            if stop.is_set() and self.end > self.horizon:
+                self.stop(self.end)
             await asyncio.sleep(0.05)
         previous, last_progress = None, time.monotonic()
         while True:
@@ -473,3 +573,23 @@ def splice(before: Plan, after: Plan, at: float) -> Plan:
     tail = tuple(replace(e, start=max(e.start, at)) for e in after.epochs if e.end > at)
     decisions = tuple(d for d in before.decisions if d.time < at) + tuple(d for d in after.decisions if d.time >= at)
     return Plan(after.strategy, after.scenario, head + tail, decisions)
+
+
+def _raise_failed(connection: asyncio.Task) -> None:
+    if connection.done() and not connection.cancelled() and connection.exception() is not None:
+        raise EngineError(f"the coordinator's broker connection failed: {connection.exception()!r}")
+
+
+def _counts(values: object, length: int | None) -> bool:
+    """``values`` is a list of non-negative integers (of ``length`` items, when given)."""
+    return (
+        isinstance(values, list)
+        and (length is None or len(values) == length)
+        and all(type(v) is int and v >= 0 for v in values)
+    )
+
+
+def _concerns(topic: str, peer: str) -> bool:
+    """``topic`` is thin-peer ``peer``'s own upload or one of its deliveries."""
+    parts = topic.split("/")
+    return parts[0] in ("up", "down") and parts[1] == peer

@@ -18,9 +18,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from matcher import QueryError
+from peers.live.malformed import MalformedMessage, integer, json_object, number
 from peers.live.wire import plan_from_wire, plan_to_wire, subscription_from_json, subscription_to_json
 from peers.superpeer import FlowOperator, OperatorCache, install, subscription_keys
-from sharing.plan import Epoch, Plan
+from sharing.plan import Epoch, Flow, Plan
+from topologies.errors import InputError
 from topologies.model import Scenario
 
 _INSTALLED_EPOCHS = 256  # epochs whose operators stay installed (LRU); batches rarely straddle more
@@ -45,7 +48,7 @@ class PlanVersion:
 @dataclass(frozen=True)
 class Installed:
     operators: dict[tuple[str, Hashable], FlowOperator]  # (super-peer, input channel key) -> operator
-    paths: dict[str, tuple[str, ...]]  # flow id -> its path
+    flows: dict[str, Flow]  # flow id -> the flow (its path, its stream), at every super-peer
 
 
 def plan_message(version: int, scenario: Scenario, plan: Plan, run: str = "") -> bytes:
@@ -78,18 +81,28 @@ class PlanBook:
         return self.versions[max(self.versions)] if self.versions else None
 
     def add(self, payload: bytes) -> PlanVersion | None:
-        """The version a plan message carries; None for a message of another run (a retained leftover)."""
+        """The version a plan message carries; None for a message of another run (a retained leftover).
+
+        Raises :class:`MalformedMessage` for a message that is not a plan of this scenario.
+        """
         # every node of a process receives the same retained message: parse it once (megabytes on large)
         if self._last is not None and self._last[0] == payload:
             return self.versions[self._last[1]]
-        doc = json.loads(payload)
+        doc = json_object(payload, "coordinator")
         if doc.get("run") != self.run_id:
             return None
-        version = int(doc["version"])
+        version = integer(doc, "version", "coordinator")
         if version not in self.versions:
-            subscriptions = tuple(subscription_from_json(self.base, s) for s in doc["subscriptions"])
-            scenario = replace(self.base, duration=float(doc["duration"]), subscriptions=subscriptions)
-            self.add_version(version, scenario, plan_from_wire(doc["plan"]))
+            duration = number(doc, "duration", "coordinator")
+            try:
+                subscriptions = tuple(subscription_from_json(self.base, s) for s in doc["subscriptions"])
+                scenario = replace(self.base, duration=duration, subscriptions=subscriptions)
+                plan = plan_from_wire(doc["plan"])
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError, InputError) as err:
+                raise MalformedMessage(f"not a plan of {self.base.name}: {err!r}", "coordinator") from None
+            except QueryError as err:
+                raise MalformedMessage(f"not a plan of {self.base.name}: {err}", "coordinator") from None
+            self.add_version(version, scenario, plan)
         self._last = (payload, version)
         return self.versions[version]
 
@@ -101,7 +114,7 @@ class PlanBook:
 
     def installed(self, version: int, epoch: int) -> Installed:
         """The operators of an epoch (a delivery's output is keyed ``("delivery", subscription, n)``) and
-        its flows' paths."""
+        its flows."""
         key = (version, epoch)
         found = self._installed.get(key)
         if found is None:
@@ -110,7 +123,7 @@ class PlanBook:
             local = self._local(plan_epoch)
             keys = subscription_keys(local)  # outputs name their subscription, stable across epochs
             operators = install(pv.scenario, local, delivery_keys=keys, cache=self._cache)
-            found = Installed(operators, {f.id: f.path for f in plan_epoch.flows})
+            found = Installed(operators, {f.id: f for f in plan_epoch.flows})
             self._installed[key] = found
             if len(self._installed) > _INSTALLED_EPOCHS:
                 self._installed.popitem(last=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import secrets
 import signal
@@ -22,8 +23,9 @@ from dataclasses import dataclass, replace
 
 from network.meter import StrategyRun
 from network.routing import Network
-from peers.live.connection import HIGH_WATER, Broker
+from peers.live.connection import HIGH_WATER, Broker, reach
 from peers.live.coordinator import Coordinator
+from peers.live.malformed import merge_counts
 from peers.live.plans import PlanBook
 from peers.live.superpeer_service import SuperPeerService
 from peers.live.thinpeer_service import BATCH_S, ThinPeerService
@@ -85,6 +87,7 @@ def _as(options: ServeOptions, user: str) -> Broker:
 async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event | None = None) -> LiveResult:
     """Run ``scenario`` live until its duration (or, with ``forever``, until ``stop`` is set)."""
     check_options(scenario, options)
+    await reach(_as(options, "coordinator"))
     launched = time.time()
     stop = stop or asyncio.Event()
     base = replace(scenario, duration=FOREVER_S) if options.forever else scenario
@@ -102,7 +105,7 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
 
     coordinator = Coordinator(
         base, options.strategy, _as(options, "coordinator"), topics, options.speed, book, end,
-        gone if groups else None, run,
+        gone if groups else None, run, secure=options.credentials is not None,
     )  # fmt: skip
     thin_peers = [
         ThinPeerService(p.id, base, _as(options, p.id), topics, options.batch_s, run) for p in base.thin_peers
@@ -115,23 +118,16 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
     tasks = [asyncio.create_task(coordinator.run(options.ready_timeout_s))]
     tasks += [asyncio.create_task(s.run()) for s in [*super_peers, *thin_peers]]
     try:
-        if end is None:
-            while not stop.is_set():
-                await asyncio.sleep(0.05)
-                _raise_failed(tasks)
-            end = max(coordinator.now(), 0.0)
-            coordinator.end = end
-        else:
-            while coordinator.now() < end and not stop.is_set():
-                await asyncio.sleep(0.05)
-                _raise_failed(tasks)
-            if stop.is_set():
-                end = max(min(coordinator.now(), end), 0.0)
-                coordinator.end = end
+        while (end is None or coordinator.now() < end) and not stop.is_set():
+            await asyncio.sleep(0.05)
+            _raise_failed(tasks)
+        if stop.is_set():  # cut at the barrier: exact, and never waiting for a horizon congestion holds
+            coordinator.stop(math.inf if end is None else end)
         ended = time.time()
         sources = [t for t in thin_peers if t.streams]
         nodes = [*base.super_peers, *(t.peer for t in thin_peers)]
-        lost = await coordinator.drain(nodes, sources, DRAIN_PATIENCE_S)
+        lost = await coordinator.drain(nodes, sources, DRAIN_PATIENCE_S, stop)
+        end = coordinator.end
         drained = time.time()
         _raise_failed(tasks)
     finally:
@@ -184,6 +180,7 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
             ),
             "max_thin_peer_transit_s": round(max((t.pressure.max_transit_s for t in thin_peers), default=0.0), 3),
         },
+        "malformed_messages": _malformed(coordinator, topics),
         "dead_peers": list(coordinator.dead),
         "failures": [f.to_json() for f in coordinator.failures],
     }
@@ -197,6 +194,15 @@ def _raise_failed(tasks: list[asyncio.Task]) -> None:
     for task in tasks:
         if task.done() and not task.cancelled() and task.exception() is not None:
             raise EngineError(f"a live service failed: {task.exception()}") from task.exception()
+
+
+def _malformed(coordinator: Coordinator, topics: Topics) -> dict[str, dict[str, int]]:
+    """Malformed messages dropped, per topic (without the prefix) and sender: the coordinator's and what
+    every node reported."""
+    counts: dict[str, dict[str, int]] = {}
+    for doc in [{"malformed": coordinator.connection.rejects.to_json()}, *coordinator.stats.values()]:
+        merge_counts(counts, doc.get("malformed", {}))
+    return {"/".join(topics.parse(t)) or t: dict(sorted(s.items())) for t, s in sorted(counts.items())}
 
 
 def _final_scenario(scenario: Scenario, coordinator: Coordinator, end: float) -> Scenario:
@@ -273,6 +279,10 @@ def run_serve(args: argparse.Namespace) -> int:
         f"thin-peers: max backlog {thin['max_backlog']} messages, max outbox {thin['max_outbox']}, "
         f"sources at most {thin['max_source_lag_s']:g} s behind"
     )
+    malformed = live["malformed_messages"]
+    if malformed:
+        per_topic = ", ".join(f"{t} {sum(s.values())}" for t, s in malformed.items())
+        print(f"malformed messages dropped: {sum(sum(s.values()) for s in malformed.values())} ({per_topic})")
     if result.failures:
         for f in result.failures:
             print(f"super-peer {f['node']} died: re-planned at t={f['at']:.3f}s, lost {f['lost_subscriptions']}")

@@ -16,6 +16,7 @@ import asyncio
 import json
 import time
 from collections.abc import Hashable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,11 +24,24 @@ from network.meter import bin_width
 from network.routing import Network
 from peers.live.connection import Broker, Connection, Dedup, Pressure
 from peers.live.counters import Counters
+from peers.live.malformed import MalformedMessage, check, integer, json_object, number
 from peers.live.plans import Clock, PlanBook, PlanVersion
 from peers.live.thinpeer_service import BATCH_S
 from peers.live.topics import Topics
-from peers.live.wire import Batch, decode_message, encode_message
+from peers.live.wire import Batch, check_values, decode_message, encode_message
 from peers.superpeer import flow_key, raw_key
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A received data message: its topic (whole, and :meth:`Topics.parse`'d), its parts, when it arrived
+    (emulated, and wall time)."""
+
+    topic: str
+    parts: tuple[str, ...]
+    batches: list[Batch]
+    arrival: float
+    wall: float
 
 
 class SuperPeerService:
@@ -55,7 +69,7 @@ class SuperPeerService:
         self.dedup = Dedup()
         self.clock: Clock | None = None
         self.seq = 0
-        self.held: dict[int, list[Batch]] = {}  # batches whose plan version has not arrived
+        self.held: dict[int, list[Arrival]] = {}  # messages waiting for this plan version
         self.max_held = 0
         self.flush_s = flush_s
         self.outgoing: dict[str, list[Batch]] = {}  # topic -> parts of its next message
@@ -84,30 +98,68 @@ class SuperPeerService:
         parts = self.topics.parse(topic)
         if not parts:
             return
-        if parts[0] == "ctl":
-            self._on_control(parts[1], payload)
-        else:
-            self._on_data("/".join(parts), payload)
-        if self.outgoing and (self.connection.waiting == 0 or time.monotonic() - self.oldest >= self.flush_s):
-            self._flush()
+        try:
+            if parts[0] == "ctl":
+                self._on_control(parts[1], payload)
+            else:
+                self._on_data(topic, parts, payload)
+        finally:  # a dropped malformed message must not keep buffered outputs waiting
+            if self.outgoing and (self.connection.waiting == 0 or time.monotonic() - self.oldest >= self.flush_s):
+                self._flush()
         # yield to the event loop so control messages and the outbox keep moving under load
         await asyncio.sleep(0)
 
-    def _on_data(self, topic: str, payload: bytes) -> None:
-        batches = decode_message(payload)
+    def _on_data(self, topic: str, parts: tuple[str, ...], payload: bytes) -> None:
+        batches = decode_message(payload, self.topics.writer(parts))
+        arrival = self.clock.now() if self.clock is not None else 0.0
+        self._accept(Arrival(topic, parts, batches, arrival, time.time()))
+
+    def _accept(self, message: Arrival) -> None:
+        """Count and route a received message, unless it is a duplicate, once every plan version it names
+        is here (until then it waits).  Raises :class:`MalformedMessage` for a part this super-peer cannot
+        have been sent."""
+        missing = [b.version for b in message.batches if b.version not in self.book.versions]
+        if missing:
+            self.held.setdefault(max(missing), []).append(message)
+            self.max_held = max(self.max_held, sum(len(m.batches) for w in self.held.values() for m in w))
+            return
+        for batch in message.batches:
+            self._check(message.parts, batch)
+        batches = message.batches
+        # after the checks: a malformed message must not make its (sender, seq) look delivered
         if not self.dedup.first_time(batches[0].sender, batches[0].seq):
             self.counters.duplicates += 1
             return
-        self.pressure.transit(time.time() - batches[0].sent)
-        arrival = self.clock.now() if self.clock is not None else 0.0
+        self.pressure.transit(message.wall - batches[0].sent)
         tuples = sum(len(b) for b in batches)
-        self.counters.count_received(topic, tuples, sum(int(b.wire_bytes.sum()) for b in batches), arrival)
+        nbytes = sum(int(b.wire_bytes.sum()) for b in batches)
+        self.counters.count_received("/".join(message.parts), tuples, nbytes, message.arrival)
         for batch in batches:
-            if batch.version in self.book.versions:
-                self._route(batch)
-            else:
-                self.held.setdefault(batch.version, []).append(batch)
-                self.max_held = max(self.max_held, sum(len(w) for w in self.held.values()))
+            self._route(batch)
+
+    def _check(self, parts: tuple[str, ...], batch: Batch) -> None:
+        """Raises :class:`MalformedMessage` unless ``batch`` is a part the plan version it names can send
+        here on this topic: an upload of a stream the uploading thin-peer publishes, with its attributes, or
+        a flow of that epoch arriving from the super-peer before this one on its path, carrying what the
+        operator here reads; with finite emission times and non-negative indices and sizes."""
+        sender = parts[1]
+        check_values(batch, sender)
+        pv = self.book.versions[batch.version]
+        columns = set(batch.columns)
+        if parts[0] == "up":
+            stream = next((s for s in pv.scenario.streams if s.id == batch.stream), None)
+            check(stream is not None and stream.source == sender, f"an upload of stream {batch.stream!r}", sender)
+            check(batch.channel == ("raw", stream.id), f"an upload on channel {batch.channel!r}", sender)
+            check(columns == set(stream.attribute_names), f"an upload of {stream.id} without its attributes", sender)
+            return
+        check(batch.channel[0] == "flow" and 0 <= batch.epoch < len(pv.plan.epochs), "not a flow of the plan", sender)
+        installed = self.book.installed(batch.version, batch.epoch)
+        flow = installed.flows.get(batch.channel[1])
+        check(flow is not None and flow.stream == batch.stream, f"no flow {batch.channel[1]!r} of that epoch", sender)
+        position = flow.path.index(self.node) if self.node in flow.path else 0
+        check(position > 0 and flow.path[position - 1] == sender, f"flow {flow.id} does not come this way", sender)
+        operator = installed.operators.get((self.node, flow_key(flow.id)))
+        check(operator is None or operator.available <= columns, f"flow {flow.id} without its attributes", sender)
 
     def _on_control(self, name: str, payload: bytes) -> None:
         if name == "plan":
@@ -115,14 +167,20 @@ class SuperPeerService:
             if version is None:
                 return
             self.connection.publish(self.topics.ready(self.node), str(version.version).encode())
-            for batch in self.held.pop(version.version, []):
-                self._route(batch)
+            for message in self.held.pop(version.version, []):
+                try:
+                    self._accept(message)
+                except MalformedMessage as err:  # its sender's fault, not the plan's
+                    self.connection.rejects.add(message.topic, err)
         elif name == "clock":
-            doc = json.loads(payload)
+            doc = json_object(payload, "coordinator")
             if doc.get("run") == self.book.run_id and doc.get("t0") is not None:
-                self.clock = Clock(float(doc["t0"]), float(doc["speed"]))
+                t0, speed = number(doc, "t0", "coordinator"), number(doc, "speed", "coordinator")
+                check(speed > 0, "a clock of speed <= 0", "coordinator")
+                self.clock = Clock(t0, speed)
         elif name == "collect":
-            self.connection.publish(self.topics.stats(self.node), self.stats(json.loads(payload)["round"]))
+            round_ = integer(json_object(payload, "coordinator"), "round", "coordinator")
+            self.connection.publish(self.topics.stats(self.node), self.stats(round_))
 
     def stats(self, round_: int) -> bytes:
         doc = {
@@ -133,6 +191,7 @@ class SuperPeerService:
             "waiting": self.max_held,
             "transit_s": round(self.pressure.max_transit_s, 3),
             "reconnects": self.connection.reconnects,
+            "malformed": self.connection.rejects.to_json(),
             **self.counters.to_json(),
         }
         return json.dumps(doc, separators=(",", ":")).encode()
@@ -169,7 +228,7 @@ class SuperPeerService:
                 else:
                     self._send(self.topics.down(pv.subscribers[name], name), child)
         if forward and key[0] == "flow":
-            path = installed.paths[key[1]]
+            path = installed.flows[key[1]].path
             position = path.index(self.node)
             if position + 1 < len(path):
                 self._send(self.topics.link(self.node, path[position + 1]), batch)

@@ -16,8 +16,9 @@ import numpy as np
 
 from peers.live.connection import Broker, Connection, Dedup, Pressure
 from peers.live.counters import Counters
+from peers.live.malformed import check, integer, json_object, number
 from peers.live.topics import Topics
-from peers.live.wire import Batch, decode_message, encode_message
+from peers.live.wire import Batch, check_values, decode_message, encode_message
 from topologies import workload
 from topologies.model import Scenario
 
@@ -50,10 +51,12 @@ class ThinPeerService:
         self.seq = 0
         self.finished = not self.streams
         self.max_lag_s = 0.0  # most wall seconds a batch was queued after its last tuple's scheduled emission
+        self.home = scenario.home(peer)
         self.connection = Connection(
             broker,
             f"tp-{peer}",
-            [topics.downs(peer), topics.control("clock"), topics.control("collect")],
+            # the clock first: its retained message arrives before any delivery, which needs it
+            [topics.control("clock"), topics.downs(peer), topics.control("collect")],
             self._on_message,
         )
         # results arriving late (the process's event loop behind): the coordinator holds the horizon
@@ -70,26 +73,32 @@ class ThinPeerService:
     async def _on_message(self, topic: str, payload: bytes, retained: bool) -> None:
         parts = self.topics.parse(topic)
         if parts[:2] == ("ctl", "clock"):
-            doc = json.loads(payload)
+            doc = json_object(payload, "coordinator")
             if doc.get("run") == self.run_id:
-                self.clock_doc = doc
+                self.clock_doc = _clock(doc)
                 self.clock_changed.set()
         elif parts[:2] == ("ctl", "collect"):
-            doc = {"node": self.peer, "round": json.loads(payload)["round"], "finished": self.finished}
+            round_ = integer(json_object(payload, "coordinator"), "round", "coordinator")
+            doc = {"node": self.peer, "round": round_, "finished": self.finished}
             doc.update(self.counters.to_json())
             doc["reconnects"] = self.connection.reconnects
+            doc["malformed"] = self.connection.rejects.to_json()
             self.connection.publish(self.topics.stats(self.peer), json.dumps(doc).encode())
-        elif parts[:1] == ("down",):
-            batches = decode_message(payload)
+        elif parts[:1] == ("down",) and len(parts) == 3:
+            batches = decode_message(payload, self.home)
+            sub = parts[2]
+            check(all(b.channel == ("delivery", sub) for b in batches), f"not a delivery of {sub}", self.home)
+            for batch in batches:
+                check_values(batch, self.home)
+            check(self.clock_doc is not None and self.clock_doc["t0"] is not None, "before the clock", self.home)
             if not self.dedup.first_time(batches[0].sender, batches[0].seq):
                 self.counters.duplicates += 1
                 return
             arrival = time.time()
-            sub = parts[2]
             tuples = sum(len(b) for b in batches)
             nbytes = sum(int(b.wire_bytes.sum()) for b in batches)
             self.counters.count_received("/".join(parts), tuples, nbytes, 0.0)
-            t0, speed = float(self.clock_doc["t0"]), float(self.clock_doc["speed"])
+            t0, speed = self.clock_doc["t0"], self.clock_doc["speed"]
             self.pressure.transit(arrival - batches[0].sent)
             for batch in batches:
                 self.delivered.setdefault(sub, []).append(batch.indices.copy())
@@ -106,16 +115,15 @@ class ThinPeerService:
                 self.clock_changed.clear()
                 await self.clock_changed.wait()
                 continue
-            t0, speed, horizon = float(doc["t0"]), float(doc["speed"]), float(doc["horizon"])
-            end = doc["end"]
+            t0, speed, horizon, end = doc["t0"], doc["speed"], doc["horizon"], doc["end"]
             now = (time.time() - t0) * speed
-            limit = min(now, horizon) if end is None else min(now, horizon, float(end))
+            limit = min(now, horizon) if end is None else min(now, horizon, end)
             count = workload.tuple_count(stream, limit)
             start = self.emitted[stream_id]
             if count > start:
                 times = workload.emission_times(stream, start, count)
                 batch = Batch(
-                    self.peer, 0, int(doc["version"]), -1, ("raw", stream_id), stream_id,
+                    self.peer, 0, doc["version"], -1, ("raw", stream_id), stream_id,
                     np.arange(start, count, dtype=np.int64), times,
                     workload.columns(self.scenario, stream_id, start, count),
                     np.full(count - start, header, dtype=np.int64),
@@ -125,14 +133,32 @@ class ThinPeerService:
                 self.connection.publish(topic, encode_message(self.peer, self.seq, [batch]))
                 self.max_lag_s = max(self.max_lag_s, time.time() - (t0 + float(times[-1]) / speed))
                 self.emitted[stream_id] = count
-            if end is not None and limit >= float(end):
+            if end is not None and limit >= end:
                 # the last tuple before the end time is out: say so once the broker has it
                 await self.connection.flush()
                 self.connection.publish(self.topics.done(self.peer), json.dumps({"stream": stream_id}).encode())
-                if all(self._done(s.id, float(end)) for s in self.streams):
+                if all(self._done(s.id, end) for s in self.streams):
                     self.finished = True
                 return
             await asyncio.sleep(self.batch_s)
 
     def _done(self, stream_id: str, end: float) -> bool:
         return self.emitted[stream_id] >= workload.tuple_count(self.scenario.stream(stream_id), end)
+
+
+def _clock(doc: dict) -> dict:
+    """A ``ctl/clock`` document checked: ``t0`` (None before the clock starts), ``speed``, ``version``,
+    ``horizon``, ``end`` (None: open-ended).  Raises :class:`MalformedMessage` for anything else."""
+    sender = "coordinator"
+    t0 = number(doc, "t0", sender, optional=True)
+    if t0 is None:
+        return {"t0": None}
+    speed = number(doc, "speed", sender)
+    check(speed > 0, "a clock of speed <= 0", sender)
+    return {
+        "t0": t0,
+        "speed": speed,
+        "version": integer(doc, "version", sender),
+        "horizon": number(doc, "horizon", sender),
+        "end": number(doc, "end", sender, optional=True),
+    }

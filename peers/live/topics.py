@@ -12,7 +12,9 @@ Control topics (JSON, QoS 1), all under ``<prefix>/ctl/``:
 
 * ``plan`` (retained): the plan version in force and the run-time subscriptions it includes;
 * ``clock`` (retained): the emulated clock (wall time of emulated 0, speed) and the planning horizon;
-* ``request``: requests of the subscription CLI to the coordinator, answered on ``reply/<client id>``;
+* ``request/<identity>``: requests of the subscription CLI to the coordinator, answered on
+  ``reply/<client id>`` (the client id starts with the identity; under ``--secure`` the identity is the
+  broker user, and the ACL lets each user write only its own request topic);
 * ``stats/<node>``: a node's counters, answering a ``collect`` broadcast;
 * ``alive/<node>`` (retained): ``1`` while a node is connected, its last will ``0`` when it dies;
 * ``ready/<super-peer>``: the plan versions a super-peer has decoded (the clock starts when all have version 0);
@@ -52,6 +54,9 @@ class Topics:
     def control(self, name: str) -> str:
         return f"{self.prefix}/ctl/{name}"
 
+    def request(self, identity: str) -> str:
+        return f"{self.prefix}/ctl/request/{identity}"
+
     def reply(self, client_id: str) -> str:
         return f"{self.prefix}/ctl/reply/{client_id}"
 
@@ -77,3 +82,17 @@ class Topics:
         if not topic.startswith(head):
             return ()
         return tuple(topic[len(head) :].split("/"))
+
+    def writer(self, parts: tuple[str, ...]) -> str:
+        """Who publishes the topic of these :meth:`parse` parts, as the layout says (under ``--secure`` the
+        broker's ACL makes it so): a link direction's first super-peer, an upload's thin-peer, a node's own
+        control topics' node, the coordinator for ``plan``, ``clock``, ``collect`` and replies; a delivery's
+        super-peer is named after its thin-peer."""
+        kind = parts[:1]
+        if (kind == ("link",) and len(parts) == 3) or (kind == ("up",) and len(parts) == 2):
+            return parts[1]
+        if kind == ("down",) and len(parts) >= 2:
+            return f"super-peer of {parts[1]}"
+        if kind == ("ctl",) and len(parts) == 3 and parts[1] != "reply":
+            return parts[2]
+        return "coordinator" if kind == ("ctl",) else "?"

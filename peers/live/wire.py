@@ -20,9 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from matcher import parse_condition, parse_query
+from peers.live.malformed import check, integer, json_object, number, text
 from sharing import plan as sharing_plan
 from sharing.plan import Decision, Delivery, Epoch, Flow, Plan
-from topologies.errors import EngineError, InputError
+from topologies.errors import InputError
 from topologies.model import Scenario, SubscriptionSpec
 
 MAGIC = b"SGB2"
@@ -83,50 +84,63 @@ def encode_message(sender: str, seq: int, batches: Sequence[Batch]) -> bytes:
     return b"".join(parts)
 
 
-def decode_message(payload: bytes) -> list[Batch]:
+def decode_message(payload: bytes, publisher: str | None) -> list[Batch]:
     """The parts of a message, each carrying the message's ``(sender, seq)``.
 
-    Raises :class:`EngineError` for a payload that is not a well-formed message of at least one part.
+    ``publisher`` is who published it (None: unknown, the header's sender is taken as it is).  Raises
+    :class:`MalformedMessage` for a payload that is not a well-formed message of at least one part, or whose
+    header names another sender than ``publisher``.
     """
-    if not payload.startswith(MAGIC) or len(payload) < len(MAGIC) + _LENGTH.size:
-        raise EngineError("received a message that is not a tuple batch")
+    sender = publisher or "?"
+    check(payload.startswith(MAGIC) and len(payload) >= len(MAGIC) + _LENGTH.size, "not a tuple batch", sender)
     (length,) = _LENGTH.unpack_from(payload, len(MAGIC))
     start = len(MAGIC) + _LENGTH.size
-    try:
-        header = json.loads(payload[start : start + length])
-        sender, seq, heads = str(header["sender"]), int(header["seq"]), list(header["parts"])
-        sent = float(header["sent"])
-        if not heads:
-            raise ValueError("no parts")
-        body = memoryview(payload)[start + length :]
-        sizes = [8 * int(h["n"]) * (3 + len(h["attrs"])) for h in heads]
-        if len(body) != sum(sizes):
-            raise ValueError(f"body of {len(body)} bytes for parts of {sum(sizes)} bytes")
-        batches, offset = [], 0
-        for h, size in zip(heads, sizes, strict=True):
-            n, attrs = int(h["n"]), list(h["attrs"])
-            arrays = [
-                np.frombuffer(body[offset + 8 * n * k : offset + 8 * n * (k + 1)], "<f8") for k in range(3 + len(attrs))
-            ]
-            offset += size
-            batches.append(
-                Batch(
-                    sender=sender,
-                    seq=seq,
-                    version=int(h["version"]),
-                    epoch=int(h["epoch"]),
-                    channel=(str(h["channel"][0]), str(h["channel"][1])),
-                    stream=str(h["stream"]),
-                    indices=arrays[0].view("<i8"),
-                    times=arrays[1],
-                    columns=dict(zip(attrs, arrays[2:-1], strict=True)),
-                    wire_bytes=arrays[-1].view("<i8"),
-                    sent=sent,
-                )
+    check(start + length <= len(payload), f"header of {length} bytes past the end of the message", sender)
+    header = json_object(payload[start : start + length], sender)
+    claimed = text(header, "sender", sender)
+    check(publisher is None or claimed == publisher, f"claims to come from {claimed!r}", sender)
+    seq, sent = integer(header, "seq", sender), number(header, "sent", sender)
+    heads = header.get("parts")
+    check(isinstance(heads, list) and heads and all(isinstance(h, dict) for h in heads), "no parts", sender)
+    body = memoryview(payload)[start + length :]
+    batches, offset = [], 0
+    for h in heads:
+        n = integer(h, "n", sender)
+        channel, attrs = h.get("channel"), h.get("attrs")
+        check(isinstance(channel, list) and len(channel) == 2 and all(isinstance(c, str) for c in channel),
+              "a part's channel is not two strings", sender)  # fmt: skip
+        check(isinstance(attrs, list) and all(isinstance(a, str) for a in attrs) and len(set(attrs)) == len(attrs),
+              "a part's attributes are not distinct strings", sender)  # fmt: skip
+        size = 8 * n * (3 + len(attrs))
+        check(offset + size <= len(body), f"body of {len(body)} bytes too short for its parts", sender)
+        arrays = [
+            np.frombuffer(body[offset + 8 * n * k : offset + 8 * n * (k + 1)], "<f8") for k in range(3 + len(attrs))
+        ]
+        offset += size
+        batches.append(
+            Batch(
+                sender=claimed,
+                seq=seq,
+                version=integer(h, "version", sender),
+                epoch=integer(h, "epoch", sender, minimum=-1),
+                channel=(channel[0], channel[1]),
+                stream=text(h, "stream", sender),
+                indices=arrays[0].view("<i8"),
+                times=arrays[1],
+                columns=dict(zip(attrs, arrays[2:-1], strict=True)),
+                wire_bytes=arrays[-1].view("<i8"),
+                sent=sent,
             )
-        return batches
-    except (ValueError, KeyError, IndexError, TypeError) as err:
-        raise EngineError(f"malformed tuple batch: {err}") from err
+        )
+    check(offset == len(body), f"body of {len(body)} bytes for parts of {offset} bytes", sender)
+    return batches
+
+
+def check_values(batch: Batch, sender: str) -> None:
+    """Raises :class:`MalformedMessage` unless ``batch``'s emission times are finite and its tuple indices
+    and wire sizes non-negative (what counters and latencies are made of)."""
+    check(bool(np.isfinite(batch.times).all()), "emission times that are not finite", sender)
+    check(not len(batch) or (batch.indices.min() >= 0 and batch.wire_bytes.min() >= 0), "negative numbers", sender)
 
 
 def plan_from_json(doc: dict) -> Plan:

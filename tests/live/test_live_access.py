@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 
 import aiomqtt
 import numpy as np
@@ -11,12 +12,14 @@ import pytest
 
 from peers.live.access import password_line, secure_setup
 from peers.live.broker import Mosquitto, free_port, mosquitto_binary
+from peers.live.client import Session
 from peers.live.connection import Broker
 from peers.live.serve import ServeOptions, serve
 from peers.live.topics import Topics
 from peers.live.wire import Batch, encode_message
 from peers.local import run_local
 from sharing import make_plan
+from topologies.errors import InputError
 from topologies.loader import load_scenario
 
 
@@ -70,3 +73,50 @@ async def test_intruder_can_neither_read_results_nor_inject_into_links(tmp_path)
     assert result.report["exact"]
     sim = run_local(scenario, make_plan(scenario, "sharing-em"))
     assert result.run.link_bytes == sim.link_bytes  # nothing injected was counted or forwarded
+
+
+async def test_a_thin_peer_acts_only_on_its_own_subscriptions(tmp_path):
+    """P2 holds valid credentials: it may subscribe for itself and see and end only its own subscriptions;
+    what it sends for others, or on topics only the coordinator writes, changes nothing."""
+    if mosquitto_binary() is None:
+        pytest.skip("mosquitto is not installed")
+    scenario = load_scenario("topologies/figure1.yaml")
+    url = Broker("127.0.0.1", free_port())
+    setup = secure_setup(scenario, str(tmp_path / "secure"), url, "streamglobe")
+    with open(setup.config_path, encoding="utf-8") as fh:
+        broker = Mosquitto(str(tmp_path / "secure"), url.port, fh.read()).start()
+    topics = Topics()
+    as_p2 = url.as_user("P2", setup.credentials["P2"])
+    try:
+        served = asyncio.create_task(serve(scenario, ServeOptions(url, speed=8, credentials=setup.credentials)))
+        await asyncio.sleep(2.0)
+        async with Session(as_p2, topics, "P2") as session:
+            with pytest.raises(InputError, match="P2 may subscribe only for itself, not for 'P1'"):
+                await session.ask({"op": "subscribe", "peer": "P1", "query": "SELECT a FROM stream0"})
+            with pytest.raises(InputError, match="'Q1' is not a subscription of P2"):
+                await session.ask({"op": "unsubscribe", "id": "Q1"})
+            own = await session.ask({"op": "subscribe", "peer": "P2", "query": "SELECT a FROM stream0", "id": "M2"})
+            listing = await session.ask({"op": "subscriptions"})
+            traffic = await session.ask({"op": "traffic"})
+        # in P1's name (the ACL lets P2 write only its own request topic), and as the coordinator: the broker
+        # drops these (or disconnects P2)
+        ending = {"op": "unsubscribe", "id": "Q1", "reply_to": "P1/x"}
+        forbidden = [(topics.request("P1"), json.dumps(ending).encode())]
+        forbidden += [(topics.control(name), b"forged") for name in ("plan", "clock", "collect")]
+        for topic, payload in [*forbidden, (topics.request("P2"), b"garbage")]:  # its own: dropped, counted
+            with contextlib.suppress(aiomqtt.MqttError):
+                async with aiomqtt.Client("127.0.0.1", url.port, username="P2", password=setup.credentials["P2"]) as c:
+                    await c.publish(topic, payload, qos=1)
+        async with Session(url.as_user("coordinator", setup.credentials["coordinator"]), topics, "cli") as session:
+            everything = await session.ask({"op": "subscriptions"})
+        result = await served
+    finally:
+        broker.stop()
+    assert own["id"] == "M2"
+    assert [s["id"] for s in listing["subscriptions"]] == ["Q2", "M2"]  # P2's own only
+    assert {row["topic"].split("/")[1] for row in traffic["links"]} <= {"P2"}
+    assert [s["id"] for s in everything["subscriptions"]] == ["Q1", "Q2", "Q3", "M2"]
+    final = {s.id: s for s in result.scenario.subscriptions}
+    assert final["Q1"] == scenario.subscription("Q1")  # never ended by anyone but its owner
+    assert result.report["exact"]
+    assert result.report["live"]["malformed_messages"] == {"ctl/request/P2": {"P2": 1}}

@@ -37,6 +37,6 @@ def test_a_process_installs_exactly_its_own_super_peers_operators(path, strategy
                 assert (got[key].readers, got[key].targets, got[key].header_bytes) == (
                     op.readers, op.targets, op.header_bytes,
                 )  # fmt: skip
-            assert mine.paths == everything.paths
+            assert mine.flows == everything.flows
             checked += len(wanted)
     assert checked > 0

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from peers.live.connection import LATE_S, Broker, Pressure
 from peers.live.coordinator import Coordinator
+from peers.live.malformed import MalformedMessage
 from peers.live.plans import PlanBook
 from peers.live.topics import Topics
 from topologies.loader import load_scenario
@@ -48,6 +51,7 @@ async def test_the_horizon_stands_still_while_a_lease_or_a_full_queue_holds_it()
     coordinator._publish_clock()
     assert coordinator.horizon > free
     assert coordinator.held_s > 0
-    # a report from a node the scenario does not have is ignored
-    await coordinator._on_message(load("SP99"), b"1", False)
+    # a report from a node the scenario does not have is malformed: the connection drops and counts it
+    with pytest.raises(MalformedMessage, match="'SP99' is not a node that sends load"):
+        await coordinator._on_message(load("SP99"), b"1", False)
     assert coordinator.congested == set()

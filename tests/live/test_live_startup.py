@@ -5,8 +5,6 @@ ignores what an earlier run on the same broker left retained."""
 from __future__ import annotations
 
 import asyncio
-import json
-import types
 
 import pytest
 
@@ -30,8 +28,8 @@ def test_plan_book_parses_a_repeated_plan_message_once(monkeypatch):
     scenario = load_scenario("topologies/figure1.yaml")
     message = plan_message(0, scenario, make_plan(scenario, "sharing-em"))
     parsed = []
-    counting = types.SimpleNamespace(loads=lambda payload: parsed.append(len(payload)) or json.loads(payload))
-    monkeypatch.setattr(plans, "json", counting)
+    decode = plans.json_object
+    monkeypatch.setattr(plans, "json_object", lambda payload, who: parsed.append(len(payload)) or decode(payload, who))
     book = plans.PlanBook(scenario)
     first = book.add(message)
     # the other nodes of the process receive their own copy of the retained message

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from peers.live.malformed import MalformedMessage
 from peers.live.topics import Topics
 from peers.live.wire import Batch, decode_message, encode_message, plan_from_json, plan_from_wire, plan_to_wire
 from sharing import STRATEGIES, make_plan
@@ -25,7 +26,7 @@ def test_message_round_trip_keeps_every_part_and_array_bit_for_bit():
         "SP1", 0, 2, 4, ("flow", "F9"), "stream1", np.array([3], np.int64), np.array([0.25]),
         {"z": np.array([-1.5])}, np.array([24], np.int64),
     )  # fmt: skip
-    parts = decode_message(encode_message("SP1", 7, [first, second]))
+    parts = decode_message(encode_message("SP1", 7, [first, second]), "SP1")
     assert [(b.sender, b.seq, b.version, b.epoch, b.channel, b.stream) for b in parts] == [
         ("SP1", 7, 2, 3, ("flow", "F4"), "stream0"), ("SP1", 7, 2, 4, ("flow", "F9"), "stream1"),
     ]  # fmt: skip
@@ -43,13 +44,65 @@ def test_message_round_trip_keeps_every_part_and_array_bit_for_bit():
 
 def test_empty_and_malformed_messages():
     empty = Batch("P0", 1, 0, -1, ("raw", "s"), "s", np.zeros(0, np.int64), np.zeros(0), {}, np.zeros(0, np.int64))
-    assert [len(b) for b in decode_message(encode_message("P0", 1, [empty, empty]))] == [0, 0]
+    assert [len(b) for b in decode_message(encode_message("P0", 1, [empty, empty]), "P0")] == [0, 0]
     with pytest.raises(EngineError, match="not a tuple batch"):
-        decode_message(b"hello")
-    with pytest.raises(EngineError, match="malformed"):
-        decode_message(encode_message("P0", 1, [empty])[:-1] + b"x")
+        decode_message(b"hello", "P0")
+    with pytest.raises(MalformedMessage, match="not JSON"):
+        decode_message(encode_message("P0", 1, [empty])[:-1] + b"x", "P0")
     with pytest.raises(EngineError, match="no parts"):
-        decode_message(encode_message("P0", 1, []))
+        decode_message(encode_message("P0", 1, []), "P0")
+
+
+def _with_header(header: dict, body: bytes = b"") -> bytes:
+    text = json.dumps(header).encode()
+    return b"SGB2" + len(text).to_bytes(4, "little") + text + body
+
+
+PART = {"version": 0, "epoch": 0, "channel": ["flow", "F1"], "stream": "s", "n": 1, "attrs": ["a"]}
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [PART]}, bytes(32)), None),
+        (
+            _with_header({"sender": "SP9", "seq": 1, "sent": 0.0, "parts": [PART]}, bytes(32)),
+            "claims to come from 'SP9'",
+        ),
+        (
+            _with_header({"sender": "SP1", "seq": -1, "sent": 0.0, "parts": [PART]}, bytes(32)),
+            "'seq' must be an integer",
+        ),
+        (
+            _with_header({"sender": "SP1", "seq": 1, "sent": "now", "parts": [PART]}, bytes(32)),
+            "'sent' must be a finite",
+        ),
+        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": {}}, bytes(32)), "no parts"),
+        (
+            _with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [{**PART, "n": -1}]}),
+            "'n' must be an integer",
+        ),
+        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [{**PART, "n": True}]}, bytes(32)), "'n'"),
+        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [{**PART, "attrs": ["a", "a"]}]}), "distinct"),
+        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [{**PART, "channel": "F1"}]}), "channel"),
+        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [PART]}, bytes(24)), "too short"),
+        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [PART]}, bytes(40)), "for parts of 32 bytes"),
+        (
+            _with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [{**PART, "version": 1.5}]}, bytes(32)),
+            "version",
+        ),
+        (b"SGB2" + (10**6).to_bytes(4, "little") + b"{}", "past the end"),
+        (b"SGB2" + (2).to_bytes(4, "little") + b"[]", "not a JSON object"),
+        (b"SGB2" + (9).to_bytes(4, "little") + b"[" * 9, "not JSON"),
+    ],
+)
+def test_a_malformed_message_is_refused_with_its_reason(payload, reason):
+    if reason is None:
+        assert len(decode_message(payload, "SP1")[0]) == 1
+        return
+    with pytest.raises(MalformedMessage, match=reason) as caught:
+        decode_message(payload, "SP1")
+    assert caught.value.sender == "SP1"
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
