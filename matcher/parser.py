@@ -15,16 +15,19 @@ Grammar (keywords case-insensitive; ``TRUE``/``FALSE`` and ``NOT BETWEEN``/``NOT
 Parsing builds a small expression tree; :func:`_dnf` then pushes NOT down to the comparisons (each
 comparison is a set of intervals on one attribute, so its negation is the complement of that set) and
 distributes AND over OR left to right.  Within a conjunction, intervals on the same attribute intersect
-and empty boxes are dropped, so a contradiction yields ``Predicate.FALSE``.
+and empty boxes are dropped, so a contradiction yields ``Predicate.FALSE``.  A long AND on one attribute
+(``a != 1 AND a != 2 AND ...``, ``a NOT IN (...)``) is merged by bisection instead of multiplied out: the
+same boxes in the same order, in near-linear time.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from matcher.predicate import UNBOUNDED, Box, Interval, Predicate, interval
+from matcher.predicate import INF, UNBOUNDED, Box, Interval, Predicate, interval
 from matcher.query import Query, QueryError
 from matcher.text import KEYWORDS
 
@@ -33,7 +36,9 @@ MAX_BOXES = 10_000
 
 MAX_PAIRS = 1_000_000
 """Distributing AND over OR may try at most this many box pairs at one AND (bounds the work even when
-most pairs turn out empty)."""
+most pairs turn out empty).  The count is that of the plain product, ``len(left) * len(right)``, also
+when the sorted merge of :func:`_conjoin` needs far fewer: whether a condition is accepted does not
+depend on how its boxes are computed."""
 
 
 _COMPARISONS = ("<=", ">=", "!=", "<>", "=", "<", ">")
@@ -116,10 +121,13 @@ class _Constant:
 
 @dataclass(frozen=True)
 class _Comparison:
-    """``dim`` lies in the union of ``intervals`` (one comparison: a ray, a point, two rays, points...)."""
+    """``dim`` lies in the union of ``intervals`` (one comparison: a ray, a point, two rays, points...);
+    ``position`` is the offset of its ``operator`` (a comparison operator, BETWEEN or IN)."""
 
     dim: str
     intervals: tuple[Interval, ...]
+    position: int
+    operator: str
 
 
 @dataclass(frozen=True)
@@ -273,16 +281,19 @@ class _Parser:
         token = self.current
         if token.kind == "op":
             self.advance()
-            return _Comparison(dim, _comparison_intervals(token.text, self.number(token.text)))
+            return _Comparison(
+                dim, _comparison_intervals(token.text, self.number(token.text)), token.position, token.text
+            )
         negated = self.at_keyword("NOT")
         if negated:
             self.advance()
+        keyword = self.current
         if self.at_keyword("BETWEEN"):
             self.advance()
             lo = self.number("BETWEEN")
             self.expect_keyword("AND", "between the bounds of BETWEEN")
             hi = self.number("AND")
-            node: _Node = _Comparison(dim, (interval(lo, hi, True, True),))
+            node: _Node = _Comparison(dim, (interval(lo, hi, True, True),), keyword.position, keyword.text)
         elif self.at_keyword("IN"):
             self.advance()
             self.expect_punct("(", "after IN")
@@ -294,7 +305,7 @@ class _Parser:
                 values.append(self.number(","))
             self.expect_punct(")", "to close the IN list")
             unique = dict.fromkeys(values)  # duplicates add nothing; first occurrence keeps the order
-            node = _Comparison(dim, tuple(Interval.point(v) for v in unique))
+            node = _Comparison(dim, tuple(Interval.point(v) for v in unique), keyword.position, keyword.text)
         elif negated:
             raise self.error("expected BETWEEN or IN after NOT")
         else:
@@ -327,8 +338,9 @@ def _complement(iv: Interval) -> tuple[Interval, ...]:
 def _dnf(node: _Node, negated: bool) -> list[Box]:
     """The boxes of ``node`` (of ``NOT node`` when ``negated``) in DNF, left-to-right order.
 
-    Raises QueryError when the DNF exceeds :data:`MAX_BOXES` boxes or an AND needs more than
-    :data:`MAX_PAIRS` box pairs.
+    An AND is the left-major product of its operands' boxes, empty intersections dropped (see
+    :func:`_conjoin`).  Raises QueryError when the DNF of the condition or of any part of it (an IN list
+    included) exceeds :data:`MAX_BOXES` boxes, or an AND needs more than :data:`MAX_PAIRS` box pairs.
     """
     if isinstance(node, _Constant):
         return [Box()] if node.value != negated else []
@@ -336,12 +348,14 @@ def _dnf(node: _Node, negated: bool) -> list[Box]:
         return _dnf(node.operand, not negated)
     if isinstance(node, _Comparison):
         if not negated:
-            return [box for iv in node.intervals if not (box := Box({node.dim: iv})).is_empty()]
+            result = [box for iv in node.intervals if not (box := Box({node.dim: iv})).is_empty()]
+            _check_size(len(result), node)
+            return result
         # NOT (x in I1 or ... or Ik) = (x not in I1) and ... and (x not in Ik)
-        result = [Box()]
+        result, dim = [Box()], None
         for iv in node.intervals:
-            rays = [Box({node.dim: piece}) for piece in _complement(iv)]
-            result = [joined for box in result for ray in rays if not (joined := box.intersect(ray)).is_empty()]
+            result, dim = _conjoin(result, dim, [Box({node.dim: piece}) for piece in _complement(iv)])
+            _check_size(len(result), node)
         return result
     conjunctive = node.conjunctive != negated  # De Morgan: NOT flips AND and OR
     parts = (_dnf(operand, negated) for operand in node.operands)
@@ -349,20 +363,127 @@ def _dnf(node: _Node, negated: bool) -> list[Box]:
         result = [box for part in parts for box in part]
         _check_size(len(result), node)
         return result
-    result = [Box()]
+    result, dim = [Box()], None
     for part in parts:
         if len(result) * len(part) > MAX_PAIRS:
             raise QueryError(
                 f"condition too complex: its DNF needs over {MAX_PAIRS:,} box pairs", node.position, node.operator
             )
-        result = [joined for left in result for right in part if not (joined := left.intersect(right)).is_empty()]
+        result, dim = _conjoin(result, dim, part)
         _check_size(len(result), node)
     return result
 
 
-def _check_size(count: int, node: _Junction) -> None:
+def _check_size(count: int, node: _Junction | _Comparison) -> None:
     if count > MAX_BOXES:
         raise QueryError(f"condition too complex: its DNF has over {MAX_BOXES:,} boxes", node.position, node.operator)
+
+
+def _conjoin(left: list[Box], left_dim: str | None, right: list[Box]) -> tuple[list[Box], str | None]:
+    """``left AND right``: ``l.intersect(r)`` for each ``l`` of ``left`` and, within it, each ``r`` of
+    ``right``, empty boxes dropped; and the dimension the result is sorted on (see :func:`_sorted_on`), or None.
+
+    ``left_dim`` is the dimension ``left`` is sorted on, or None.  Carrying it from one AND operand to the
+    next spares a long AND (``a != 1 AND a != 2 AND ...``) a pass over every box at every step: when
+    ``right`` constrains nothing but that dimension, :func:`_merge_sorted` gives the same boxes in the same
+    order by bisection.  Either way ``left`` may be changed in place; the boxes of both are non-empty.
+    """
+    dim = _only_dim(right)
+    if dim is not None and dim == left_dim and _sorted_on(right, dim):
+        return _merge_sorted(left, right, dim), dim
+    joined = [both for one in left for other in right if not (both := one.intersect(other)).is_empty()]
+    return joined, (dim if dim is not None and _sorted_on(joined, dim) else None)
+
+
+def _only_dim(boxes: list[Box]) -> str | None:
+    """The one dimension every box constrains, when they constrain that one alone."""
+    dims = {box.dims for box in boxes}
+    if len(dims) != 1:
+        return None
+    (only,) = dims
+    return only[0] if len(only) == 1 else None
+
+
+def _sorted_on(boxes: list[Box], dim: str) -> bool:
+    """Every box constrains ``dim``, all agree on every other dimension, and along ``dim`` each box lies
+    wholly before the next (so the boxes are disjoint)."""
+    rest = None
+    upper = (-INF, -1)
+    for box in boxes:
+        iv = box.get(dim)
+        if iv.is_unbounded() or _lower_end(iv) <= upper:
+            return False
+        others = tuple(item for item in box.items() if item[0] != dim)
+        if rest is None:
+            rest = others
+        elif others != rest:
+            return False
+        upper = _upper_end(iv)
+    return True
+
+
+def _lower_end(iv: Interval) -> tuple[float, int]:
+    """Where ``iv`` starts: an open end lies just above its bound.  Interval ``x`` lies wholly before
+    interval ``y`` exactly when ``_upper_end(x) < _lower_end(y)``."""
+    return iv.lo, 0 if iv.lo_closed else 1
+
+
+def _upper_end(iv: Interval) -> tuple[float, int]:
+    """Where ``iv`` ends: an open end lies just below its bound."""
+    return iv.hi, 0 if iv.hi_closed else -1
+
+
+def _merge_sorted(left: list[Box], right: list[Box], dim: str) -> list[Box]:
+    """``left AND right`` in :func:`_conjoin`'s order when both are sorted on ``dim`` and ``right``
+    constrains nothing else; ``left`` is changed in place and returned.
+
+    Sorted and disjoint along ``dim``, the pairs that meet form a chain: if ``left[i]`` meets ``right[j]``
+    and ``left[k]`` meets ``right[m]`` with ``i < k``, then ``j <= m`` (a point of the first pair lies
+    before one of the second).  So the left-major product is these pairs in order along ``dim``.  Each
+    ``right`` box meets a run of ``left`` found by bisection.  A box inside the right box it meets is its
+    own intersection with it (equal, not merely equivalent), which holds for every box strictly inside a
+    run, so only the run's two ends are looked at; the boxes outside every run are dropped.  Consecutive
+    runs share at most one box, the one spanning the gap between two right boxes.  The result is written
+    by at most ``2 len(right) + 1`` slice replacements, each moving at most ``len(left)`` references.
+    """
+    if not left:
+        return left
+    at = left[0].dims.index(dim)  # the same in every box: they differ in no other dimension
+
+    # _lower_end and _upper_end inlined: bisection calls these about 2 log2(len(left)) times per right box
+    def lower(box: Box) -> tuple[float, int]:
+        iv = box.items()[at][1]
+        return iv.lo, 0 if iv.lo_closed else 1
+
+    def upper(box: Box) -> tuple[float, int]:
+        iv = box.items()[at][1]
+        return iv.hi, 0 if iv.hi_closed else -1
+
+    runs: list[tuple[int, int]] = []
+    pieces: dict[int, list[Box]] = {}  # the boxes that change, by index: their intersections in order
+    start = 0
+    for other in right:
+        iv = other.get(dim)
+        start = bisect_left(left, _lower_end(iv), start, key=upper)  # the first box not wholly before iv
+        stop = bisect_right(left, _upper_end(iv), start, key=lower)  # the first box wholly after iv
+        if start == stop:
+            continue
+        runs.append((start, stop))
+        for edge in (start, stop - 1) if stop - 1 > start else (start,):
+            if not iv.covers(left[edge].items()[at][1]):
+                pieces.setdefault(edge, []).append(left[edge].intersect(other))
+    edits = [(index, index + 1, boxes) for index, boxes in pieces.items()]  # left[first:stop] = boxes
+    done = 0
+    for start, stop in runs:
+        if done < start:
+            edits.append((done, start, []))
+        done = max(done, stop)
+    if done < len(left):
+        edits.append((done, len(left), []))
+    edits.sort(key=lambda edit: edit[0])
+    for first, stop, boxes in reversed(edits):  # from the back, so the indices ahead stay valid
+        left[first:stop] = boxes
+    return left
 
 
 def parse_condition(text: str) -> Predicate:
