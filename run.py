@@ -10,8 +10,27 @@ import importlib
 import os
 import signal
 import sys
+from typing import NoReturn
 
 from bench import BENCHMARKS
+
+MAX_ERROR_CHARS = 1000  # of the error line: argparse and file names echo arguments of any length
+
+
+def _one_line(text: str) -> str:
+    """``text`` as one line of at most about MAX_ERROR_CHARS characters: control characters and line
+    separators escaped (a file name or an argument may hold a newline), the middle of a longer text cut."""
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    if len(text) > MAX_ERROR_CHARS:
+        text = f"{text[: MAX_ERROR_CHARS // 2]} ... {text[-MAX_ERROR_CHARS // 2 :]}"
+    return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line and exit 2, like every other bad input (not a usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {_one_line(f'{self.prog}: {message}')} (see {self.prog} --help)\n")
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -73,7 +92,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="run.py", description="Stream-sharing P2P network emulator")
+    parser = _Parser(prog="run.py", description="Stream-sharing P2P network emulator")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="simulate every strategy on a scenario and write the report")
@@ -175,10 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (InputError, QueryError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {_one_line(str(err))}", file=sys.stderr)
         return 2
     except EmulatorError as err:  # an engine failed, or a plan was found unsound
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {_one_line(str(err))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -423,7 +423,7 @@ def run_scenario(args: argparse.Namespace) -> int:
     engine = engine_for(args.engine, args.spark_master)
     for warning in scenario.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    out_dir = args.out or os.path.join("out", scenario.name[:100])
+    out_dir = args.out or os.path.join("out", scenario.name)  # the loader keeps names to 100 characters
     show_progress = not args.quiet and sys.stderr.isatty()
 
     check_plans = getattr(args, "check_plans", False)

@@ -237,10 +237,13 @@ def node_count(model: str, params: dict) -> int:
     if model == "grid":
         return params.get("rows", 0) * params.get("cols", 0)
     if model == "tree":
+        branching, depth = params.get("branching", 1), params.get("depth", 0)
+        if branching <= 1:  # a path, or the root alone: levels do not grow, the loop below would run depth times
+            return depth + 1 if branching == 1 else 1
         count, level = 0, 1
-        for _ in range(params.get("depth", 0) + 1):
+        for _ in range(depth + 1):
             count += level
-            level *= params.get("branching", 1)
+            level *= branching
             if count > 10**12:
                 break
         return count
@@ -248,6 +251,28 @@ def node_count(model: str, params: dict) -> int:
         transit = params.get("transit", 0)
         return transit * (1 + params.get("stubs_per_transit", 0) * params.get("nodes_per_stub", 0))
     return params.get("n", 0)
+
+
+def pair_count(model: str, params: dict) -> int:
+    """How many node pairs ``model`` weighs or links with ``params`` (computed without generating them).
+
+    Time and memory grow with it, not with the node count alone: Waxman weighs every pair of nodes,
+    transit-stub every pair within each domain, Barabási-Albert links each new node to ``m`` others.
+    """
+    n = node_count(model, params)
+    if model in ("grid", "tree"):
+        return 2 * n  # at most two links per node
+    if model == "transit-stub":
+        transit, stubs = params.get("transit", 0), params.get("stubs_per_transit", 0)
+        return _pairs(transit) + transit * stubs * (_pairs(params.get("nodes_per_stub", 0)) + 1)
+    if model == "waxman":
+        return _pairs(n)
+    m = params.get("m", 0)
+    return m * max(n - m, 0)
+
+
+def _pairs(n: int) -> int:
+    return n * (n - 1) // 2
 
 
 def generate(model: str, **params) -> Topology:

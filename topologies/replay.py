@@ -15,6 +15,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from topologies.errors import shown
+
 ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -38,9 +40,9 @@ def _cell(text: str, row: int, name: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ReplayFileError(f"row {row}, column {name!r}: not a number: {text!r}") from None
+        raise ReplayFileError(f"row {row}, column {shown(name)}: not a number: {shown(text)}") from None
     if not math.isfinite(value):
-        raise ReplayFileError(f"row {row}, column {name!r}: not a finite number: {text!r}")
+        raise ReplayFileError(f"row {row}, column {shown(name)}: not a finite number: {shown(text)}")
     return value
 
 
@@ -63,9 +65,9 @@ def read_replay(path: str) -> ReplayTable:
     seen: set[str] = set()
     for name in names:
         if not ATTRIBUTE_NAME.fullmatch(name):
-            raise ReplayFileError(f"row 1: bad attribute name {name!r} (expected letters, digits, _)")
+            raise ReplayFileError(f"row 1: bad attribute name {shown(name)} (expected letters, digits, _)")
         if name in seen:
-            raise ReplayFileError(f"row 1: duplicate attribute name {name!r}")
+            raise ReplayFileError(f"row 1: duplicate attribute name {shown(name)}")
         seen.add(name)
     data = [(number, row) for number, row in enumerate(rows[1:], start=2) if row]
     if not data:

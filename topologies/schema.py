@@ -8,7 +8,7 @@ are the loader's alone.
 from __future__ import annotations
 
 from topologies import generators
-from topologies.loader import KEYWORDS
+from topologies.loader import KEYWORDS, MAX_ID_LENGTH
 from topologies.units import NUMBER_PATTERN
 
 _NUMBER_TEXT = NUMBER_PATTERN.replace("(?P<number>", "(?:")
@@ -26,10 +26,11 @@ LATENCY = {
         {"type": "string", "pattern": rf"^\s*{_NUMBER_TEXT}\s*(s|ms|us)\s*$"},
     ],
 }
-PEER_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"}
+PEER_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": MAX_ID_LENGTH}
 NAME = {
     "type": "string",
     "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+    "maxLength": MAX_ID_LENGTH,
     "not": {"enum": sorted(KEYWORDS | {k.upper() for k in KEYWORDS})},
 }
 NUMBER = {"type": "number"}

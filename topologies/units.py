@@ -13,6 +13,8 @@ import math
 import re
 from fractions import Fraction
 
+from topologies.errors import shown
+
 NUMBER_PATTERN = r"(?P<number>[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?))"
 _BANDWIDTH = re.compile(rf"\s*{NUMBER_PATTERN}\s*(?P<unit>[kmg]?bit)(?:/s)?\s*", re.IGNORECASE)
 _LATENCY = re.compile(rf"\s*{NUMBER_PATTERN}\s*(?P<unit>s|ms|us)\s*")
@@ -21,11 +23,22 @@ _LATENCY_FACTORS = {"s": Fraction(1), "ms": Fraction(1, 10**3), "us": Fraction(1
 MIN_BANDWIDTH = 0.001  # bit/s
 MAX_BANDWIDTH = 1e15  # bit/s (1 Pbit/s)
 MAX_LATENCY = 86_400  # seconds: a link slower than a day to cross is a unit mistake
+# A latency's text is read exactly: Fraction("1e-999999999") would build a billion-digit integer, and one of
+# thousands of digits cannot even be printed.  These bound the exact value whatever its float says.
+MAX_LATENCY_DIGITS = 40  # characters before the exponent
+MAX_LATENCY_EXPONENT_DIGITS = 3
 
 
 def _is_number(value: object) -> bool:
     # bool is an int subclass, but `latency: true` is a mistake, not one second
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _float(value: int | float) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return math.inf
 
 
 def parse_bandwidth(value: object) -> float:
@@ -34,21 +47,21 @@ def parse_bandwidth(value: object) -> float:
     Raises ValueError with a message naming the problem (not the key: the caller knows it).
     """
     if _is_number(value):
-        bandwidth = float(value)
+        bandwidth = _float(value)
     elif isinstance(value, str):
         match = _BANDWIDTH.fullmatch(value)
         if match is None:
-            raise ValueError(f"bad bandwidth {value!r} (expected bit/s or a number with Kbit, Mbit or Gbit)")
+            raise ValueError(f"bad bandwidth {shown(value)} (expected bit/s or a number with Kbit, Mbit or Gbit)")
         # float first: a huge exponent is rejected by magnitude before any exact arithmetic
         bandwidth = float(match["number"]) * _BANDWIDTH_FACTORS[match["unit"].lower()]
         if math.isfinite(bandwidth) and MIN_BANDWIDTH <= bandwidth <= MAX_BANDWIDTH:
             bandwidth = float(Fraction(match["number"]) * _BANDWIDTH_FACTORS[match["unit"].lower()])
     else:
-        raise ValueError(f"bad bandwidth {value!r} (expected a number or a string such as '100Mbit')")
+        raise ValueError(f"bad bandwidth {shown(value)} (expected a number or a string such as '100Mbit')")
     if bandwidth <= 0:
-        raise ValueError(f"bandwidth must be positive, got {value!r}")
+        raise ValueError(f"bandwidth must be positive, got {shown(value)}")
     if not MIN_BANDWIDTH <= bandwidth <= MAX_BANDWIDTH:  # NaN and infinity too
-        raise ValueError(f"bandwidth must be between {MIN_BANDWIDTH:g} bit/s and 1 Pbit/s, got {value!r}")
+        raise ValueError(f"bandwidth must be between {MIN_BANDWIDTH:g} bit/s and 1 Pbit/s, got {shown(value)}")
     return bandwidth
 
 
@@ -58,21 +71,30 @@ def parse_latency(value: object) -> Fraction:
     A float is read through its shortest decimal text (``0.002`` is exactly 1/500).  Raises ValueError.
     """
     if _is_number(value):
-        if not math.isfinite(value):
-            raise ValueError(f"latency must be finite, got {value!r}")
+        if not math.isfinite(_float(value)):
+            raise ValueError(f"latency must be finite, got {shown(value)}")
+        if value > MAX_LATENCY:  # before exact arithmetic on an integer of thousands of digits
+            raise ValueError(f"latency must be at most {MAX_LATENCY:,} s, got {shown(value)}")
         latency = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
     elif isinstance(value, str):
         match = _LATENCY.fullmatch(value)
         if match is None:
-            raise ValueError(f"bad latency {value!r} (expected seconds or a number with s, ms or us)")
+            raise ValueError(f"bad latency {shown(value)} (expected seconds or a number with s, ms or us)")
         if not abs(float(match["number"]) * _LATENCY_FACTORS[match["unit"]]) <= MAX_LATENCY:
             # checked on the float: Fraction("1e999999999") would compute a billion-digit integer
-            raise ValueError(f"latency must be at most {MAX_LATENCY:,} s, got {value!r}")
+            raise ValueError(f"latency must be at most {MAX_LATENCY:,} s, got {shown(value)}")
+        digits, _, exponent = match["number"].lower().partition("e")
+        exponent = exponent.lstrip("+-").lstrip("0")
+        if len(digits) > MAX_LATENCY_DIGITS or len(exponent) > MAX_LATENCY_EXPONENT_DIGITS:
+            raise ValueError(
+                f"bad latency {shown(value)} (more than {MAX_LATENCY_DIGITS} digits,"
+                f" or an exponent of more than {MAX_LATENCY_EXPONENT_DIGITS})"
+            )
         latency = Fraction(match["number"]) * _LATENCY_FACTORS[match["unit"]]
     else:
-        raise ValueError(f"bad latency {value!r} (expected a number or a string such as '2ms')")
+        raise ValueError(f"bad latency {shown(value)} (expected a number or a string such as '2ms')")
     if latency < 0:
-        raise ValueError(f"latency must not be negative, got {value!r}")
+        raise ValueError(f"latency must not be negative, got {shown(value)}")
     if latency > MAX_LATENCY:
-        raise ValueError(f"latency must be at most {MAX_LATENCY:,} s, got {value!r}")
+        raise ValueError(f"latency must be at most {MAX_LATENCY:,} s, got {shown(value)}")
     return latency

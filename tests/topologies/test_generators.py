@@ -114,6 +114,32 @@ def test_generate_rejects_unknown_model_and_bad_parameters():
         generators.transit_stub(2, 1, 3, stub_edge_prob=2)
 
 
+SIZED_MODELS = {
+    "grid": {"rows": 3, "cols": 4},
+    "tree": {"branching": 1, "depth": 6},
+    "transit-stub": {"transit": 3, "stubs_per_transit": 2, "nodes_per_stub": 4, "stub_edge_prob": 1},
+    "waxman": {"n": 12, "beta": 1},
+    "barabasi-albert": {"n": 12, "m": 5},
+}
+
+
+@pytest.mark.parametrize("model", sorted(SIZED_MODELS))
+def test_node_and_pair_counts_bound_what_is_generated(model):
+    params = SIZED_MODELS[model]
+    super_peers, links = generators.generate(model, **params)
+    assert generators.node_count(model, params) == len(super_peers)
+    assert len(links) <= generators.pair_count(model, params)
+
+
+def test_counts_of_huge_sizes_come_at_once():
+    assert generators.node_count("tree", {"branching": 1, "depth": 10**15}) == 10**15 + 1
+    assert generators.node_count("tree", {"branching": 0, "depth": 10**15}) == 1
+    assert generators.node_count("tree", {"branching": 10**6, "depth": 10**15}) > 10**12
+    assert generators.pair_count("waxman", {"n": 50_000}) == 50_000 * 49_999 // 2
+    transit_stub = {"transit": 1, "stubs_per_transit": 1, "nodes_per_stub": 40_000}
+    assert generators.pair_count("transit-stub", transit_stub) == 40_000 * 39_999 // 2 + 1
+
+
 def test_parameters_table_covers_every_generator_parameter():
     for model in generators.MODELS:
         for name in generators.parameters(model):

@@ -1,0 +1,720 @@
+"""Hostile input, generated and curated: whatever a scenario file, a replay CSV, a query or a command line
+holds, the answer is either a result or one short line naming the file, key and value (exit 2 on the
+command line), never a traceback, a hang, a blown address space or a half-written output directory.
+
+Scenario documents are mutated from valid ones and loaded in a forked child with a time and an address
+space limit, so a hang or a memory bomb fails one example instead of the whole run (or the machine).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+import resource
+import select
+import signal
+import subprocess
+import sys
+import traceback
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from matcher import QueryError
+from matcher.parser import parse_condition, parse_query
+from tests.topologies.test_loader_errors import BASE
+from topologies.errors import InputError, ScenarioError
+from topologies.loader import load_scenario, summary
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_MESSAGE = 500  # characters of a one-line error, file path included
+EXAMPLE_SECONDS = 10.0
+EXAMPLE_MEMORY = 1 << 30  # bytes of address space an example may add
+FUZZ = settings(
+    max_examples=200,
+    deadline=timedelta(seconds=5),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+# --- one example, bounded -------------------------------------------------------------------------------
+
+
+class Overrun(AssertionError):
+    """An example ran past its time limit or died (killed, out of memory)."""
+
+
+def _address_space() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmSize in /proc/self/status")
+
+
+def bounded(function, *args, seconds: float = EXAMPLE_SECONDS, memory: int = EXAMPLE_MEMORY):
+    """``function(*args)`` (its result must pickle) run in a forked child that may take ``seconds`` and add
+    ``memory`` bytes of address space; Overrun if it takes longer or dies."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: reports through the pipe and never returns into pytest
+        os.close(read_end)
+        code = 0
+        try:
+            _, hard = resource.getrlimit(resource.RLIMIT_AS)
+            limit = _address_space() + memory
+            if hard != resource.RLIM_INFINITY:
+                limit = min(limit, hard)
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+            payload = pickle.dumps(function(*args))
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(payload)
+        except BaseException:
+            code = 1
+        os._exit(code)
+    os.close(write_end)
+    chunks = []
+    with os.fdopen(read_end, "rb") as pipe:
+        while True:
+            ready, _, _ = select.select([pipe], [], [], seconds)
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise Overrun(f"still running after {seconds:g} s")
+            chunk = os.read(pipe.fileno(), 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not chunks:
+        raise Overrun(f"the child died (wait status {status})")
+    return pickle.loads(b"".join(chunks))
+
+
+def load_verdict(path: str) -> dict:
+    """What ``run.py validate path`` would meet, as a small picklable value."""
+    try:
+        summary(load_scenario(path))
+    except ScenarioError as err:
+        message = str(err)
+        return {"outcome": "refused", "message": message[:2000], "length": len(message)}
+    except BaseException:
+        return {"outcome": "crashed", "trace": traceback.format_exc()[-5000:]}
+    return {"outcome": "loaded"}
+
+
+def assert_loads_or_refuses(path: str) -> dict:
+    verdict = bounded(load_verdict, path)
+    assert verdict["outcome"] != "crashed", verdict["trace"]
+    if verdict["outcome"] == "refused":
+        assert_one_short_line(verdict["message"], verdict["length"], path)
+    return verdict
+
+
+def assert_one_short_line(message: str, length: int, path: str) -> None:
+    assert length < MAX_MESSAGE, f"{length} characters: {message[:300]}..."
+    assert len(message.splitlines()) == 1 and "\n" not in message and "\r" not in message, message
+    assert message.startswith(f"{path}: "), message
+
+
+# --- a) scenario documents ------------------------------------------------------------------------------
+
+
+class Raw:
+    """A YAML token written into the text as is (what ``yaml.safe_dump`` cannot or would not write)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"Raw({self.text[:40]!r}{'...' if len(self.text) > 40 else ''})"
+
+
+# nine levels of nine aliases each: 9**9 leaves once expanded, a few hundred bytes as text
+BOMB_LEVELS = ["&a [x,x,x,x,x,x,x,x,x]"]
+BOMB_LEVELS += [f"&{c} [{','.join(['*' + p] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi", strict=True)]
+BOMB = "[" + ", ".join(BOMB_LEVELS) + "]"
+RAW_TOKENS = [
+    "9" * 4000,  # an integer Python converts, far past any float
+    "9" * 5000,  # past Python's limit on integer text
+    "0b" + "1" * 20000,  # a binary integer: no digit limit, 6,000 decimal digits
+    "-0x" + "f" * 3000,
+    ".nan",
+    ".inf",
+    "-.inf",
+    "1.0e+999",
+    "-1.0e-999",
+    "1:30:00",  # sexagesimal 5400
+    "0o17",
+    "1_000",
+    "2001-13-45",  # a timestamp that is no date
+    "2001-12-14",
+    "!!binary aGVsbG8=",
+    "!!set {a, b}",
+    "!!omap [a: 1]",
+    "!!python/object/apply:os.system [true]",
+    "!!float abc",
+    "!!timestamp abc",
+    "!!bool maybe",
+    "!!int xyz",
+    "!!str 12",
+    "~",
+    "&self [*self]",  # a list that contains itself
+    "*undefined",
+    BOMB,
+    "[" * 70 + "]" * 70,
+    "[" * 60 + "]" * 60,
+    "{<<: {latency: 3ms}, bandwidth: 1Mbit}",
+    "{<<: [{rate: 5}, {rate: 6}]}",
+    "{<<: 5}",
+    '"\\0"',
+    '"\\uD800"',
+    '"a\\nb"',
+    "'" + "x" * 100_000 + "'",
+    "|\n  block",
+]
+NUMBER_TEXTS = ["1e999", "-5", "0", "1e-999", "1e-999999999", "0e999999999", "nan", "inf", ".5", "1.", "5e"]
+NUMBER_TEXTS += ["9" * 400, "0x10", "+1", "--1", "1e309", "1E+3", " 5 ", "-0", "1e-320", "2e15", "0.0001"]
+UNITS = ["Gbit", "Mbit", "kbit", "Kbit", "bit", "ms", "us", "s", "Gbit/s", "", " ms", "MS", "h", "µs", "bit/s/s"]
+NAMES = ["SP0", "SP1", "SP2", "P0", "P1", "s", "x", "n", "Q1", "select", "a b", "SP9", "é", "x" * 300]
+HOSTILE = [
+    1e308,
+    -1e308,
+    5e-324,
+    -0.0,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    0,
+    -1,
+    2**63,
+    2**64,
+    -(2**63) - 1,
+    10**300,
+    "",
+    " ",
+    "\t",
+    "NaN",
+    "\u2028",
+    "\u202e",
+    "\x85",
+    "😀",
+    "x" * 10_000,
+    "a b" * 3000,
+    "SELECT * FROM s",
+    "SELECT x FROM s WHERE " + "(" * 300 + "x > 1" + ")" * 300,
+    "SELECT x FROM nowhere",
+    [],
+    {},
+    [[]],
+    [1, 2, 3, 4, 5, 6, 7],
+    {"uniform": [0, 1]},
+    {"choice": {"values": [1], "weights": [0]}},
+    ["SP0", "SP0"],
+    ["SP0", "SP1", {"latency": "-5ms"}],
+    True,
+    False,
+    None,
+]
+
+
+def nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+raw_tokens = st.sampled_from(RAW_TOKENS).map(Raw)
+unit_texts = st.builds(lambda n, u: f"{n}{u}", st.sampled_from(NUMBER_TEXTS), st.sampled_from(UNITS))
+curated = st.sampled_from(HOSTILE).map(copy.deepcopy)  # a mutation must not change HOSTILE's own lists
+hostile_values = st.one_of(  # branches are drawn evenly: the curated ones are listed twice to come up more
+    raw_tokens,
+    curated,
+    unit_texts,
+    raw_tokens,
+    curated,
+    unit_texts,
+    st.sampled_from(NAMES),
+    st.floats(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.text(max_size=20),
+    st.integers(min_value=60, max_value=200).map(nested),
+    st.lists(st.one_of(st.integers(), st.text(max_size=3), st.none()), max_size=4),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+)
+hostile_keys = st.one_of(
+    st.sampled_from(["colour", "id", "rate", "<<", "type", "x" * 300, "a\nb", "", "schema", "replay", "until"]),
+    st.text(max_size=8),
+    st.integers(),
+    st.none(),
+    st.booleans(),
+    st.floats(),
+)
+
+GENERATED = [
+    {"model": "grid", "rows": 2, "cols": 2},
+    {"model": "tree", "branching": 1, "depth": 3},
+    {"model": "transit-stub", "transit": 1, "stubs_per_transit": 1, "nodes_per_stub": 2},
+    {"model": "waxman", "n": 3},
+    {"model": "barabasi-albert", "n": 3, "m": 1},
+]
+REPLAY_CSV = "x,n\n0.5,1\n0.25,2\n"
+
+
+def bases() -> list[dict]:
+    """Valid documents to mutate: BASE, BASE on each generated backbone, BASE with a replayed stream."""
+    docs = [copy.deepcopy(BASE)]
+    for generate in GENERATED:
+        doc = copy.deepcopy(BASE)
+        doc["network"] = {"defaults": {"bandwidth": "10Mbit", "latency": "1ms"}, "generate": dict(generate)}
+        doc["thin_peers"] = [{"id": "P0", "attach": "SP0"}, {"id": "P1", "attach": "SP1"}]
+        docs.append(doc)
+    docs.append(replay_doc())
+    return docs
+
+
+def replay_doc() -> dict:
+    """BASE with its stream replayed from ``r.csv`` beside the scenario file."""
+    doc = copy.deepcopy(BASE)
+    doc["streams"][0] = {"id": "s", "source": "P0", "rate": 10, "replay": "r.csv"}
+    return doc
+
+
+MUTATION_DEPTH = 8  # deeper than any key of a scenario: a nested hostile value is not mutated inside
+
+
+def paths(node, prefix: tuple = ()) -> list[tuple]:
+    """Every key path into ``node`` (a tree of dicts and lists) up to MUTATION_DEPTH, parents first."""
+    found = []
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, child in items if len(prefix) < MUTATION_DEPTH else ():
+        found.append((*prefix, key))
+        found.extend(paths(child, (*prefix, key)))
+    return found
+
+
+def containers(node) -> list:
+    """The dicts and lists in ``node`` (itself included) up to MUTATION_DEPTH."""
+    return [node, *(value for path in paths(node) if isinstance(value := at(node, path), dict | list))]
+
+
+def at(doc, path: tuple):
+    for key in path:
+        doc = doc[key]
+    return doc
+
+
+@st.composite
+def mutated_documents(draw) -> dict:
+    doc = draw(st.sampled_from(bases()))
+    for _ in range(draw(st.integers(min_value=1, max_value=4))):
+        kind = draw(st.sampled_from(["replace", "replace", "replace", "delete", "add", "duplicate"]))
+        if kind in ("replace", "delete"):
+            options = paths(doc)
+            leaves = [path for path in options if not isinstance(at(doc, path), dict | list)]
+            if not options:
+                continue
+            # mostly a scalar: a replaced subtree tends to stop the loader at its first, shallow check
+            path = draw(st.sampled_from(leaves if leaves and draw(st.integers(0, 3)) else options))
+            parent = at(doc, path[:-1])
+            if kind == "delete":
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = draw(hostile_values)
+        elif kind == "add":
+            maps = [node for node in containers(doc) if isinstance(node, dict)]
+            if maps:
+                draw(st.sampled_from(maps))[draw(hostile_keys)] = draw(hostile_values)
+        else:
+            lists = [node for node in containers(doc) if isinstance(node, list) and node]
+            if lists:
+                chosen = draw(st.sampled_from(lists))
+                chosen.append(copy.deepcopy(draw(st.sampled_from(chosen))))
+    return doc
+
+
+def to_yaml(doc: dict) -> str:
+    """The document as YAML text, each Raw token in place of its placeholder."""
+    raws: list[str] = []
+
+    def replace(node):
+        if isinstance(node, Raw):
+            raws.append(node.text)
+            return f"rawtoken{len(raws) - 1}z"
+        if isinstance(node, dict):
+            return {key: replace(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [replace(value) for value in node]
+        return node
+
+    text = yaml.safe_dump(replace(doc), sort_keys=False, width=1 << 30)
+    for index in reversed(range(len(raws))):  # rawtoken12z before rawtoken1z
+        text = text.replace(f"rawtoken{index}z", raws[index])
+    return text
+
+
+@st.composite
+def text_mutations(draw, text: str) -> bytes:
+    """Damage the YAML text itself: truncation, inserted bytes, tabs, a BOM, duplicated lines, more
+    documents."""
+    data = text.encode("utf-8", "surrogatepass")
+    for _ in range(draw(st.integers(min_value=0, max_value=2))):
+        kind = draw(st.sampled_from(["truncate", "insert", "tab", "bom", "duplicate-line", "document", "anchor"]))
+        cut = draw(st.integers(min_value=0, max_value=len(data)))
+        if kind == "truncate":
+            data = data[:cut]
+        elif kind == "insert":
+            data = data[:cut] + draw(st.binary(min_size=1, max_size=4)) + data[cut:]
+        elif kind == "tab":
+            data = data.replace(b"  ", b"\t", draw(st.integers(min_value=1, max_value=3)))
+        elif kind == "bom":
+            data = b"\xef\xbb\xbf" + data
+        elif kind == "duplicate-line":
+            lines = data.split(b"\n")
+            k = draw(st.integers(min_value=0, max_value=len(lines) - 1))
+            data = b"\n".join([*lines[: k + 1], lines[k], *lines[k + 1 :]])
+        elif kind == "document":
+            data += b"\n---\nname: second\n"
+        else:
+            data = data.replace(b"network:\n", b"network: &net\n", 1)
+            data = data.replace(b"thin_peers:", b"x: *net\nthin_peers:", 1)
+    return data
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("fuzz")
+    (directory / "r.csv").write_text(REPLAY_CSV)
+    return directory
+
+
+@FUZZ
+@given(doc=mutated_documents())
+def test_mutated_scenarios_load_or_are_refused_in_one_line(workdir, doc):
+    path = workdir / "s.yaml"
+    path.write_text(to_yaml(doc), encoding="utf-8", errors="surrogatepass")
+    assert_loads_or_refuses(str(path))
+
+
+@FUZZ
+@given(data=st.data())
+def test_damaged_scenario_text_loads_or_is_refused_in_one_line(workdir, data):
+    doc = data.draw(st.one_of(st.sampled_from(bases()), mutated_documents()))
+    path = workdir / "s.yaml"
+    path.write_bytes(data.draw(text_mutations(to_yaml(doc))))
+    assert_loads_or_refuses(str(path))
+
+
+CSV_PIECES = ["x", "n", "y", ",", "\n", "\r\n", '"', "1", "-2.5", "nan", "inf", "1e999", "9" * 5000, " ", ""]
+CSV_PIECES += ["\x00", "\ufeff", "é", "where", "x y", "a" * 5000, "\t", ";", "0x1", "1_0", "\u2028"]
+
+
+@FUZZ
+@given(pieces=st.lists(st.sampled_from(CSV_PIECES), max_size=40), raw=st.binary(max_size=8))
+def test_replay_csv_contents_load_or_are_refused_in_one_line(workdir, pieces, raw):
+    # each example loads in a fresh child: the replay cache never holds an earlier content of r.csv
+    (workdir / "r.csv").write_bytes("".join(pieces).encode("utf-8", "surrogatepass") + raw)
+    try:
+        path = workdir / "s.yaml"
+        path.write_text(to_yaml(replay_doc()))
+        assert_loads_or_refuses(str(path))
+    finally:
+        (workdir / "r.csv").write_text(REPLAY_CSV)
+
+
+# Replay files the fuzzing found, kept as fixed examples (each a message of thousands of characters before).
+REPLAY_REGRESSIONS = {
+    "a header of 5000 digits": "9" * 5000 + "\n1\n",
+    "a header name of 300 letters": "x," + "n" * 300 + "\n1,2\n",
+    "a cell of 5000 digits": "x,n\n1," + "9" * 5000 + "\n",
+    "a cell of 5000 letters": "x,n\n1," + "a" * 5000 + "\n",
+}
+
+
+@pytest.mark.parametrize("name", list(REPLAY_REGRESSIONS))
+def test_known_hostile_replay_files_are_refused_in_one_line(tmp_path, name):
+    (tmp_path / "r.csv").write_text(REPLAY_REGRESSIONS[name])
+    path = tmp_path / "s.yaml"
+    path.write_text(to_yaml(replay_doc()))
+    assert assert_loads_or_refuses(str(path))["outcome"] == "refused"
+
+
+def _generated(generate: dict) -> dict:
+    doc = copy.deepcopy(bases()[1])
+    doc["network"]["generate"] = generate
+    return doc
+
+
+def _edited(**changes) -> dict:
+    doc = copy.deepcopy(BASE)
+    for dotted, value in changes.items():
+        keys = [int(k) if k.isdigit() else k for k in dotted.split("__")]
+        at(doc, keys[:-1])[keys[-1]] = value
+    return doc
+
+
+# Documents the fuzzing found, or reading the boundary code did, kept as fixed examples (each was a
+# traceback, a hang, a memory bomb, a multi-line or a megabyte-long message before it was fixed).
+REGRESSIONS = {
+    "rate of 4000 digits": _edited(streams__0__rate=Raw("9" * 4000)),
+    "bandwidth of 4000 digits": _edited(network__defaults__bandwidth=Raw("9" * 4000)),
+    "latency of 4000 digits": _edited(network__defaults__latency=Raw("9" * 4000)),
+    "seed of 6000 digits in binary": _edited(seed=Raw("0b" + "1" * 20000)),
+    "latency exponent -999999999": _edited(network__defaults__latency="1e-999999999ms"),
+    "latency 0e999999999": _edited(network__defaults__latency="0e999999999s"),
+    "alias bomb as a super-peer reference": _edited(thin_peers__0__attach=Raw(BOMB)),
+    "alias bomb as a link": _edited(network__links__0=Raw(BOMB)),
+    "alias bomb as a distribution": _edited(streams__0__schema__x__distribution=Raw("{uniform: " + BOMB + "}")),
+    "a set as a key": _edited(network__defaults=Raw("{? !!set {a: null} : 1}")),
+    "a list as a generator model": _generated({"model": [1], "n": 3}),
+    "NUL in the replay path": _edited(streams__0={"id": "s", "source": "P0", "rate": 1, "replay": "a\0b.csv"}),
+    "long id echoed": _edited(thin_peers__0__attach="x y" * 10_000),
+    "long key echoed": _edited(network__defaults={"k" * 10_000: 1}),
+    "newline in an attribute name": _edited(streams__0__schema={"a\nb": {"distribution": {"uniform": [0, 1]}}}),
+    "tree of branching 1 and depth 10**15": _generated({"model": "tree", "branching": 1, "depth": 10**15}),
+    "tree of branching 0 and depth 10**15": _generated({"model": "tree", "branching": 0, "depth": 10**15}),
+    "waxman of 50,000 nodes": _generated({"model": "waxman", "n": 50_000}),
+    "transit-stub of one 40,000-node stub": _generated(
+        {"model": "transit-stub", "transit": 1, "stubs_per_transit": 1, "nodes_per_stub": 40_000}
+    ),
+    "transit-stub of 50,000 transit nodes": _generated(
+        {"model": "transit-stub", "transit": 50_000, "stubs_per_transit": 0, "nodes_per_stub": 1}
+    ),
+    "barabasi-albert of 25,000 links per node": _generated({"model": "barabasi-albert", "n": 50_000, "m": 25_000}),
+    "query with a 5000-character token": _edited(subscriptions__0__query="SELECT x FROM s WHERE x > 1 " + "y" * 5000),
+    "a !!timestamp that is none": _edited(duration=Raw("!!timestamp abc")),
+    "a !!bool that is none": _edited(seed=Raw("!!bool maybe")),
+    "a name of 300 characters": _edited(name="n" * 300),
+    "an attribute name of 300 characters": _edited(
+        streams__0__schema={"a" * 300: {"distribution": {"uniform": [0, 1]}}}
+    ),
+    "query with a 5000-digit number": _edited(subscriptions__0__query="SELECT x FROM s WHERE x > " + "9" * 5000),
+}
+
+
+@pytest.mark.parametrize("name", list(REGRESSIONS))
+def test_known_hostile_documents_are_refused_in_one_line(tmp_path, name):
+    path = tmp_path / "s.yaml"
+    path.write_text(to_yaml(REGRESSIONS[name]), encoding="utf-8", errors="surrogatepass")
+    assert assert_loads_or_refuses(str(path))["outcome"] == "refused"
+
+
+def test_load_scenario_refuses_a_path_with_a_nul_byte():
+    with pytest.raises(ScenarioError) as info:
+        load_scenario("a\0b.yaml")
+    assert isinstance(info.value, InputError) and "\n" not in str(info.value)
+
+
+# --- b) queries -----------------------------------------------------------------------------------------
+
+KEYWORDS = ["SELECT", "FROM", "WHERE", "AND", "OR", "NOT", "IN", "BETWEEN", "TRUE", "FALSE"]
+QUERY_TOKENS = st.one_of(
+    st.sampled_from(KEYWORDS),
+    st.sampled_from(KEYWORDS).map(str.lower),
+    st.sampled_from(KEYWORDS).map(str.title),
+    st.sampled_from(["=", "!=", "<>", "<", "<=", ">", ">=", "==", "=<", "!", "<<"]),
+    st.sampled_from(["(", ")", ",", "*", "+", "-", "((", "))"]),
+    st.sampled_from(["0", "1", "-0", "+1", "1.5", ".5", "1.", "1e309", "-1e309", "1e-400", "nan", "inf", "-inf"]),
+    st.sampled_from(["1e", "1e+", "1.2.3", "0x10", "1_000", "9" * 400, "4.9e-324", "1.7976931348623157e308"]),
+    st.floats().map(repr),
+    st.integers().map(str),
+    st.sampled_from(["x", "y", "s", "_", "a1", '"x"', '"a b"', '"a""b"', '"', '""', '"SELECT"', '"open', "é"]),
+    st.sampled_from([";", "#", "'", "`", "\\", "\x00", "\n", "\t", "$", "{", "}", "[", "]", "∑", "\u2028", "--"]),
+    st.text(max_size=3),
+)
+SEPARATORS = st.sampled_from([" ", " ", "", "\n", "\t", "  "])
+
+
+@st.composite
+def query_soup(draw) -> str:
+    tokens = draw(st.lists(st.tuples(QUERY_TOKENS, SEPARATORS), max_size=30))
+    body = "".join(token + space for token, space in tokens)
+    return draw(st.sampled_from(["", "SELECT x FROM s WHERE ", "SELECT * FROM s ", "SELECT "])) + body
+
+
+def assert_round_trip_query(text: str) -> None:
+    try:
+        query = parse_query(text)
+    except QueryError as err:
+        assert len(str(err).splitlines()) == 1, str(err)
+        return
+    again = parse_query(query.to_text())
+    assert (again.select, again.stream, again.where) == (query.select, query.stream, query.where), query.to_text()
+
+
+def assert_round_trip_condition(text: str) -> None:
+    try:
+        predicate = parse_condition(text)
+    except QueryError as err:
+        assert len(str(err).splitlines()) == 1, str(err)
+        return
+    assert parse_condition(predicate.to_text()) == predicate, predicate.to_text()
+
+
+@settings(max_examples=400, deadline=timedelta(seconds=5))
+@given(text=query_soup())
+def test_query_soup_parses_or_is_one_query_error(text):
+    assert_round_trip_query(text)
+    assert_round_trip_condition(text.removeprefix("SELECT x FROM s WHERE "))
+
+
+VALID_NUMBERS = st.one_of(
+    st.sampled_from(["0", "-0", "1", "-1.5", ".5", "1e308", "1e-320", "1e+16", "123456789012345678901234567890"]),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+)
+VALID_NAMES = st.sampled_from(["x", "y", "z_1", '"a b"', '"select"', '"q""uote"', '"é"'])
+OPERATORS = st.sampled_from(["=", "!=", "<>", "<", "<=", ">", ">="])
+comparisons = st.one_of(
+    st.builds(lambda n, op, v: f"{n} {op} {v}", VALID_NAMES, OPERATORS, VALID_NUMBERS),
+    st.builds(
+        lambda n, no, a, b: f"{n} {no}BETWEEN {a} AND {b}",
+        VALID_NAMES,
+        st.sampled_from(["", "NOT "]),
+        VALID_NUMBERS,
+        VALID_NUMBERS,
+    ),
+    st.builds(
+        lambda n, no, vs: f"{n} {no}IN ({', '.join(vs)})",
+        VALID_NAMES,
+        st.sampled_from(["", "not "]),
+        st.lists(VALID_NUMBERS, min_size=1, max_size=4),
+    ),
+    st.sampled_from(["TRUE", "FALSE"]),
+)
+conditions = st.recursive(
+    comparisons,
+    lambda inner: st.one_of(
+        st.builds(lambda a, b: f"({a}) AND ({b})", inner, inner),
+        st.builds(lambda a, b: f"{a} OR {b}", inner, inner),
+        st.builds(lambda a: f"NOT ({a})", inner),
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=timedelta(seconds=5))
+@given(condition=conditions, select=st.sampled_from(["*", "x", "x, y", '"a b", z_1']))
+def test_valid_queries_round_trip_through_their_canonical_text(condition, select):
+    assert_round_trip_condition(condition)
+    assert_round_trip_query(f"SELECT {select} FROM s WHERE {condition}")
+
+
+# --- c) the command line --------------------------------------------------------------------------------
+
+
+VALIDATE = ["validate", "{dir}/s.yaml"]
+CLI_CASES = {
+    # name: (files to create {relative path: text or bytes}, arguments with {dir} for the directory)
+    "rate of 4000 digits": ({"s.yaml": to_yaml(REGRESSIONS["rate of 4000 digits"])}, VALIDATE),
+    "latency exponent -999999999": (
+        {"s.yaml": to_yaml(REGRESSIONS["latency exponent -999999999"])},
+        VALIDATE,
+    ),
+    "YAML nested 5000 levels": (
+        {"s.yaml": to_yaml(BASE) + "extra: " + "[" * 5000 + "]" * 5000 + "\n"},
+        VALIDATE,
+    ),
+    "alias bomb": ({"s.yaml": to_yaml(REGRESSIONS["alias bomb as a super-peer reference"])}, VALIDATE),
+    "tree of depth 10**15": (
+        {"s.yaml": to_yaml(REGRESSIONS["tree of branching 1 and depth 10**15"])},
+        VALIDATE,
+    ),
+    "waxman of 50,000 nodes": ({"s.yaml": to_yaml(REGRESSIONS["waxman of 50,000 nodes"])}, VALIDATE),
+    "/dev/zero": ({}, ["validate", "/dev/zero"]),
+    "a FIFO": ({"pipe.yaml": None}, ["validate", "{dir}/pipe.yaml"]),
+    "a directory": ({}, ["run", "{dir}", "--out", "{dir}/out"]),
+    "a 300-character name": ({"s.yaml": to_yaml(_edited(name="n" * 300))}, VALIDATE),
+    "a newline in the scenario path": ({}, ["validate", "{dir}/no\nsuch.yaml"]),
+    "replay cell of 200,000 characters": (
+        {"s.yaml": to_yaml(replay_doc()), "r.csv": "x,n\n1," + "2" * 200_000 + "\n"},
+        ["run", "{dir}/s.yaml", "--out", "{dir}/out"],
+    ),
+    "replay cell of 5000 digits": (
+        {"s.yaml": to_yaml(replay_doc()), "r.csv": "x,n\n1," + "9" * 5000 + "\n"},
+        ["run", "{dir}/s.yaml", "--out", "{dir}/out"],
+    ),
+    "replay of binary garbage": (
+        {"s.yaml": to_yaml(replay_doc()), "r.csv": bytes(range(256)) * 8},
+        ["run", "{dir}/s.yaml", "--out", "{dir}/out"],
+    ),
+    "unknown option to validate": ({"s.yaml": to_yaml(BASE)}, ["validate", "{dir}/s.yaml", "--bogus"]),
+    "unknown option to run": ({"s.yaml": to_yaml(BASE)}, ["run", "{dir}/s.yaml", "--frobnicate", "--out", "{dir}/out"]),
+    "bad --jobs value": ({"s.yaml": to_yaml(BASE)}, ["run", "{dir}/s.yaml", "--jobs", "two\nlines"]),
+    "no command": ({}, []),
+    "unknown command": ({}, ["teleport", "x" * 100_000]),
+    "--out under a regular file": (
+        {"s.yaml": to_yaml(BASE), "a-file": "keep me"},
+        ["run", "{dir}/s.yaml", "--out", "{dir}/a-file/below", "--strategy", "ideal", "--no-plots"],
+    ),
+}
+
+
+def _limited_address_space() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_limited_address_space,
+    )
+
+
+def _prepare(tmp_path: Path, files: dict, args: list[str]) -> tuple[Path, list[str], list[str]]:
+    directory = tmp_path / "in"
+    directory.mkdir()
+    for name, content in files.items():
+        if content is None:
+            os.mkfifo(directory / name)
+        elif isinstance(content, bytes):
+            (directory / name).write_bytes(content)
+        else:
+            (directory / name).write_text(content, encoding="utf-8", errors="surrogatepass")
+    before = sorted(p.name for p in directory.iterdir())
+    return directory, [a.replace("{dir}", str(directory)) for a in args], before
+
+
+@pytest.mark.parametrize("name", list(CLI_CASES))
+def test_hostile_command_lines_exit_2_with_one_line_and_write_nothing(tmp_path, name):
+    files, args = CLI_CASES[name]
+    directory, args, before = _prepare(tmp_path, files, args)
+    result = cli(args, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and result.stderr.endswith("\n"), result.stderr[:3000]
+    assert len(lines[0]) < 2 * MAX_MESSAGE, lines[0][:300]
+    assert result.stdout == ""
+    assert sorted(p.name for p in directory.iterdir()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]  # no out/ beside it either
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("a byte-order mark", "\ufeff" + to_yaml(BASE)),
+        (
+            "merge keys",
+            to_yaml(BASE).replace(
+                "    - latency: 5ms\n", "    - <<: {latency: 3ms, bandwidth: 1Mbit}\n      latency: 1ms\n"
+            ),
+        ),
+        ("a 100-character name", to_yaml(_edited(name="n" * 100))),
+    ],
+)
+def test_hostile_but_valid_scenarios_validate(tmp_path, name, text):
+    _, args, _ = _prepare(tmp_path, {"s.yaml": text}, VALIDATE)
+    result = cli(args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "" and len(result.stdout.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
