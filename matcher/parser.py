@@ -28,7 +28,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from matcher.predicate import INF, UNBOUNDED, Box, Interval, Predicate, interval
-from matcher.query import Query, QueryError
+from matcher.query import Query, QueryError, quoted
 from matcher.text import KEYWORDS
 
 MAX_BOXES = 10_000
@@ -187,7 +187,7 @@ class _Parser:
 
     def expect_end(self, what: str) -> None:
         if self.current.kind != "end":
-            raise self.error(f"unexpected {self.current.source!r} after the end of the {what}")
+            raise self.error(f"unexpected {quoted(self.current.source)} after the end of the {what}")
 
     def name(self, what: str) -> str:
         token = self.current

@@ -8,11 +8,16 @@ from matcher.predicate import Predicate
 from matcher.text import name_to_text
 
 
+def quoted(token: str) -> str:
+    """``repr(token)`` as an error message quotes it: cut to 40 characters (a token can be a megabyte)."""
+    return repr(token if len(token) <= 40 else token[:37] + "...")
+
+
 class QueryError(ValueError):
     """A query or condition does not parse; ``position`` is the 0-based offset of ``token`` in the text."""
 
     def __init__(self, message: str, position: int, token: str):
-        near = f"near {token!r}" if token else "at the end of the input"
+        near = f"near {quoted(token)}" if token else "at the end of the input"
         super().__init__(f"{message} at position {position} ({near})")
         self.position = position
         self.token = token

@@ -66,6 +66,7 @@ def run_local(
 
 
 MAX_WINDOW = 5.0  # seconds
+MAX_WINDOWS = 10_000  # windows over a run, at most (unless the tuple cap per batch needs more)
 WINDOW_TUPLES = 1024
 
 
@@ -76,7 +77,10 @@ def batch_window(scenario: Scenario) -> float:
     simulate 2-3x faster than 1 s ones, the same latencies to 0.01 ms); the cap bounds the tuples in flight
     per channel, hence memory."""
     fastest = max((s.rate for s in scenario.streams), default=0.0)
-    return MAX_WINDOW if fastest <= 0 else min(MAX_WINDOW, WINDOW_TUPLES / fastest)
+    # a run of more than MAX_WINDOWS windows (days of emulated time) gets longer ones: an empty window costs
+    # as much as a full one, and a long run of rare tuples would otherwise walk millions of them
+    longest = max(MAX_WINDOW, scenario.duration / MAX_WINDOWS)
+    return longest if fastest <= 0 else min(longest, WINDOW_TUPLES / fastest)
 
 
 def _spans(scenario: Scenario, plan: Plan, layouts: Layouts) -> Iterator[Span]:

@@ -342,3 +342,13 @@ def test_error_text_format():
     with pytest.raises(QueryError) as err:
         parse_condition("a <")
     assert str(err.value) == "expected a number after '<' at position 3 (at the end of the input)"
+
+
+@pytest.mark.parametrize(
+    "text", ["SELECT x FROM s WHERE x > 1 " + "y" * 100_000, "SELECT x FROM s WHERE x > " + "9" * 100_000]
+)
+def test_a_megabyte_token_is_quoted_cut(text):
+    with pytest.raises(QueryError) as caught:
+        parse_query(text)
+    assert len(str(caught.value)) < 200 and "..." in str(caught.value)
+    assert len(caught.value.token) == 100_000  # the token itself is kept whole for callers

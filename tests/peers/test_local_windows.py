@@ -119,3 +119,17 @@ def test_one_window_over_identical_epochs_keeps_per_tuple_fifo_latencies():
         assert run.delivered[sub].tolist() == sorted(by_index)
         want = np.array([by_index[i] for i in run.delivered[sub].tolist()])
         assert np.allclose(run.latencies[sub], want, rtol=0, atol=1e-9)
+
+
+def test_a_run_of_days_gets_longer_windows_not_millions_of_them():
+    from dataclasses import replace
+
+    from peers.local import MAX_WINDOW, MAX_WINDOWS, batch_window
+    from topologies.loader import load_scenario
+
+    scenario = load_scenario("topologies/figure1.yaml")
+    sparse = replace(scenario, streams=tuple(replace(s, rate=1e-299) for s in scenario.streams))
+    assert batch_window(replace(sparse, duration=60.0)) == MAX_WINDOW
+    assert batch_window(replace(sparse, duration=1e300)) == 1e300 / MAX_WINDOWS
+    # a fast stream still bounds a batch's tuples, however long the run
+    assert batch_window(replace(scenario, duration=1e9)) == min(1e9 / MAX_WINDOWS, 1024 / scenario.streams[0].rate)
