@@ -10,7 +10,7 @@ import aiomqtt
 import numpy as np
 import pytest
 
-from peers.live.access import password_line, secure_setup
+from peers.live.access import SecureSetup, password_line, secure_setup
 from peers.live.broker import Mosquitto, free_port, mosquitto_binary
 from peers.live.client import Session
 from peers.live.connection import Broker
@@ -23,6 +23,17 @@ from topologies.errors import InputError
 from topologies.loader import load_scenario
 
 
+def secure_broker(scenario, tmp_path) -> tuple[Broker, SecureSetup, Mosquitto]:
+    """A Mosquitto on a free port with ``serve --secure``'s passwords and ACL for ``scenario``, started."""
+    if mosquitto_binary() is None:
+        pytest.skip("mosquitto is not installed")
+    url = Broker("127.0.0.1", free_port())
+    setup = secure_setup(scenario, str(tmp_path / "secure"), url, "streamglobe")
+    with open(setup.config_path, encoding="utf-8") as fh:
+        broker = Mosquitto(str(tmp_path / "secure"), url.port, fh.read()).start()
+    return url, setup, broker
+
+
 def test_password_line_is_mosquitto_pbkdf2_sha512():
     line = password_line("P1", "secret", salt=b"0123456789ab")
     user, rest = line.split(":", 1)
@@ -31,13 +42,8 @@ def test_password_line_is_mosquitto_pbkdf2_sha512():
 
 
 async def test_intruder_can_neither_read_results_nor_inject_into_links(tmp_path):
-    if mosquitto_binary() is None:
-        pytest.skip("mosquitto is not installed")
     scenario = load_scenario("topologies/figure1.yaml")
-    url = Broker("127.0.0.1", free_port())
-    setup = secure_setup(scenario, str(tmp_path / "secure"), url, "streamglobe")
-    with open(setup.config_path, encoding="utf-8") as fh:
-        broker = Mosquitto(str(tmp_path / "secure"), url.port, fh.read()).start()
+    url, setup, broker = secure_broker(scenario, tmp_path)
     topics = Topics()
     stolen: list[str] = []
     try:
@@ -78,13 +84,8 @@ async def test_intruder_can_neither_read_results_nor_inject_into_links(tmp_path)
 async def test_a_thin_peer_acts_only_on_its_own_subscriptions(tmp_path):
     """P2 holds valid credentials: it may subscribe for itself and see and end only its own subscriptions;
     what it sends for others, or on topics only the coordinator writes, changes nothing."""
-    if mosquitto_binary() is None:
-        pytest.skip("mosquitto is not installed")
     scenario = load_scenario("topologies/figure1.yaml")
-    url = Broker("127.0.0.1", free_port())
-    setup = secure_setup(scenario, str(tmp_path / "secure"), url, "streamglobe")
-    with open(setup.config_path, encoding="utf-8") as fh:
-        broker = Mosquitto(str(tmp_path / "secure"), url.port, fh.read()).start()
+    url, setup, broker = secure_broker(scenario, tmp_path)
     topics = Topics()
     as_p2 = url.as_user("P2", setup.credentials["P2"])
     try:
