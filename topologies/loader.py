@@ -27,7 +27,7 @@ from topologies import generators
 from topologies.errors import ScenarioError, shown
 from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
 from topologies.replay import ATTRIBUTE_NAME, ReplayFileError, read_replay
-from topologies.units import parse_bandwidth, parse_latency
+from topologies.units import as_float, parse_bandwidth, parse_latency
 
 PEER_ID = re.compile(r"[A-Za-z0-9_-]+")
 # Words of the query language (SPEC section 2) cannot name a stream or an attribute
@@ -132,10 +132,7 @@ class _Reader:
         """A finite int or float (not a bool, not a string), optionally >= ``minimum`` or > 0."""
         if not _is_number(value):
             self.fail(path, f"expected a number, got {_describe(value)}")
-        try:
-            number = float(value)
-        except OverflowError:  # an integer of hundreds of digits
-            number = math.inf
+        number = as_float(value)
         if not math.isfinite(number):
             self.fail(path, f"expected a finite number, got {shown(value)}")
         if positive and number <= 0:

@@ -34,7 +34,8 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _float(value: int | float) -> float:
+def as_float(value: int | float) -> float:
+    """``float(value)``, infinity for an integer too large for a float (never OverflowError)."""
     try:
         return float(value)
     except OverflowError:  # an integer of hundreds of digits
@@ -47,7 +48,7 @@ def parse_bandwidth(value: object) -> float:
     Raises ValueError with a message naming the problem (not the key: the caller knows it).
     """
     if _is_number(value):
-        bandwidth = _float(value)
+        bandwidth = as_float(value)
     elif isinstance(value, str):
         match = _BANDWIDTH.fullmatch(value)
         if match is None:
@@ -71,7 +72,7 @@ def parse_latency(value: object) -> Fraction:
     A float is read through its shortest decimal text (``0.002`` is exactly 1/500).  Raises ValueError.
     """
     if _is_number(value):
-        if not math.isfinite(_float(value)):
+        if not math.isfinite(as_float(value)):
             raise ValueError(f"latency must be finite, got {shown(value)}")
         if value > MAX_LATENCY:  # before exact arithmetic on an integer of thousands of digits
             raise ValueError(f"latency must be at most {MAX_LATENCY:,} s, got {shown(value)}")

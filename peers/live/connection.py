@@ -16,7 +16,7 @@ import secrets
 import socket
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -76,6 +76,13 @@ async def reach(broker: Broker, timeout: float = 5.0) -> None:
     except (aiomqtt.MqttError, OSError, TimeoutError) as err:
         reason = str(err) or f"no answer within {timeout:g} s"
         raise EngineError(f"cannot reach the broker at {broker.host}:{broker.port}: {reason}") from None
+
+
+def raise_failed(tasks: Iterable[asyncio.Task], what: str) -> None:
+    """Raises :class:`EngineError` naming ``what`` when one of ``tasks`` stopped with an error."""
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise EngineError(f"{what} failed: {task.exception()}") from task.exception()
 
 
 class Dedup:

@@ -29,7 +29,7 @@ import numpy as np
 
 from network.meter import StrategyRun, bin_width
 from network.routing import Network
-from peers.live.connection import LEASE_S, Broker, Connection
+from peers.live.connection import LEASE_S, Broker, Connection, raise_failed
 from peers.live.malformed import check, integer, json_object, number, text
 from peers.live.plans import PlanBook, plan_message
 from peers.live.thinpeer_service import ThinPeerService
@@ -195,7 +195,7 @@ class Coordinator:
                     shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
                     raise EngineError(f"super-peers without the plan after {timeout:g} s without progress: {shown}")
                 await asyncio.sleep(0.02)
-                _raise_failed(connection)
+                raise_failed([connection], "the coordinator's broker connection")
                 ready = sum(self.ready.get(n, -1) >= 0 for n in self.scenario.super_peers)
                 if ready > count:
                     deadline, count = time.monotonic() + timeout, ready
@@ -203,7 +203,7 @@ class Coordinator:
             self._publish_clock()
             while True:
                 await asyncio.sleep(TICK_S)
-                _raise_failed(connection)
+                raise_failed([connection], "the coordinator's broker connection")
                 self._publish_clock()
         finally:
             connection.cancel()
@@ -573,11 +573,6 @@ def splice(before: Plan, after: Plan, at: float) -> Plan:
     tail = tuple(replace(e, start=max(e.start, at)) for e in after.epochs if e.end > at)
     decisions = tuple(d for d in before.decisions if d.time < at) + tuple(d for d in after.decisions if d.time >= at)
     return Plan(after.strategy, after.scenario, head + tail, decisions)
-
-
-def _raise_failed(connection: asyncio.Task) -> None:
-    if connection.done() and not connection.cancelled() and connection.exception() is not None:
-        raise EngineError(f"the coordinator's broker connection failed: {connection.exception()!r}")
 
 
 def _counts(values: object, length: int | None) -> bool:

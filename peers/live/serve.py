@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from network.meter import StrategyRun
 from network.routing import Network
-from peers.live.connection import HIGH_WATER, Broker, reach
+from peers.live.connection import HIGH_WATER, Broker, raise_failed, reach
 from peers.live.coordinator import Coordinator
 from peers.live.malformed import merge_counts
 from peers.live.plans import PlanBook
@@ -33,7 +33,7 @@ from peers.live.topics import DEFAULT_PREFIX, Topics
 from reports.expected import expected_results
 from reports.report import build_report, report_json
 from sharing import STRATEGIES
-from topologies.errors import EngineError, InputError
+from topologies.errors import InputError
 from topologies.model import Scenario
 
 CREDENTIALS_ENV = "STREAMGLOBE_MQTT_CREDENTIALS"  # {super-peer: password} for node processes (not in ``ps``)
@@ -120,7 +120,9 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
     try:
         while (end is None or coordinator.now() < end) and not stop.is_set():
             await asyncio.sleep(0.05)
-            _raise_failed(tasks)
+            # the run cannot go on without a failed service (a coordinator that never started the clock
+            # would leave us waiting)
+            raise_failed(tasks, "a live service")
         if stop.is_set():  # cut at the barrier: exact, and never waiting for a horizon congestion holds
             coordinator.stop(math.inf if end is None else end)
         ended = time.time()
@@ -129,7 +131,7 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
         lost = await coordinator.drain(nodes, sources, DRAIN_PATIENCE_S, stop)
         end = coordinator.end
         drained = time.time()
-        _raise_failed(tasks)
+        raise_failed(tasks, "a live service")
     finally:
         for service in [*super_peers, *thin_peers]:
             await service.close()
@@ -186,14 +188,6 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
     }
     failures = report["live"]["failures"]
     return LiveResult(report, run, final, lost, reconnects, backlog, list(coordinator.dead), failures)
-
-
-def _raise_failed(tasks: list[asyncio.Task]) -> None:
-    """Raises :class:`EngineError` when a service (the coordinator, a node) stopped with an error: the
-    run cannot go on without it (a coordinator that never started the clock would leave us waiting)."""
-    for task in tasks:
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            raise EngineError(f"a live service failed: {task.exception()}") from task.exception()
 
 
 def _malformed(coordinator: Coordinator, topics: Topics) -> dict[str, dict[str, int]]:
