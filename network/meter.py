@@ -8,7 +8,7 @@ a per-direction timeline, and the delivered tuple indices with their latencies.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,6 +100,44 @@ class TrafficMeter:
                 self._bins[direction] = counts
             else:
                 old[: len(counts)] += counts
+
+    def cross_links(
+        self, directions: Sequence[Direction], link: np.ndarray, wire_bytes: np.ndarray, departures: np.ndarray
+    ) -> None:
+        """Many tuples at once: tuple ``i`` of ``wire_bytes[i]`` bytes crossed ``directions[link[i]]``,
+        finishing at ``departures[i]``."""
+        if not len(link):
+            return
+        n = len(directions)
+        weights = wire_bytes.astype(np.float64)
+        sums = np.bincount(link, weights=weights, minlength=n)
+        counts = np.bincount(link, minlength=n)
+        backbone = np.zeros(n, dtype=bool)
+        for i in np.flatnonzero(counts).tolist():
+            direction = directions[i]
+            if direction in self._bytes:
+                backbone[i] = True
+                self._bytes[direction] += int(sums[i])
+                self._tuples[direction] += int(counts[i])
+            else:
+                self._access[direction] = self._access.get(direction, 0) + int(sums[i])
+        timed = backbone[link]
+        if not timed.any():
+            return
+        bins = np.minimum(np.floor(departures[timed] / self.bin_s), MAX_TIMELINE_BINS - 1).astype(np.int64)
+        cells, at = np.unique(link[timed] * MAX_TIMELINE_BINS + bins, return_inverse=True)
+        sums = np.bincount(at, weights=weights[timed])
+        owners = cells // MAX_TIMELINE_BINS
+        cuts = np.flatnonzero(np.diff(owners)) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(cells)], strict=True):
+            direction = directions[int(owners[lo])]
+            columns = cells[lo:hi] % MAX_TIMELINE_BINS
+            old = self._bins[direction]
+            if len(old) <= columns[-1]:
+                grown = np.zeros(int(columns[-1]) + 1)
+                grown[: len(old)] = old
+                self._bins[direction] = old = grown
+            old[columns] += sums[lo:hi]
 
     def deliver(
         self, subscription: str, attrs: tuple[str, ...], order: tuple, indices: np.ndarray, latencies: np.ndarray

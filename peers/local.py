@@ -1,21 +1,20 @@
-"""The local engine: a Plan executed by the super-peers' operators under the simpy simulator."""
+"""The local engine: a Plan's channels and readers (peers/timetable.py) over the FIFO link queues
+(network/queues.py), window by window on simpy's clock."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import simpy
 
 from network.meter import StrategyRun, TrafficMeter, bin_width
+from network.queues import Queues
 from network.routing import Network
-from network.simulator import Feed, Simulator, Span
-from peers.layout import Install, Layouts
+from peers.timetable import Phase, Selectors, Timetable, Values
 from sharing.plan import Plan
 from topologies import workload
-from topologies.errors import EmulatorError
 from topologies.model import Scenario
-
-Values = Callable[[str, int, int], dict[str, np.ndarray]]
 
 
 def run_local(
@@ -25,18 +24,17 @@ def run_local(
     *,
     window: float | None = None,
     values: Values | None = None,
-    operators: Install | None = None,
+    selectors: Selectors | None = None,
 ) -> StrategyRun:
     """Simulate ``plan`` over ``scenario``: traffic per link direction, deliveries and their latencies.
 
     ``window`` is the batch length in seconds of emission time (default :func:`batch_window`; it changes no
-    count, only how closely the FIFO queues interleave batches, see network/simulator.py);
-    ``values(stream, start, stop)`` replaces the scenario's workload (tests); ``operators(scenario, epoch)``
-    installs the super-peers' operators, keyed and targeting as :func:`peers.superpeer.install` does by
-    default (the Spark engine passes stand-ins replaying what the operators computed on Spark); by default
-    the operators are installed with a cache, so that an operator unchanged from one epoch to the next is
-    the same object and its batches are not cut at the epoch bound.  Raises :class:`EmulatorError` for an
-    inconsistent plan (naming the flow or subscription) and for epochs that overlap or are not in order.
+    count, only how closely the FIFO queues interleave tuples of consecutive windows, see
+    network/queues.py); ``values(stream, start, stop)`` replaces the scenario's workload (tests);
+    ``selectors`` replaces the readers' filters (the Spark engine replays what its executors computed).
+    ``progress(done, total)`` is called after each window with the tuples emitted so far.  Raises
+    :class:`EmulatorError` for an inconsistent plan (naming the flow or subscription) and for epochs that
+    overlap or are not in order.
     """
     if window is None:
         window = batch_window(scenario)
@@ -49,20 +47,45 @@ def run_local(
         def values(stream_id: str, start: int, stop: int) -> dict[str, np.ndarray]:
             return workload.columns(scenario, stream_id, start, stop)
 
-    feeds = []
-    for stream in scenario.streams:
-        count = workload.tuple_count(stream, scenario.duration)
-
-        def columns(start: int, stop: int, stream_id: str = stream.id) -> dict[str, np.ndarray]:
-            return values(stream_id, start, stop)
-
-        feeds.append(Feed(stream.id, workload.emission_times(stream, 0, count), columns, scenario.header_bytes))
+    times = {s.id: workload.emission_times(s, 0, workload.tuple_count(s, scenario.duration)) for s in scenario.streams}
     streams = {s.id: s for s in scenario.streams}
     attrs = {s.id: s.query.attributes(streams[s.stream].attribute_names) for s in scenario.subscriptions}
     meter = TrafficMeter(network.directions, attrs, bin_width(scenario.duration))
-    spans = _spans(scenario, plan, Layouts(scenario, network, operators))
-    Simulator(links, feeds, spans, meter, window, progress).run()
+    timetable = Timetable(scenario, plan, network, selectors)
+    queues = Queues(links, timetable.routes(), meter)
+    env = simpy.Environment()
+    env.process(_play(env, timetable, queues, window, float(scenario.duration), values, times, progress))
+    env.run()
     return meter.result(plan.strategy, "local")
+
+
+def _play(env, timetable: Timetable, queues: Queues, window: float, duration: float, values, times, progress):
+    """The clock: at the end of each window, its tuples (all emitted by then) move through the queues."""
+    total = sum(len(t) for t in times.values())
+    phases = iter(timetable.phases)
+    ahead = next(phases, None)
+    active: list[Phase] = []
+    for w, (start, end) in enumerate(_windows(window, duration)):
+        yield env.timeout(max(0.0, end - env.now))
+        while ahead is not None and ahead.start < end:
+            active.append(ahead)
+            ahead = next(phases, None)
+        active = [p for p in active if p.end > start]
+        queues.serve(w, timetable.window(start, end, active, values, times))
+        if progress is not None:
+            progress(sum(int(np.searchsorted(t, end, side="left")) for t in times.values()), total)
+
+
+def _windows(window: float, duration: float) -> Iterator[tuple[float, float]]:
+    """Windows of ``window`` seconds on the grid ``k * window`` over ``[0, duration)``."""
+    start = 0.0
+    while start < duration:
+        end = float((np.floor(start / window) + 1) * window)
+        if end <= start:  # float rounding put the grid point on ``start``
+            end = start + window
+        end = min(end, duration)
+        yield start, end
+        start = end
 
 
 MAX_WINDOW = 5.0  # seconds
@@ -81,28 +104,3 @@ def batch_window(scenario: Scenario) -> float:
     # as much as a full one, and a long run of rare tuples would otherwise walk millions of them
     longest = max(MAX_WINDOW, scenario.duration / MAX_WINDOWS)
     return longest if fastest <= 0 else min(longest, WINDOW_TUPLES / fastest)
-
-
-def _spans(scenario: Scenario, plan: Plan, layouts: Layouts) -> Iterator[Span]:
-    """Spans covering ``[0, duration)``: each epoch's layout, and upload-only layouts between epochs.
-
-    A generator: the simulator asks for the next span when its window reaches it, so only the layouts of the
-    epochs in flight are alive (with their operators), not the whole run's."""
-    uploads = layouts.of(None)
-    now = 0.0
-    previous_end = -np.inf
-    for epoch in plan.epochs:
-        if not epoch.start < epoch.end or epoch.start < previous_end:
-            raise EmulatorError(
-                f"plan {plan.strategy}: epoch [{epoch.start:g}, {epoch.end:g}) is empty or overlaps an earlier one"
-            )
-        previous_end = epoch.end
-        start, end = max(epoch.start, 0.0), min(epoch.end, scenario.duration)
-        if start >= end:
-            continue
-        if now < start:
-            yield Span(now, start, uploads)
-        yield Span(start, end, layouts.of(epoch))
-        now = end
-    if now < scenario.duration:
-        yield Span(now, scenario.duration, uploads)

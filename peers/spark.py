@@ -20,7 +20,7 @@ So the report of ``--engine spark`` equals the local engine's except for ``"engi
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from itertools import count, pairwise
 
@@ -41,8 +41,8 @@ from peers.spark_tasks import (
     portable,
     run_units,
 )
-from peers.superpeer import OperatorCache, Output, delivery_key, flow_key, install, subscription_keys
-from sharing.plan import Plan
+from peers.superpeer import OperatorCache, Rows, flow_key, install, subscription_keys
+from sharing.plan import Flow, Plan
 from topologies import workload
 from topologies.errors import EngineError
 from topologies.model import Scenario
@@ -55,37 +55,29 @@ Progress = Callable[[int, int], None]
 _job_numbers = count()
 
 
-class ReplayOperator:
-    """Stands in for a :class:`~peers.superpeer.FlowOperator` under the driver's simulator: its outputs are
-    the ones the real operator produced on Spark.
+class ReplaySelector:
+    """Stands in for a reader's :class:`~peers.superpeer.Selector` under the driver's simulation: what it
+    keeps is what the real operator sent on Spark.
 
-    Batches carry tuple indices instead of values (every column holds the indices), so a batch tells which
-    tuples it holds; ``carried[target]`` is ``(sorted tuple indices, wire bytes)`` of everything the real
-    operator sent to ``target`` during the epoch.  Raises EngineError if Spark's records name a tuple the
-    input batch does not hold.
+    ``indices``/``wire`` are everything the operator sent to one channel (sorted tuple indices and their
+    wire bytes).  Raises EngineError if Spark's records name a tuple the input does not hold.
     """
 
-    def __init__(self, targets: Sequence[Hashable], carried: Mapping[Hashable, tuple[np.ndarray, np.ndarray]]):
-        self.targets = tuple(targets)
-        self.carried = carried
+    def __init__(self, indices: np.ndarray, wire: np.ndarray):
+        self.indices, self.wire = indices, wire
 
-    def process(self, count: int, columns: Mapping[str, np.ndarray]) -> list[Output]:
-        outputs = []
-        batch = next(iter(columns.values())) if count else np.zeros(0, dtype=np.int64)
-        for target in self.targets:
-            indices, wire = self.carried[target]
-            if count:
-                # the batch is every input tuple of one window, so its share of ``target`` lies in this range
-                lo, hi = np.searchsorted(indices, [batch[0], batch[-1]], side="left")
-                hi += hi < len(indices) and indices[hi] == batch[-1]
-            else:
-                lo = hi = 0
-            sent = indices[lo:hi]
-            positions = np.searchsorted(batch, sent)
-            if not np.array_equal(batch[positions], sent):
-                raise EngineError(f"Spark sent tuples to {target!r} that its input batch does not hold")
-            outputs.append(Output(target, positions, {"tuple": sent}, wire[lo:hi]))
-        return outputs
+    def pick(self, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+        batch = rows.first + rows.rows  # the tuples asked about, ascending
+        if not len(batch):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        # the rows are the input's tuples of one phase in one window, so its share lies in this range
+        lo, hi = np.searchsorted(self.indices, [batch[0], batch[-1]], side="left").tolist()
+        hi += hi < len(self.indices) and self.indices[hi] == batch[-1]
+        sent = self.indices[lo:hi]
+        positions = np.searchsorted(batch, sent)
+        if not np.array_equal(batch[np.minimum(positions, len(batch) - 1)], sent):
+            raise EngineError("Spark sent tuples to a channel that its input does not hold")
+        return positions, self.wire[lo:hi]
 
 
 def spark_engine(master: str | None = None) -> Callable[..., StrategyRun]:
@@ -116,31 +108,31 @@ def run_spark(
     prepared = _prepare(scenario, plan)
     session = spark_session(master)
     carried, link_totals, delivery_totals = _execute(session, prepared)
-    replays = _Replays(carried)
-    number = {id(epoch): k for k, epoch in enumerate(plan.epochs)}
+    replays: dict[int, ReplaySelector] = {}
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
-    def operators(_: Scenario, epoch) -> dict:
-        return replays.of(prepared.installed[number[id(epoch)]])
+    def selectors(k: int, _target, item) -> ReplaySelector:
+        channel = prepared.channels[k][flow_key(item.id) if isinstance(item, Flow) else id(item)]
+        replay = replays.get(channel)
+        if replay is None:
+            replay = replays[channel] = ReplaySelector(*carried.get(channel, empty))
+        return replay
 
     def tuple_ids(stream_id: str, start: int, stop: int) -> dict[str, np.ndarray]:
-        ids = np.arange(start, stop, dtype=np.int64)
-        return dict.fromkeys(scenario.stream(stream_id).attribute_names, ids)
+        return {"tuple": np.arange(start, stop, dtype=np.float64)}
 
-    run = run_local(scenario, plan, progress, window=window, values=tuple_ids, operators=operators)
+    run = run_local(scenario, plan, progress, window=window, values=tuple_ids, selectors=selectors)
     _check_agreement(scenario, run, link_totals, delivery_totals)
     return replace(run, engine="spark")
 
 
-Placed = dict[tuple[str, Hashable], tuple[int, tuple[Hashable, ...], tuple[int, ...]]]
-
-
 @dataclass
 class _Prepared:
-    """The job to broadcast; per epoch ``{place: (operator number, targets as the simulator names them,
-    channel per target)}``; and per channel the links and subscription it counts towards (Spark's feeds)."""
+    """The job to broadcast; per epoch the channel of each flow (by key) and delivery (by identity); and
+    per channel the links and subscription it counts towards (Spark's feeds)."""
 
     job: Job
-    installed: dict[int, Placed]
+    channels: dict[int, dict[Hashable, int]]
     feeds: list[tuple[int, str, str, str]]
 
 
@@ -156,7 +148,7 @@ def _prepare(scenario: Scenario, plan: Plan) -> _Prepared:
     shipped: list[PortableOperator] = []
     channels: dict[tuple, int] = {}  # (operator number, reader, route) -> channel number
     feeds: list[tuple[int, str, str, str]] = []
-    installed: dict[int, Placed] = {}
+    channel_of: dict[int, dict[Hashable, int]] = {}
     works: dict[int, EpochWork] = {}
     units: list[Unit] = []
     for k, epoch in enumerate(plan.epochs):
@@ -167,8 +159,8 @@ def _prepare(scenario: Scenario, plan: Plan) -> _Prepared:
         operators = install(scenario, epoch, delivery_keys=keys, cache=cache)
         paths = {flow_key(f.id): f.path for f in epoch.flows}
         deliveries = {key: (d.subscription, d.home, d.peer) for key, d in zip(keys, epoch.deliveries, strict=True)}
-        positional = {key: delivery_key(n) for n, key in enumerate(keys)}
-        installed[k] = {}
+        identity = {key: id(d) for key, d in zip(keys, epoch.deliveries, strict=True)}
+        channel_of[k] = {}
         places = {}
         for place, operator in operators.items():
             if id(operator) not in numbers:
@@ -183,8 +175,8 @@ def _prepare(scenario: Scenario, plan: Plan) -> _Prepared:
                     channel = channels[(number, j, route)] = len(channels)
                     feeds.extend(_feeds_of(channel, target in deliveries, route))
                 ids.append(channel)
+                channel_of[k][identity.get(target, target)] = channel
             places[place] = (number, tuple(ids))
-            installed[k][place] = (number, tuple(positional.get(t, t) for t in operator.targets), tuple(ids))
         works[k] = EpochWork(places, paths)
         for stream_id, stream_times in times.items():
             # the same tuples the simulator assigns to [start, end): first time >= start up to first >= end
@@ -193,7 +185,7 @@ def _prepare(scenario: Scenario, plan: Plan) -> _Prepared:
                 cut = min(stop, (first // UNIT_TUPLES + 1) * UNIT_TUPLES)
                 units.append(Unit(k, stream_id, first, cut))
                 first = cut
-    return _Prepared(Job(scenario, tuple(shipped), works, tuple(units)), installed, feeds)
+    return _Prepared(Job(scenario, tuple(shipped), works, tuple(units)), channel_of, feeds)
 
 
 def _feeds_of(channel: int, delivery: bool, route: tuple[str, ...]) -> list[tuple[int, str, str, str]]:
@@ -305,27 +297,6 @@ def _carried(table) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     found, first_cells = np.unique(ordered_channels, return_index=True)
     bounds = np.append(ordered_offsets[first_cells], ordered_offsets[-1])
     return {int(c): (indices[a:b], wires[a:b]) for c, a, b in zip(found, bounds[:-1], bounds[1:], strict=True)}
-
-
-class _Replays:
-    """One :class:`ReplayOperator` per distinct (operator, targets, channels), so an operator unchanged
-    across epochs stands in as one object, as the local engine's cached operators do."""
-
-    EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-
-    def __init__(self, carried: Mapping[int, tuple[np.ndarray, np.ndarray]]):
-        self.carried = carried
-        self.made: dict[tuple, ReplayOperator] = {}
-
-    def of(self, placed: Placed) -> dict:
-        replays = {}
-        for place, (number, targets, channels) in placed.items():
-            replay = self.made.get((number, targets, channels))
-            if replay is None:
-                carried = {t: self.carried.get(c, self.EMPTY) for t, c in zip(targets, channels, strict=True)}
-                replay = self.made[(number, targets, channels)] = ReplayOperator(targets, carried)
-            replays[place] = replay
-        return replays
 
 
 def _check_agreement(scenario: Scenario, run: StrategyRun, link_totals: dict, delivery_totals: dict) -> None:

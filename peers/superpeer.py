@@ -23,6 +23,7 @@ from functools import lru_cache, partial
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 
 from matcher import Predicate
 from matcher.adaptive import matcher_for
@@ -146,6 +147,122 @@ class FlowOperator:
                 width = ((satisfied[np.ix_(positions, labels)].astype(np.int64) @ carries) > 0).sum(axis=1)
             outputs.append(Output(reader.target, positions, values, self.header_bytes + 8 * width))
         return outputs
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Tuples of one stream in one window, as the local engine hands them to a :class:`Selector`: the
+    window's values (``values[k]`` is attribute ``names[k]`` of tuples ``first, first + 1, ...``) and the
+    rows asked about (ascending positions in the window)."""
+
+    names: tuple[str, ...]
+    first: int
+    values: np.ndarray  # (attributes, tuples of the window), float64, C-contiguous
+    rows: np.ndarray  # int64
+
+
+class Selector:
+    """One reader compiled for the local engine: which tuples it keeps and what they weigh.
+
+    The same filter and projection as the reader's column of :class:`FlowOperator` (predicate, attributes,
+    ``trim`` widths), without a shared matcher: the local engine asks each reader about the tuples its
+    input carries in one window, and a compiled scan of the reader's boxes over those rows beats building
+    a matcher for readers that come and go with the plan's epochs.
+    """
+
+    def __init__(self, reader: Reader, header_bytes: int):
+        self.reader = reader
+        self.needs = _needed(reader)
+        self.width = header_bytes + 8 * len(reader.attrs)
+        self.header_bytes = header_bytes
+        self._keep = _scan(reader.predicate)
+        self._trim = None
+        if reader.trim:
+            union = sorted({a for _, attrs in reader.trim for a in attrs})
+            carries = np.array([[a in attrs for a in union] for _, attrs in reader.trim], dtype=np.int64)
+            self._trim = ([_scan(p) for p, _ in reader.trim], carries)
+
+    def check(self, node: str, source: str, available: frozenset[str]) -> None:
+        """Raise EmulatorError, as :class:`FlowOperator` does, when the input lacks a needed attribute."""
+        missing = sorted(self.needs - available)
+        if missing:
+            raise EmulatorError(
+                f"{self.reader.name} at {node} needs attribute {missing[0]!r}, which {source} does not carry there"
+            )
+
+    def pick(self, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+        """Positions (ascending, into ``rows.rows``) of the tuples kept, and the wire bytes of each."""
+        positions = np.flatnonzero(self._keep.holds(rows.names, rows.values, rows.rows))
+        if self._trim is None:
+            return positions, np.full(len(positions), self.width, dtype=np.int64)
+        scans, carries = self._trim
+        kept = rows.rows[positions]
+        satisfied = np.stack([s.holds(rows.names, rows.values, kept) for s in scans], axis=1).astype(np.int64)
+        width = ((satisfied @ carries) > 0).sum(axis=1)
+        return positions, self.header_bytes + 8 * width
+
+
+class _BoxScan:
+    """A predicate's boxes as arrays for :func:`_boxes_hold`: per box and constraint, the attribute's
+    position in the window's values, its bounds and whether they are closed (a box constraining fewer
+    attributes is padded with position -1)."""
+
+    def __init__(self, predicate: Predicate):
+        self.everything = predicate.is_true()
+        boxes = [box.items() for box in predicate.boxes]
+        width = max(1, max((len(b) for b in boxes), default=0))
+        self.dims, flat = [], []
+        for box in boxes:
+            self.dims.append([d for d, _ in box] + [None] * (width - len(box)))
+            for _, iv in box:
+                flat.extend(iv)
+            flat.extend((-np.inf, np.inf, False, False) * (width - len(box)))
+        bounds = np.array(flat, dtype=np.float64).reshape(-1, width, 4)
+        self.lo, self.hi = np.ascontiguousarray(bounds[:, :, 0]), np.ascontiguousarray(bounds[:, :, 1])
+        self.lo_closed, self.hi_closed = bounds[:, :, 2] > 0, bounds[:, :, 3] > 0
+        self._positions: dict[tuple[str, ...], np.ndarray] = {}
+
+    def holds(self, names: tuple[str, ...], values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        if self.everything:
+            return np.ones(len(rows), dtype=np.bool_)
+        positions = self._positions.get(names)
+        if positions is None:
+            index = {name: k for k, name in enumerate(names)}
+            index[None] = -1
+            positions = np.array([[index[d] for d in dims] for dims in self.dims], dtype=np.int64)
+            positions = self._positions[names] = positions.reshape(self.lo.shape)
+        return _boxes_hold(values, rows, positions, self.lo, self.hi, self.lo_closed, self.hi_closed)
+
+
+@lru_cache(maxsize=1 << 16)
+def _scan(predicate: Predicate) -> _BoxScan:
+    # one per predicate: a widened flow and the deliveries of one subscription share theirs across epochs
+    return _BoxScan(predicate)
+
+
+@njit(cache=True)
+def _boxes_hold(values, rows, positions, lo, hi, lo_closed, hi_closed):
+    """Per row, whether its values lie in some box (NaN lies in none: every comparison with it is false)."""
+    out = np.zeros(len(rows), dtype=np.bool_)
+    for i in range(len(rows)):
+        r = rows[i]
+        for b in range(positions.shape[0]):
+            inside = True
+            for k in range(positions.shape[1]):
+                a = positions[b, k]
+                if a < 0:
+                    break
+                v = values[a, r]
+                if not ((v >= lo[b, k]) if lo_closed[b, k] else (v > lo[b, k])):
+                    inside = False
+                    break
+                if not ((v <= hi[b, k]) if hi_closed[b, k] else (v < hi[b, k])):
+                    inside = False
+                    break
+            if inside:
+                out[i] = True
+                break
+    return out
 
 
 class OperatorCache:

@@ -1,4 +1,4 @@
-"""The vectorised FIFO kernel and link rounds against a plain per-tuple recurrence."""
+"""The FIFO kernels against a plain per-tuple recurrence, and a link's serving order over windows."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from network.links import LinkQueue, Parcel, fifo_departures, gap_departures
+from network.links import fifo_departures, gap_departures
 from network.meter import TrafficMeter, bin_width
+from network.queues import Block, Queues, Route
 
 
 def _plain_fifo(arrivals, service, busy_until):
@@ -30,36 +31,25 @@ def test_fifo_kernel_equals_plain_recurrence(pairs, busy):
     assert np.allclose(got, _plain_fifo(arrivals, service, busy / 10), rtol=0, atol=1e-9)
 
 
-def _parcel(lane, indices, ready, size=10):
-    indices = np.asarray(indices, dtype=np.int64)
-    return Parcel(lane, lane, indices, {}, np.full(len(indices), size, dtype=np.int64), np.asarray(ready, float))
+def test_a_link_serves_each_window_by_arrival_then_channel_then_index():
+    # 80 bit/s: a 10-byte tuple takes 1 s; latency 0.5 s; two uploads over the same link, each delivered
+    routes = [Route((("A", "B"),), -1, 0, "Q0"), Route((("A", "B"),), -1, 0, "Q1")]
+    meter = TrafficMeter([("A", "B")], {"Q0": (), "Q1": ()}, 1.0)
+    queues = Queues({("A", "B"): (80.0, 0.5)}, routes, meter)
 
+    def block(indices, emitted):
+        n = len(indices)
+        return Block(np.array(indices), np.array(emitted, float), None, np.full(n, 10, dtype=np.int64))
 
-def test_rounds_wait_for_all_parcels_and_merge_by_arrival_lane_index():
-    # 80 bit/s: a 10-byte tuple takes 1 s; latency 0.5 s
-    queue = LinkQueue(80.0, 0.5, [[2], [1]])
-    assert queue.put(0, 0, _parcel(1, [0, 1], [0.0, 3.0])) == []
-    [(parcels, departures, arrivals)] = queue.put(0, 0, _parcel(0, [7, 8], [0.0, 0.5]))
-    # service order: (0.0, lane 0, 7), (0.0, lane 1, 0), (0.5, lane 0, 8), (3.0, lane 1, 1)
-    assert [p.lane for p in parcels] == [1, 0]
-    assert departures.tolist() == [2.0, 4.0, 1.0, 3.0]
-    assert arrivals.tolist() == [2.5, 4.5, 1.5, 3.5]
-    assert not queue.idle()
-    [(_, departures, _)] = queue.put(1, 0, _parcel(0, [9], [1.0]))
-    assert departures.tolist() == [5.0]  # busy until 4.0 from the previous window
-    assert queue.idle()
-
-
-def test_later_round_waits_for_the_earlier_one_but_is_served_in_its_gaps():
-    # 1 s per tuple; round 0 holds the link over [2, 3] and [3.5, 4.5]
-    queue = LinkQueue(80.0, 0.0, [[1, 1], [1]])
-    assert queue.put(0, 1, _parcel(5, [1, 2, 3, 4], [0.0, 0.5, 2.4, 2.6])) == []
-    served = queue.put(0, 0, _parcel(6, [7, 8], [2.0, 3.5]))
-    # round 1: 0.0 -> [0, 1]; 0.5 -> [1, 2]; 2.4 needs 1 s, the gap [3, 3.5] is too short -> [4.5, 5.5]; then
-    # 2.6 -> [5.5, 6.5]
-    assert [d.tolist() for _, d, _ in served] == [[3.0, 4.5], [1.0, 2.0, 5.5, 6.5]]
-    [(_, departures, _)] = queue.put(1, 0, _parcel(0, [9], [5.0]))
-    assert departures.tolist() == [7.5]  # the next window queues behind everything served before it
+    queues.serve(0, {1: block([0, 1], [0.0, 3.0]), 0: block([7, 8], [0.0, 0.5])})
+    queues.serve(1, {0: block([9], [1.0])})  # busy until 4.0 from the previous window
+    run = meter.result("s", "local")
+    # service order: (0.0, channel 0, 7), (0.0, channel 1, 0), (0.5, channel 0, 8), (3.0, channel 1, 1)
+    assert run.delivered["Q0"].tolist() == [7, 8, 9]
+    assert (run.latencies["Q0"] + [0.0, 0.5, 1.0]).tolist() == [1.5, 3.5, 5.5]
+    assert (run.latencies["Q1"] + [0.0, 3.0]).tolist() == [2.5, 4.5]
+    assert run.link_tuples[("A", "B")] == 5 and run.link_bytes[("A", "B")] == 50
+    assert run.timeline[("A", "B")].tolist() == [0, 10, 10, 10, 10, 10]  # departures 1, 2, 3, 4, 5 s
 
 
 def _plain_gaps(arrivals, service, busy_until, intervals):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from peers.local import run_local
-from peers.superpeer import install
+from peers.superpeer import Selector, delivery_reader, flow_reader
 from sharing.plan import Delivery, Epoch, Flow, Plan
 from tests.peers.test_local_engine import (
     LINKS,
@@ -85,12 +85,20 @@ def test_merged_epochs_count_and_deliver_as_the_plain_recomputation(changing, wi
     assert sum(int(t.sum()) for t in run.timeline.values()) == run.backbone_bytes
 
 
-def test_operators_rebuilt_every_epoch_give_the_same_run(changing):
-    # install as the Spark engine calls it: no cache (a new operator object per epoch, so every tap is split
-    # at every epoch) and deliveries keyed by position; the phases' outputs are joined into the same batches
+def test_readers_asked_per_epoch_give_the_same_run(changing):
+    # as the Spark engine's stand-ins are asked: a new selector object per epoch, so every phase is cut at
+    # every epoch; the phases' tuples are joined into the same batches
     scenario, plan, values = changing
     cached = run_local(scenario, plan, window=1.0, values=values)
-    rebuilt = run_local(scenario, plan, window=1.0, values=values, operators=install)
+    made = []
+
+    def selectors(k, target, item):
+        reader = flow_reader(item) if isinstance(item, Flow) else delivery_reader(target, item)
+        made.append(k)
+        return Selector(reader, scenario.header_bytes)
+
+    rebuilt = run_local(scenario, plan, window=1.0, values=values, selectors=selectors)
+    assert len(set(made)) == len(plan.epochs)
     assert rebuilt.link_bytes == cached.link_bytes and rebuilt.access_bytes == cached.access_bytes
     assert all(np.array_equal(rebuilt.timeline[d], cached.timeline[d]) for d in cached.timeline)
     for sub in cached.delivered:

@@ -20,9 +20,9 @@ import pytest
 from matcher.parser import parse_condition
 from network.routing import Network
 from peers.local import run_local
-from peers.spark import ReplayOperator, run_spark
+from peers.spark import ReplaySelector, run_spark
 from peers.spark_tasks import Unit, carry, portable, rebuild
-from peers.superpeer import FlowOperator, Reader, delivery_key, flow_key, install
+from peers.superpeer import FlowOperator, Reader, Rows, Selector, delivery_key, flow_key, install
 from reports.expected import expected_results
 from reports.report import build_report
 from sharing import STRATEGIES, make_plan
@@ -119,22 +119,23 @@ def test_a_shipped_operator_computes_what_the_original_does():
 
 
 @pytest.mark.parametrize("cuts", [(0, 500), (0, 1, 137, 138, 400, 500), (0, 250, 250, 500)])
-def test_the_replay_operator_reproduces_the_real_outputs_batch_by_batch(cuts):
+def test_the_replay_selector_reproduces_the_real_selections_batch_by_batch(cuts):
     operator, columns = _operator()
     first = 1000  # global index of the first tuple
-    outputs = operator.process(500, columns)
-    carried = {o.target: (first + o.positions, o.wire_bytes) for o in outputs}
-    replay = ReplayOperator(operator.targets, carried)
-    for start, stop in pairwise(cuts):
-        batch = {name: values[start:stop] for name, values in columns.items()}
-        ids = np.arange(first + start, first + stop, dtype=np.int64)
-        expected = operator.process(stop - start, batch)
-        replayed = replay.process(stop - start, dict.fromkeys(("x", "y", "z"), ids))
-        assert [o.target for o in replayed] == [o.target for o in expected]
-        for ours, theirs in zip(replayed, expected, strict=True):
-            np.testing.assert_array_equal(ours.positions, theirs.positions)
-            np.testing.assert_array_equal(ours.wire_bytes, theirs.wire_bytes)
-            np.testing.assert_array_equal(ours.columns["tuple"], ids[theirs.positions])
+    names = tuple(columns)
+    values = np.ascontiguousarray(np.stack([columns[n] for n in names]))
+    for reader, output in zip(operator.readers, operator.process(500, columns), strict=True):
+        replay = ReplaySelector(first + output.positions, output.wire_bytes)
+        selector = Selector(reader, header_bytes=16)
+        for start, stop in pairwise(cuts):
+            rows = Rows(names, first, values, np.arange(start, stop, dtype=np.int64))
+            expected = selector.pick(rows)
+            replayed = replay.pick(rows)
+            np.testing.assert_array_equal(replayed[0], expected[0])
+            np.testing.assert_array_equal(replayed[1], expected[1])
+            # and the selector keeps what the operator sent
+            sent = output.positions[(output.positions >= start) & (output.positions < stop)]
+            np.testing.assert_array_equal(start + expected[0], sent)
 
 
 def test_the_task_walk_delivers_exactly_the_plain_evaluation_of_each_subscription():
