@@ -4,11 +4,12 @@ For each incoming flow (or raw stream) a super-peer runs ONE :class:`FlowOperato
 (``matcher.adaptive.matcher_for``: ``MultiMatcher``, or the cost-based ``AdaptiveMultiMatcher`` from
 ``ADAPTIVE_MIN_BOXES`` boxes on) over every child flow and delivery reading that input there (and the
 ``trim`` entries of ``ideal`` flows), then, per reader, filter and project.  The class is plain numpy
-over column batches, no clock: the simpy simulator, Spark tasks and the MQTT services all call
-:meth:`FlowOperator.process`.
+over column batches, no clock: Spark tasks and the MQTT services call :meth:`FlowOperator.process`.  The
+local engine runs the same readers one at a time as :class:`Selector` s (what each keeps and what its
+tuples weigh), since it asks about the tuples of one channel phase in one window.
 
 Channel keys name what a batch belongs to: ``("raw", stream)``, ``("flow", flow id)`` and
-``("delivery", position in the epoch)``.  The local engine asks :func:`install` for delivery keys that do
+``("delivery", position in the epoch)``.  The Spark engine asks :func:`install` for delivery keys that do
 not shift when an earlier delivery comes or goes (:func:`subscription_keys`), and passes a cache so that an
 operator whose readers did not change from one epoch to the next is the same object (its matcher is built
 once): operators are immutable once built, so sharing them is safe (an adaptive matcher learns which
