@@ -81,26 +81,6 @@ class TrafficMeter:
         # the engine never reaches the output
         self._parts: dict[str, list[tuple[tuple, np.ndarray, np.ndarray]]] = {s: [] for s in subscriptions}
 
-    def cross(self, direction: Direction, wire_bytes: np.ndarray, departures: np.ndarray | None = None) -> None:
-        """Tuples of ``wire_bytes`` bytes each crossed ``direction`` (finishing at ``departures``, if timed)."""
-        total = int(wire_bytes.sum())
-        if direction not in self._bytes:
-            self._access[direction] = self._access.get(direction, 0) + total
-            return
-        self._bytes[direction] += total
-        self._tuples[direction] += len(wire_bytes)
-        if departures is not None and len(departures):
-            # a link that never drains (a tiny bandwidth) would grow the timeline without bound: what departs
-            # after MAX_TIMELINE_BINS bins is counted in the last one
-            bins = np.minimum(np.floor(departures / self.bin_s), MAX_TIMELINE_BINS - 1).astype(np.int64)
-            counts = np.bincount(bins, weights=wire_bytes.astype(np.float64))
-            old = self._bins[direction]
-            if len(counts) > len(old):
-                counts[: len(old)] += old
-                self._bins[direction] = counts
-            else:
-                old[: len(counts)] += counts
-
     def cross_links(
         self, directions: Sequence[Direction], link: np.ndarray, wire_bytes: np.ndarray, departures: np.ndarray
     ) -> None:
@@ -124,6 +104,8 @@ class TrafficMeter:
         timed = backbone[link]
         if not timed.any():
             return
+        # a link that never drains (a tiny bandwidth) would grow the timeline without bound: what departs
+        # after MAX_TIMELINE_BINS bins is counted in the last one
         bins = np.minimum(np.floor(departures[timed] / self.bin_s), MAX_TIMELINE_BINS - 1).astype(np.int64)
         cells, at = np.unique(link[timed] * MAX_TIMELINE_BINS + bins, return_inverse=True)
         sums = np.bincount(at, weights=weights[timed])

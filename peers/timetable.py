@@ -202,17 +202,17 @@ class Timetable:
             twice = next(f for i, f in enumerate(epoch.flows) if f in epoch.flows[:i])
             raise EmulatorError(f"flow {twice.id} is defined twice in the epoch starting at {epoch.start:g}")
         moved: set[str] = set()
+        left: dict[str, int] = {}  # flow id -> its channel, for the flows whose object went
         for gone in state.flows.keys() - current.keys():
             phase, flow = state.flows.pop(gone)
             phase.end = start
             if state.by_id.get(flow.id) is flow:
                 del state.by_id[flow.id]
-                del state.where[flow.id]
-                moved.add(flow.id)
+                left[flow.id] = state.where.pop(flow.id)
             if flow.parent is not None:
                 state.children.get(flow.parent, set()).discard(gone)
         fresh = current.keys() - state.flows.keys()
-        if not fresh and not moved:
+        if not fresh and not left:
             return moved
         position = dict(zip(current, range(len(current)), strict=True))
         queue = [position[i] for i in fresh]
@@ -222,7 +222,7 @@ class Timetable:
             held = state.by_id.get(flow.id)
             if named[flow.id] > 1 or (held is not None and id(held) in current):
                 raise EmulatorError(f"flow {flow.id} is defined twice in the epoch starting at {epoch.start:g}")
-        for flow_id in moved:
+        for flow_id in left:  # read again: a flow replaced by a new object may now come after them
             queue.extend(position[c] for c in state.children.get(flow_id, ()) if c in position)
         heapq.heapify(queue)
         done: set[int] = set()
@@ -250,7 +250,7 @@ class Timetable:
                 continue
             if was is not None:
                 was[0].end = start
-            if state.where.get(flow.id) != number:
+            if state.where.get(flow.id, left.get(flow.id)) != number:
                 moved.add(flow.id)
                 queue_children = [position[c] for c in state.children.get(flow.id, ()) if c in position]
                 for c in queue_children:
@@ -265,6 +265,8 @@ class Timetable:
             phase = Phase(number, start, duration, self._selector(k, flow_key(flow.id), flow, hit[2]))
             self.phases.append(phase)
             state.flows[ident] = (phase, flow)
+        # a flow that went and did not come back: its readers are laid out again (and fail)
+        moved.update(flow_id for flow_id in left if flow_id not in state.where)
         return moved
 
     def _deliveries(self, k: int, epoch: Epoch, start: float, moved: set[str], state: _Reading) -> None:

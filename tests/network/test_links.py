@@ -97,8 +97,9 @@ def test_bin_width_is_round_and_about_a_hundredth():
 
 def test_meter_timeline_and_access_split():
     meter = TrafficMeter([("A", "B"), ("B", "A")], {"Q": ("x",)}, 1.0)
-    meter.cross(("A", "B"), np.array([10, 20, 30]), np.array([0.5, 0.7, 2.1]))
-    meter.cross(("P", "A"), np.array([5, 5]), np.array([0.1, 0.2]))
+    directions = [("A", "B"), ("P", "A")]
+    link = np.array([0, 1, 0, 1, 0])
+    meter.cross_links(directions, link, np.array([10, 5, 20, 5, 30]), np.array([0.5, 0.1, 0.7, 0.2, 2.1]))
     run = meter.result("s", "local")
     assert run.link_bytes == {("A", "B"): 60, ("B", "A"): 0}
     assert run.link_tuples == {("A", "B"): 3, ("B", "A"): 0}
