@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 Direction = tuple[str, str]
 
@@ -73,91 +74,124 @@ class TrafficMeter:
         self.bin_s = bin_s
         self._bytes: dict[Direction, int] = {d: 0 for d in sorted(backbone)}
         self._tuples: dict[Direction, int] = dict.fromkeys(self._bytes, 0)
-        self._bins: dict[Direction, np.ndarray] = {d: np.zeros(0) for d in self._bytes}
-        self._access: dict[Direction, int] = {}
+        self._directions: list[Direction] | None = None  # what :meth:`cross_links` counts over
         self._default_attrs = dict(subscriptions)
         self._attrs: dict[str, tuple[str, ...]] = {}
-        # (order key, indices, latencies) per subscription, sorted at the end so that the event order of
-        # the engine never reaches the output
-        self._parts: dict[str, list[tuple[tuple, np.ndarray, np.ndarray]]] = {s: [] for s in subscriptions}
+        self.subscriptions = list(subscriptions)  # numbered by position, for :meth:`deliver_many`
+        # (subscription numbers, indices, latencies) per call, grouped per subscription at the end
+        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    @property
+    def backbone(self) -> frozenset[Direction]:
+        return frozenset(self._bytes)
 
     def cross_links(
         self, directions: Sequence[Direction], link: np.ndarray, wire_bytes: np.ndarray, departures: np.ndarray
     ) -> None:
         """Many tuples at once: tuple ``i`` of ``wire_bytes[i]`` bytes crossed ``directions[link[i]]``,
-        finishing at ``departures[i]``."""
+        finishing at ``departures[i]`` (every call of one meter with the same ``directions``)."""
+        if self._directions is None:
+            self._directions = list(directions)
+            n = len(self._directions)
+            self._sums, self._counts = np.zeros(n, np.int64), np.zeros(n, np.int64)
+            row = {d: k for k, d in enumerate(self._bytes)}
+            self._row = np.array([row.get(d, -1) for d in self._directions], np.int64)
+            self._timeline = np.zeros((len(self._bytes), 0))
+        elif self._directions != directions:
+            raise ValueError("one meter counts over one list of link directions")
         if not len(link):
-            return
-        n = len(directions)
-        weights = wire_bytes.astype(np.float64)
-        sums = np.bincount(link, weights=weights, minlength=n)
-        counts = np.bincount(link, minlength=n)
-        backbone = np.zeros(n, dtype=bool)
-        for i in np.flatnonzero(counts).tolist():
-            direction = directions[i]
-            if direction in self._bytes:
-                backbone[i] = True
-                self._bytes[direction] += int(sums[i])
-                self._tuples[direction] += int(counts[i])
-            else:
-                self._access[direction] = self._access.get(direction, 0) + int(sums[i])
-        timed = backbone[link]
-        if not timed.any():
             return
         # a link that never drains (a tiny bandwidth) would grow the timeline without bound: what departs
         # after MAX_TIMELINE_BINS bins is counted in the last one
-        bins = np.minimum(np.floor(departures[timed] / self.bin_s), MAX_TIMELINE_BINS - 1).astype(np.int64)
-        cells, at = np.unique(link[timed] * MAX_TIMELINE_BINS + bins, return_inverse=True)
-        sums = np.bincount(at, weights=weights[timed])
-        owners = cells // MAX_TIMELINE_BINS
-        cuts = np.flatnonzero(np.diff(owners)) + 1
-        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(cells)], strict=True):
-            direction = directions[int(owners[lo])]
-            columns = cells[lo:hi] % MAX_TIMELINE_BINS
-            old = self._bins[direction]
-            if len(old) <= columns[-1]:
-                grown = np.zeros(int(columns[-1]) + 1)
-                grown[: len(old)] = old
-                self._bins[direction] = old = grown
-            old[columns] += sums[lo:hi]
+        needed = _last_bin(link, departures, self._row, self.bin_s, MAX_TIMELINE_BINS) + 1
+        if needed > self._timeline.shape[1]:
+            grown = np.zeros((len(self._bytes), needed))
+            grown[:, : self._timeline.shape[1]] = self._timeline
+            self._timeline = grown
+        _accumulate(
+            link,
+            wire_bytes,
+            departures,
+            self._row,
+            self.bin_s,
+            MAX_TIMELINE_BINS,
+            self._sums,
+            self._counts,
+            self._timeline,
+        )
 
-    def deliver(
-        self, subscription: str, attrs: tuple[str, ...], order: tuple, indices: np.ndarray, latencies: np.ndarray
-    ) -> None:
-        """``subscription`` received ``indices`` (with ``attrs``) after ``latencies`` seconds; ``order`` sorts
-        the parts of one subscription deterministically (e.g. ``(window, lane)``) before the indices are
-        sorted (stably, so copies of one tuple stay in part order)."""
+    def deliver_many(self, numbers: np.ndarray, counts: np.ndarray, indices: np.ndarray, latencies: np.ndarray) -> None:
+        """Subscription ``subscriptions[numbers[k]]`` received the next ``counts[k]`` of ``indices``, after
+        ``latencies`` seconds.  Copies of one tuple to one subscription keep the order of the calls, and
+        within a call the order of ``numbers``."""
+        self._parts.append((np.repeat(numbers.astype(np.int32), counts), indices, latencies))
+
+    def received_attrs(self, subscription: str, attrs: tuple[str, ...]) -> None:
+        """What ``subscription``'s deliveries carry (the first call per subscription counts)."""
         self._attrs.setdefault(subscription, attrs)
-        self._parts.setdefault(subscription, []).append((order, indices, latencies))
 
     def result(self, strategy: str, engine: str) -> StrategyRun:
+        parts, self._parts = self._parts, []
+        owner = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        indices = np.concatenate([p[1] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
+        times = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
+        del parts
+        # by subscription, then tuple index; stable, so copies of a tuple stay in the order they came
+        order = np.lexsort((indices, owner))
+        owner, indices, times = owner[order], indices[order], times[order]
+        del order
+        cuts = np.searchsorted(owner, np.arange(len(self.subscriptions) + 1))
         delivered, latencies = {}, {}
-        for sub, parts in self._parts.items():
-            parts.sort(key=lambda part: part[0])
-            indices = np.concatenate([p[1] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
-            times = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
-            # a part may hold tuples of several disjoint time ranges (a window merges spans), so the parts'
-            # order alone does not sort the indices; the stable sort keeps copies in the parts' order
-            ascending = np.argsort(indices, kind="stable")
-            delivered[sub], latencies[sub] = indices[ascending], times[ascending]
-        length = max((len(b) for b in self._bins.values()), default=0)
+        for k, sub in enumerate(self.subscriptions):
+            delivered[sub] = indices[cuts[k] : cuts[k + 1]].copy()
+            latencies[sub] = times[cuts[k] : cuts[k + 1]].copy()
+        link_bytes, link_tuples = dict(self._bytes), dict(self._tuples)
+        access: dict[Direction, int] = {}
         timeline = {}
-        for d, b in self._bins.items():
-            padded = np.zeros(length, dtype=np.int64)
-            padded[: len(b)] = np.rint(b).astype(np.int64)
-            timeline[d] = padded
+        if self._directions is not None:
+            for k in np.flatnonzero(self._counts).tolist():
+                d = self._directions[k]
+                if self._row[k] >= 0:
+                    link_bytes[d], link_tuples[d] = int(self._sums[k]), int(self._counts[k])
+                else:
+                    access[d] = int(self._sums[k])
+            if self._timeline.shape[1]:
+                rounded = np.rint(self._timeline).astype(np.int64)
+                timeline = {d: rounded[k] for k, d in enumerate(self._bytes)}
         attrs = {sub: self._attrs.get(sub, default) for sub, default in self._default_attrs.items()}
         attrs.update(self._attrs)
         return StrategyRun(
             strategy=strategy,
             engine=engine,
-            link_bytes=dict(self._bytes),
-            link_tuples=dict(self._tuples),
-            access_bytes=sum(self._access.values()),
-            access_link_bytes=dict(sorted(self._access.items())),
+            link_bytes=link_bytes,
+            link_tuples=link_tuples,
+            access_bytes=sum(access.values()),
+            access_link_bytes=dict(sorted(access.items())),
             delivered=delivered,
             delivered_attrs=attrs,
             latencies=latencies,
-            timeline=timeline if length else {},
+            timeline=timeline,
             bin_s=self.bin_s,
         )
+
+
+@njit(cache=True)
+def _last_bin(link, departures, row, bin_s, max_bins):
+    """The last timeline bin any backbone departure falls in (-1: none)."""
+    last = -1
+    for i in range(len(link)):
+        if row[link[i]] >= 0:
+            b = int(min(np.floor(departures[i] / bin_s), max_bins - 1))
+            if b > last:
+                last = b
+    return last
+
+
+@njit(cache=True)
+def _accumulate(link, wire, departures, row, bin_s, max_bins, sums, counts, timeline):
+    for i in range(len(link)):
+        k = link[i]
+        sums[k] += wire[i]
+        counts[k] += 1
+        if row[k] >= 0:
+            timeline[row[k], int(min(np.floor(departures[i] / bin_s), max_bins - 1))] += wire[i]

@@ -33,7 +33,6 @@ from itertools import pairwise
 import numpy as np
 from numba import njit
 
-from network.links import gap_departures
 from network.meter import Direction, TrafficMeter
 from topologies.errors import EmulatorError
 
@@ -52,35 +51,17 @@ class Route:
 
 
 @dataclass(frozen=True)
-class Block:
-    """A channel's tuples in one window: indices (ascending), emission times, their positions in the parent
-    channel's block of the same window (``None`` for an upload), and wire bytes."""
+class Blocks:
+    """Every channel's tuples in one window: channel ``c`` holds entries ``first[c] .. first[c] +
+    count[c] - 1`` (``first[c] == -1``: none) of the flat arrays, tuple indices ascending; ``parents`` are
+    positions within the parent channel's run (-1 for an upload)."""
 
     indices: np.ndarray
     emitted: np.ndarray
-    parent_positions: np.ndarray | None
+    parents: np.ndarray
     wire: np.ndarray
-
-
-@njit(cache=True)
-def fifo_serve(link: np.ndarray, arrival: np.ndarray, service: np.ndarray, busy: np.ndarray) -> np.ndarray:
-    """Departures of tuples sorted by (link, serving order): ``d = max(arrival, previous d) + service`` from
-    ``busy[link]`` on; ``busy`` is updated to each link's last departure."""
-    out = np.empty(len(arrival))
-    current = -1
-    free = 0.0
-    for i in range(len(arrival)):
-        if link[i] != current:
-            if current >= 0:
-                busy[current] = free
-            current = link[i]
-            free = busy[current]
-        start = arrival[i] if arrival[i] > free else free
-        free = start + service[i]
-        out[i] = free
-    if current >= 0:
-        busy[current] = free
-    return out
+    first: np.ndarray
+    count: np.ndarray
 
 
 class Queues:
@@ -118,7 +99,6 @@ class Queues:
             hop_link.extend(links_c)
             self.hop_start[c + 1] = len(hop_link)
         self.hop_link = np.array(hop_link, dtype=np.int64)
-        self.n_hops = np.diff(self.hop_start)
         back = cycle_closing_edges(edges)
         self.level = _levels(len(self.directions), edges - back)
         # the round of each (channel, hop): cycle-closing edges crossed up to it
@@ -134,104 +114,234 @@ class Queues:
                 hop_round[h] = r
                 previous = int(self.hop_link[h])
         self.hop_round = hop_round
-        self.levels = int(self.level.max()) + 1 if len(self.level) else 1
+        self.rounds = int(hop_round.max()) + 1 if len(hop_round) else 1
+        # links in serving order: by level, then id; a window is solved group by group, a group being one
+        # link in one round, in the order (round, level, link)
+        self.rank = np.empty(len(self.directions), dtype=np.int64)
+        self.rank[np.lexsort((np.arange(len(self.directions)), self.level))] = np.arange(len(self.directions))
+        self.parent = np.array([r.parent for r in self.routes], dtype=np.int64)
+        self.tap = np.array([r.tap for r in self.routes], dtype=np.int64)
+        number = {s: k for k, s in enumerate(meter.subscriptions)}
+        self.sink = np.array([-1 if r.sink is None else number[r.sink] for r in self.routes], dtype=np.int64)
+        self._told = np.zeros(len(self.routes), dtype=np.bool_)  # the meter knows what its deliveries carry
+        self.backbone = np.array([d in meter.backbone for d in self.directions], dtype=np.bool_)
 
-    def serve(self, window: int, blocks: Mapping[int, Block]) -> None:
-        """Move the window's tuples (per channel, ``blocks[channel]``; a parent's block present whenever a
-        child's is) over their links and record traffic and deliveries in the meter."""
-        chans = np.array(sorted(c for c, b in blocks.items() if len(b.indices)), dtype=np.int64)
-        if not len(chans):
+    def serve(self, window: int, blocks: Blocks) -> None:
+        """Move the window's tuples over their links and record traffic and deliveries in the meter."""
+        departures, link, tuple_of, row_base = solve_window(
+            blocks.first,
+            blocks.count,
+            self.hop_start,
+            self.hop_link,
+            self.hop_round,
+            self.parent,
+            self.tap,
+            self.rank,
+            self.rounds,
+            self.bandwidth,
+            self.latency,
+            self.busy,
+            blocks.emitted,
+            blocks.parents,
+            blocks.wire,
+        )
+        self.meter.cross_links(self.directions, link, blocks.wire[tuple_of], departures)
+        sinks = np.flatnonzero((self.sink >= 0) & (blocks.count > 0))
+        if not len(sinks):
             return
-        slot = {int(c): i for i, c in enumerate(chans)}
-        count = np.array([len(blocks[c].indices) for c in chans.tolist()], dtype=np.int64)
-        first = np.concatenate([[0], np.cumsum(count)])  # each channel's tuples in the flat arrays
-        indices = np.concatenate([blocks[c].indices for c in chans.tolist()])
-        emitted = np.concatenate([blocks[c].emitted for c in chans.tolist()])
-        wire = np.concatenate([blocks[c].wire for c in chans.tolist()])
-        rows_of = count * self.n_hops[chans]
-        base = np.concatenate([[0], np.cumsum(rows_of)])  # channel i's row (hop k, tuple j): base + k n + j
-        # per tuple, the row whose departure (plus its link's latency) is the tuple's arrival at the
-        # channel's first node; -1: the emission time
-        start = np.full(len(indices), -1, dtype=np.int64)
-        for i, c in enumerate(chans.tolist()):
-            route = self.routes[c]
-            if route.parent < 0:
-                continue
-            p = slot.get(route.parent)
-            positions = blocks[c].parent_positions
-            if p is None or positions is None:
-                raise EmulatorError(f"channel {c} has tuples in window {window} but its parent has none")
-            if route.tap >= 1:
-                start[first[i] : first[i + 1]] = base[p] + (route.tap - 1) * count[p] + positions
-            else:
-                start[first[i] : first[i + 1]] = start[first[p] + positions]
-        total = int(base[-1])
-        row_slot = np.repeat(np.arange(len(chans)), rows_of)
-        within = np.arange(total) - base[row_slot]
-        n_row = count[row_slot]
-        hop = within // n_row
-        tuple_of = first[row_slot] + (within - hop * n_row)
-        hop_index = self.hop_start[chans][row_slot] + hop
-        link = self.hop_link[hop_index]
-        source = np.where(hop == 0, start[tuple_of], np.arange(total) - n_row)
-        rounds = self.hop_round[hop_index]
-        departures = np.empty(total)
-        group = rounds * self.levels + self.level[link]
-        order = np.argsort(group, kind="stable")
-        bounds = np.flatnonzero(np.diff(group[order])) + 1
-        later = np.unique(link[rounds > 0]) if rounds.any() else np.zeros(0, np.int64)
-        window_busy = self.busy.copy() if len(later) else None
-        served: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {int(k): [] for k in later}
-        for rows in np.split(order, bounds):
-            src = source[rows]
-            safe = np.maximum(src, 0)
-            arrival = np.where(src >= 0, departures[safe] + self.latency[link[safe]], emitted[tuple_of[rows]])
-            lanes = chans[row_slot[rows]]
-            sort = np.lexsort((indices[tuple_of[rows]], lanes, arrival, link[rows]))
-            rows, arrival = rows[sort], arrival[sort]
-            links = link[rows]
-            service = wire[tuple_of[rows]] * 8.0 / self.bandwidth[links]
-            if rounds[rows[0]] == 0:
-                out = fifo_serve(links, arrival, service, self.busy)
-            else:
-                out = self._gaps(links, arrival, service, window_busy, served)
-            departures[rows] = out
-            if served:
-                for k in np.intersect1d(np.unique(links), later).tolist():
-                    at = links == k
-                    served[k].append((out[at] - service[at], out[at]))
-        self.meter.cross_links(self.directions, link, wire[tuple_of], departures)
-        for i, c in enumerate(chans.tolist()):
-            route = self.routes[c]
-            if route.sink is None:
-                continue
-            rows = np.arange(base[i], base[i] + count[i])  # a delivery crosses one access link
-            arrival = departures[rows] + self.latency[link[rows]]
-            self.meter.deliver(
-                route.sink,
-                route.attrs,
-                (window, c),
-                indices[first[i] : first[i + 1]],
-                arrival - emitted[first[i] : first[i + 1]],
-            )
+        for c in sinks[~self._told[sinks]].tolist():
+            self.meter.received_attrs(self.routes[c].sink, self.routes[c].attrs)
+        self._told[sinks] = True
+        # a delivery crosses one access link: its rows are its tuples at hop 0
+        count = blocks.count[sinks]
+        offsets = np.concatenate([[0], np.cumsum(count)[:-1]])
+        rows = np.repeat(row_base[sinks] - offsets, count) + np.arange(int(count.sum()))
+        tuples = tuple_of[rows]
+        arrival = departures[rows] + self.latency[link[rows]]
+        self.meter.deliver_many(self.sink[sinks], count, blocks.indices[tuples], arrival - blocks.emitted[tuples])
 
-    def _gaps(self, links, arrival, service, window_busy, served) -> np.ndarray:
-        """A later round: per link, in the gaps the window's earlier rounds left there."""
-        out = np.empty(len(arrival))
-        cuts = np.flatnonzero(np.diff(links)) + 1
-        for part in np.split(np.arange(len(links)), cuts):
-            k = int(links[part[0]])
-            intervals = served[k]
-            if intervals:
-                starts = np.concatenate([s for s, _ in intervals])
-                ends = np.concatenate([e for _, e in intervals])
-                by_start = np.argsort(starts, kind="stable")
-                starts, ends = starts[by_start], ends[by_start]
-            else:
-                starts = ends = np.zeros(0)
-            out[part] = gap_departures(arrival[part], service[part], float(window_busy[k]), starts, ends)
-            self.busy[k] = max(self.busy[k], float(out[part].max()))
-        return out
+
+@njit(cache=True)
+def _merge_runs(keys, rows, buffer_keys, buffer_rows):
+    """Sort ``rows`` by ``keys`` (both in place), stably, merging the ascending runs they already hold."""
+    n = len(keys)
+    starts = [0]
+    for i in range(1, n):
+        if keys[i] < keys[i - 1]:
+            starts.append(i)
+    if len(starts) == 1:
+        return
+    starts.append(n)
+    src_k, src_r, dst_k, dst_r = keys, rows, buffer_keys[:n], buffer_rows[:n]
+    in_place = True
+    while len(starts) > 2:
+        merged = [0]
+        for q in range(0, len(starts) - 1, 2):
+            lo, mid = starts[q], starts[q + 1]
+            hi = starts[q + 2] if q + 2 < len(starts) else mid
+            i, j, o = lo, mid, lo
+            while i < mid and j < hi:
+                if src_k[j] < src_k[i]:  # ties take the left run: stable
+                    dst_k[o], dst_r[o] = src_k[j], src_r[j]
+                    j += 1
+                else:
+                    dst_k[o], dst_r[o] = src_k[i], src_r[i]
+                    i += 1
+                o += 1
+            while i < mid:
+                dst_k[o], dst_r[o] = src_k[i], src_r[i]
+                i += 1
+                o += 1
+            while j < hi:
+                dst_k[o], dst_r[o] = src_k[j], src_r[j]
+                j += 1
+                o += 1
+            merged.append(hi)
+        starts = merged
+        src_k, src_r, dst_k, dst_r = dst_k, dst_r, src_k, src_r
+        in_place = not in_place
+    if not in_place:
+        keys[:] = src_k
+        rows[:] = src_r
+
+
+@njit(cache=True)
+def _gap_serve(arrival, service, busy_until, starts, ends, out):
+    """Serve in the given order, each tuple in the first gap of the intervals ``starts``/``ends`` (sorted
+    by start, disjoint) at or after its arrival and the previous departure that holds its service; nothing
+    before ``busy_until`` (tests compare it to a plain first fit)."""
+    previous = busy_until
+    i = 0
+    for j in range(len(arrival)):
+        t = arrival[j] if arrival[j] > previous else previous
+        i = np.searchsorted(ends, t, side="right")
+        while i < len(starts) and starts[i] < t + service[j]:
+            if ends[i] > t:
+                t = ends[i]
+            i += 1
+        previous = t + service[j]
+        out[j] = previous
+
+
+@njit(cache=True)
+def solve_window(
+    ch_first,
+    ch_count,
+    hop_start,
+    hop_link,
+    hop_round,
+    ch_parent,
+    ch_tap,
+    rank,
+    rounds,
+    bandwidth,
+    latency,
+    busy,
+    emitted,
+    parents,
+    wire,
+):
+    """Departures of one window's tuples at every hop (module docstring), updating ``busy``.
+
+    Returns per row (a tuple at one hop of its channel): departure, link, the tuple's position in the
+    window's flat arrays; and per channel its first row (hop ``h`` of its ``j``-th tuple is row
+    ``first + h * count + j``)."""
+    n_links = len(bandwidth)
+    n_ch = len(ch_count)
+    row_base = np.full(n_ch, -1, np.int64)
+    total = 0
+    for c in range(n_ch):
+        if ch_count[c] > 0:
+            row_base[c] = total
+            total += ch_count[c] * (hop_start[c + 1] - hop_start[c])
+    link = np.empty(total, np.int64)
+    tuple_of = np.empty(total, np.int64)
+    source = np.empty(total, np.int64)  # the row whose departure (plus latency) is the arrival; -1: emitted
+    start = np.full(len(emitted), -1, np.int64)  # per tuple, the row it reaches its channel's first node by
+    groups = np.zeros(rounds * n_links + 1, np.int64)
+    group = np.empty(total, np.int64)
+    for c in range(n_ch):
+        n = ch_count[c]
+        if n == 0:
+            continue
+        f = ch_first[c]
+        p = ch_parent[c]
+        if p >= 0:
+            for j in range(n):
+                q = parents[f + j]
+                if ch_tap[c] >= 1:
+                    start[f + j] = row_base[p] + (ch_tap[c] - 1) * ch_count[p] + q
+                else:
+                    start[f + j] = start[ch_first[p] + q]
+        base = row_base[c]
+        for h in range(hop_start[c + 1] - hop_start[c]):
+            k = hop_link[hop_start[c] + h]
+            g = hop_round[hop_start[c] + h] * n_links + rank[k]
+            for j in range(n):
+                row = base + h * n + j
+                link[row] = k
+                tuple_of[row] = f + j
+                source[row] = start[f + j] if h == 0 else row - n
+                group[row] = g
+            groups[g + 1] += n
+    for g in range(len(groups) - 1):
+        groups[g + 1] += groups[g]
+    order = np.empty(total, np.int64)
+    fill = groups[:-1].copy()
+    for row in range(total):  # stable: rows of one group stay in (channel, tuple) order
+        order[fill[group[row]]] = row
+        fill[group[row]] += 1
+    departures = np.empty(total)
+    window_busy = busy.copy()
+    keys = np.empty(total)
+    buffer_keys = np.empty(total)
+    buffer_rows = np.empty(total, np.int64)
+    for g in range(rounds * n_links):
+        lo, hi = groups[g], groups[g + 1]
+        if lo == hi:
+            continue
+        rows = order[lo:hi]
+        for i in range(hi - lo):
+            src = source[rows[i]]
+            keys[lo + i] = emitted[tuple_of[rows[i]]] if src < 0 else departures[src] + latency[link[src]]
+        _merge_runs(keys[lo:hi], rows, buffer_keys, buffer_rows)
+        k = link[rows[0]]
+        r = g // n_links
+        if r == 0:
+            free = busy[k]
+            for i in range(hi - lo):
+                a = keys[lo + i]
+                free = (a if a > free else free) + wire[tuple_of[rows[i]]] * 8.0 / bandwidth[k]
+                departures[rows[i]] = free
+            busy[k] = free
+            continue
+        # a later round: in the gaps the window's earlier rounds left at this link
+        m = 0
+        for earlier in range(r):
+            e = earlier * n_links + rank[k]
+            m += groups[e + 1] - groups[e]
+        starts = np.empty(m)
+        ends = np.empty(m)
+        m = 0
+        for earlier in range(r):
+            e = earlier * n_links + rank[k]
+            for i in range(groups[e], groups[e + 1]):
+                row = order[i]
+                ends[m] = departures[row]
+                starts[m] = departures[row] - wire[tuple_of[row]] * 8.0 / bandwidth[k]
+                m += 1
+        by_start = np.argsort(starts, kind="mergesort")
+        starts, ends = starts[by_start], ends[by_start]
+        service = np.empty(hi - lo)
+        for i in range(hi - lo):
+            service[i] = wire[tuple_of[rows[i]]] * 8.0 / bandwidth[k]
+        out = np.empty(hi - lo)
+        _gap_serve(keys[lo:hi], service, window_busy[k], starts, ends, out)
+        for i in range(hi - lo):
+            departures[rows[i]] = out[i]
+            if out[i] > busy[k]:
+                busy[k] = out[i]
+    return departures, link, tuple_of, row_base
 
 
 def _levels(n: int, edges: set[tuple[int, int]]) -> np.ndarray:

@@ -11,7 +11,7 @@ import simpy
 from network.meter import StrategyRun, TrafficMeter, bin_width
 from network.queues import Queues
 from network.routing import Network
-from peers.timetable import Phase, Selectors, Timetable, Values
+from peers.timetable import Selectors, Timetable, Values
 from sharing.plan import Plan
 from topologies import workload
 from topologies.model import Scenario
@@ -62,16 +62,9 @@ def run_local(
 def _play(env, timetable: Timetable, queues: Queues, window: float, duration: float, values, times, progress):
     """The clock: at the end of each window, its tuples (all emitted by then) move through the queues."""
     total = sum(len(t) for t in times.values())
-    phases = iter(timetable.phases)
-    ahead = next(phases, None)
-    active: list[Phase] = []
     for w, (start, end) in enumerate(_windows(window, duration)):
         yield env.timeout(max(0.0, end - env.now))
-        while ahead is not None and ahead.start < end:
-            active.append(ahead)
-            ahead = next(phases, None)
-        active = [p for p in active if p.end > start]
-        queues.serve(w, timetable.window(start, end, active, values, times))
+        queues.serve(w, timetable.window(start, end, values, times))
         if progress is not None:
             progress(sum(int(np.searchsorted(t, end, side="left")) for t in times.values()), total)
 

@@ -41,7 +41,7 @@ from peers.spark_tasks import (
     portable,
     run_units,
 )
-from peers.superpeer import OperatorCache, Rows, flow_key, install, subscription_keys
+from peers.superpeer import OperatorCache, flow_key, install, subscription_keys
 from sharing.plan import Flow, Plan
 from topologies import workload
 from topologies.errors import EngineError
@@ -66,18 +66,9 @@ class ReplaySelector:
     def __init__(self, indices: np.ndarray, wire: np.ndarray):
         self.indices, self.wire = indices, wire
 
-    def pick(self, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
-        batch = rows.first + rows.rows  # the tuples asked about, ascending
-        if not len(batch):
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        # the rows are the input's tuples of one phase in one window, so its share lies in this range
-        lo, hi = np.searchsorted(self.indices, [batch[0], batch[-1]], side="left").tolist()
-        hi += hi < len(self.indices) and self.indices[hi] == batch[-1]
-        sent = self.indices[lo:hi]
-        positions = np.searchsorted(batch, sent)
-        if not np.array_equal(batch[np.minimum(positions, len(batch) - 1)], sent):
-            raise EngineError("Spark sent tuples to a channel that its input does not hold")
-        return positions, self.wire[lo:hi]
+    def fail(self) -> None:
+        """Called when Spark's records name a tuple the input does not hold."""
+        raise EngineError("Spark sent tuples to a channel that its input does not hold")
 
 
 def spark_engine(master: str | None = None) -> Callable[..., StrategyRun]:

@@ -28,11 +28,11 @@ from itertools import pairwise
 
 import numpy as np
 
-from network.queues import Block, Route
+from network.queues import Blocks, Route
 from network.routing import Network
+from peers.selection import SelectorTable, select_window
 from peers.superpeer import (
     Index,
-    Rows,
     Selector,
     delivery_input,
     delivery_reader,
@@ -79,15 +79,6 @@ class Phase:
     start: float
     end: float
     selector: Selector | None
-
-
-@dataclass
-class _Batch:
-    """A channel's tuples in one window, phase by phase: indices, positions in the parent's batch, wire."""
-
-    indices: list[np.ndarray] = field(default_factory=list)
-    parent_positions: list[np.ndarray | None] = field(default_factory=list)
-    wire: list[np.ndarray] = field(default_factory=list)
 
 
 @dataclass
@@ -369,62 +360,82 @@ class Timetable:
         """The channels as the queues see them (numbered alike)."""
         return [Route(c.hops, c.parent, c.tap, c.sink, c.attrs) for c in self.channels]
 
-    def window(
-        self, start: float, end: float, phases: list[Phase], values: Values, times: Mapping[str, np.ndarray]
-    ) -> dict[int, Block]:
-        """Per channel, its tuples emitted in ``[start, end)`` over ``phases`` (those overlapping the window).
+    def compile(self) -> None:
+        """The phases and readers as arrays for :func:`~peers.selection.select_window` (once, after reading)."""
+        streams = [s.id for s in self.scenario.streams]
+        self.stream_number = {s: k for k, s in enumerate(streams)}
+        self.attributes = {s.id: s.attribute_names for s in self.scenario.streams}
+        table = SelectorTable(self.attributes)
+        phases = sorted(self.phases, key=lambda p: (p.channel, p.start))
+        chans = self.channels
+        self._ph_channel = np.array([p.channel for p in phases], dtype=np.int64)
+        self._ph_start = np.array([p.start for p in phases], dtype=np.float64)
+        self._ph_end = np.array([p.end for p in phases], dtype=np.float64)
+        self._ph_reader = np.array(
+            [-1 if p.selector is None else table.add(p.selector, chans[p.channel].stream) for p in phases],
+            dtype=np.int64,
+        )
+        self._readers = table
+        self._ch_parent = np.array([c.parent for c in chans], dtype=np.int64)
+        self._ch_stream = np.array([self.stream_number[c.stream] for c in chans], dtype=np.int64)
+        header = self.scenario.header_bytes
+        self._ch_upload_wire = np.array([header + 8 * len(c.carries) for c in chans], dtype=np.int64)
+
+    def window(self, start: float, end: float, values: Values, times: Mapping[str, np.ndarray]) -> Blocks:
+        """Every channel's tuples emitted in ``[start, end)``.
 
         ``values(stream, first, stop)`` gives the columns of tuples ``first..stop-1``; ``times[stream]`` the
-        emission times of all of the stream's tuples."""
-        ranges: dict[str, tuple[int, int]] = {}
-        windows: dict[str, tuple[tuple[str, ...], np.ndarray]] = {}
-        parts: dict[int, _Batch] = {}
-        blocks: dict[int, Block] = {}
-        header = self.scenario.header_bytes
-
-        def block(number: int) -> Block | None:
-            done = blocks.get(number)
-            if done is None and number in parts:
-                batch = parts.pop(number)
-                indices = np.concatenate(batch.indices)
-                positions = None if batch.parent_positions[0] is None else np.concatenate(batch.parent_positions)
-                stream = self.channels[number].stream
-                done = blocks[number] = Block(indices, times[stream][indices], positions, np.concatenate(batch.wire))
-            return done
-
-        for phase in sorted(phases, key=lambda p: (p.channel, p.start)):
-            channel = self.channels[phase.channel]
-            lo, hi = max(phase.start, start), min(phase.end, end)
-            if lo >= hi:
+        emission times of all of the stream's tuples.  Raises EngineError (from a stand-in reader) when a
+        stand-in names a tuple its input does not carry."""
+        if not hasattr(self, "_readers"):
+            self.compile()
+        live = np.flatnonzero((self._ph_start < end) & (self._ph_end > start))
+        n_streams = len(self.stream_number)
+        first = np.zeros(n_streams, np.int64)
+        count = np.zeros(n_streams, np.int64)
+        at_time = np.zeros(n_streams, np.int64)
+        at_value = np.zeros(n_streams, np.int64)
+        n_attrs = np.zeros(n_streams, np.int64)
+        window_times, window_values = [], []
+        t = v = 0
+        for k, (stream, names) in enumerate(self.attributes.items()):
+            lo, hi = np.searchsorted(times[stream], [start, end], side="left").tolist()
+            first[k], count[k], at_time[k], at_value[k], n_attrs[k] = lo, hi - lo, t, v, len(names)
+            if hi == lo:
                 continue
-            stream = channel.stream
-            if stream not in ranges:
-                ranges[stream] = tuple(np.searchsorted(times[stream], [start, end], side="left").tolist())
-            first, stop = ranges[stream]
-            if channel.parent < 0:
-                a, b = np.searchsorted(times[stream][first:stop], [lo, hi], side="left").tolist()
-                batch = parts.setdefault(phase.channel, _Batch())
-                batch.indices.append(np.arange(first + a, first + b, dtype=np.int64))
-                batch.parent_positions.append(None)
-                batch.wire.append(np.full(b - a, header + 8 * len(channel.carries), dtype=np.int64))
-                continue
-            parent = block(channel.parent)
-            if parent is None:
-                continue
-            a, b = np.searchsorted(parent.emitted, [lo, hi], side="left").tolist()
-            if a == b:
-                continue
-            if stream not in windows:
-                columns = values(stream, first, stop)
-                names = tuple(columns)
-                windows[stream] = (names, np.ascontiguousarray(np.stack([columns[n] for n in names]), np.float64))
-            names, matrix = windows[stream]
-            taken = parent.indices[a:b]
-            positions, wire = phase.selector.pick(Rows(names, first, matrix, taken - first))
-            batch = parts.setdefault(phase.channel, _Batch())
-            batch.indices.append(taken[positions])
-            batch.parent_positions.append(a + positions)
-            batch.wire.append(wire)
-        for number in list(parts):
-            block(number)
-        return blocks
+            window_times.append(times[stream][lo:hi])
+            columns = values(stream, lo, hi)
+            block = np.full((len(names), hi - lo), np.nan)
+            for a, name in enumerate(names):
+                if name in columns:
+                    block[a] = columns[name]
+            window_values.append(block.ravel())
+            t += hi - lo
+            v += block.size
+        flat_times = np.concatenate(window_times) if window_times else np.zeros(0)
+        flat_values = np.concatenate(window_values) if window_values else np.zeros(0)
+        ch_first = np.empty(len(self.channels), np.int64)
+        ch_count = np.empty(len(self.channels), np.int64)
+        indices, emitted, parents, wire, bad = select_window(
+            self._ph_channel[live],
+            np.maximum(self._ph_start[live], start),
+            np.minimum(self._ph_end[live], end),
+            self._ph_reader[live],
+            self._ch_parent,
+            self._ch_stream,
+            self._ch_upload_wire,
+            first,
+            count,
+            at_time,
+            at_value,
+            n_attrs,
+            flat_times,
+            flat_values,
+            self._readers.arrays(),
+            self.scenario.header_bytes,
+            ch_first,
+            ch_count,
+        )
+        if bad >= 0:
+            self._readers.selector(int(bad)).fail()
+        return Blocks(indices, emitted, parents, wire, ch_first, ch_count)

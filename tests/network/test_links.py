@@ -1,4 +1,4 @@
-"""The FIFO kernels against a plain per-tuple recurrence, and a link's serving order over windows."""
+"""The queue kernels against plain per-tuple references, and a link's serving order over windows."""
 
 from __future__ import annotations
 
@@ -6,29 +6,20 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from network.links import fifo_departures, gap_departures
 from network.meter import TrafficMeter, bin_width
-from network.queues import Block, Queues, Route
+from network.queues import Blocks, Queues, Route, _gap_serve, _merge_runs
 
 
-def _plain_fifo(arrivals, service, busy_until):
-    out, busy = [], busy_until
-    for a, s in zip(arrivals, service, strict=True):
-        busy = max(a, busy) + s
-        out.append(busy)
-    return out
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 50), st.integers(1, 9)), min_size=0, max_size=40),
-    st.integers(0, 60),
-)
-def test_fifo_kernel_equals_plain_recurrence(pairs, busy):
-    arrivals = np.array([a / 10 for a, _ in pairs], dtype=float)
-    service = np.array([s / 7 for _, s in pairs], dtype=float)
-    got = fifo_departures(arrivals, service, busy / 10)
-    assert np.allclose(got, _plain_fifo(arrivals, service, busy / 10), rtol=0, atol=1e-9)
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 12), max_size=15), max_size=8))
+def test_merging_the_runs_sorts_stably(runs):
+    keys = np.array([k / 4 for run in runs for k in sorted(run)], dtype=float)
+    rows = np.arange(len(keys), dtype=np.int64)
+    want = np.argsort(keys, kind="stable")
+    got_keys, got_rows = keys.copy(), rows.copy()
+    _merge_runs(got_keys, got_rows, np.empty(len(keys)), np.empty(len(keys), np.int64))
+    assert got_rows.tolist() == want.tolist()
+    assert got_keys.tolist() == keys[want].tolist()
 
 
 def test_a_link_serves_each_window_by_arrival_then_channel_then_index():
@@ -37,12 +28,19 @@ def test_a_link_serves_each_window_by_arrival_then_channel_then_index():
     meter = TrafficMeter([("A", "B")], {"Q0": (), "Q1": ()}, 1.0)
     queues = Queues({("A", "B"): (80.0, 0.5)}, routes, meter)
 
-    def block(indices, emitted):
+    def blocks(per_channel):
+        """Blocks of channels 0 and 1 from ``{channel: (indices, emitted)}``."""
+        first, count, indices, emitted = np.full(2, -1), np.zeros(2, np.int64), [], []
+        for c in sorted(per_channel):
+            first[c], count[c] = len(indices), len(per_channel[c][0])
+            indices += per_channel[c][0]
+            emitted += per_channel[c][1]
         n = len(indices)
-        return Block(np.array(indices), np.array(emitted, float), None, np.full(n, 10, dtype=np.int64))
+        wire = np.full(n, 10, dtype=np.int64)
+        return Blocks(np.array(indices), np.array(emitted, float), np.full(n, -1), wire, first, count)
 
-    queues.serve(0, {1: block([0, 1], [0.0, 3.0]), 0: block([7, 8], [0.0, 0.5])})
-    queues.serve(1, {0: block([9], [1.0])})  # busy until 4.0 from the previous window
+    queues.serve(0, blocks({1: ([0, 1], [0.0, 3.0]), 0: ([7, 8], [0.0, 0.5])}))
+    queues.serve(1, blocks({0: ([9], [1.0])}))  # busy until 4.0 from the previous window
     run = meter.result("s", "local")
     # service order: (0.0, channel 0, 7), (0.0, channel 1, 0), (0.5, channel 0, 8), (3.0, channel 1, 1)
     assert run.delivered["Q0"].tolist() == [7, 8, 9]
@@ -71,7 +69,7 @@ def _plain_gaps(arrivals, service, busy_until, intervals):
     st.lists(st.tuples(st.integers(0, 8), st.integers(1, 9)), min_size=0, max_size=12),
     st.integers(0, 20),
 )
-def test_gap_departures_equal_a_plain_first_fit(pairs, gaps, busy):
+def test_gap_serving_equals_a_plain_first_fit(pairs, gaps, busy):
     arrivals = np.sort(np.array([a / 10 for a, _ in pairs], dtype=float))
     service = np.array([s / 7 for _, s in pairs], dtype=float)
     starts, ends, t = [], [], 0.0
@@ -80,7 +78,8 @@ def test_gap_departures_equal_a_plain_first_fit(pairs, gaps, busy):
         starts.append(t)
         t += length / 6
         ends.append(t)
-    got = gap_departures(arrivals, service, busy / 10, np.array(starts), np.array(ends))
+    got = np.empty(len(arrivals))
+    _gap_serve(arrivals, service, busy / 10, np.array(starts), np.array(ends), got)
     want = _plain_gaps(arrivals, service, busy / 10, list(zip(starts, ends, strict=True)))
     assert np.allclose(got, want, rtol=0, atol=1e-9)
     for d, s in zip(got, service, strict=True):  # never overlaps the link's earlier service

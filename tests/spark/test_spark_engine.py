@@ -20,6 +20,7 @@ import pytest
 from matcher.parser import parse_condition
 from network.routing import Network
 from peers.local import run_local
+from peers.selection import select_rows
 from peers.spark import ReplaySelector, run_spark
 from peers.spark_tasks import Unit, carry, portable, rebuild
 from peers.superpeer import FlowOperator, Reader, Rows, Selector, delivery_key, flow_key, install
@@ -130,7 +131,10 @@ def test_the_replay_selector_reproduces_the_real_selections_batch_by_batch(cuts)
         for start, stop in pairwise(cuts):
             rows = Rows(names, first, values, np.arange(start, stop, dtype=np.int64))
             expected = selector.pick(rows)
-            replayed = replay.pick(rows)
+            compiled = select_rows(selector, names, first, values, rows.rows, 16)
+            replayed = select_rows(replay, names, first, values, rows.rows, 16)
+            np.testing.assert_array_equal(compiled[0], expected[0])
+            np.testing.assert_array_equal(compiled[1], expected[1])
             np.testing.assert_array_equal(replayed[0], expected[0])
             np.testing.assert_array_equal(replayed[1], expected[1])
             # and the selector keeps what the operator sent
