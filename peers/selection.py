@@ -114,9 +114,8 @@ class SelectorTable:
             self._append(pos, lo, hi, closed, closed)
             return self._boxes
         index = self.position[stream]
-        missing = len(index)  # a position past the stream's attributes: the box never holds
-        pos = np.array([[-1 if d is None else index.get(d, missing) for d in dims] for dims in scan.dims], np.int64)
-        self._append(pos.reshape(scan.lo.shape), scan.lo, scan.hi, scan.lo_closed, scan.hi_closed)
+        # an attribute the stream lacks gets a position past its attributes: the box never holds
+        self._append(scan.positions(index, len(index)), scan.lo, scan.hi, scan.lo_closed, scan.hi_closed)
         return self._boxes
 
     def _append(self, pos, lo, hi, lo_closed, hi_closed) -> None:

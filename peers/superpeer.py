@@ -204,34 +204,45 @@ class Selector:
 
 
 class _BoxScan:
-    """A predicate's boxes as arrays for :func:`_boxes_hold`: per box and constraint, the attribute's
-    position in the window's values, its bounds and whether they are closed (a box constraining fewer
-    attributes is padded with position -1)."""
+    """A predicate's boxes as arrays for :func:`_boxes_hold`: per box and constraint, the attribute
+    constrained (``codes``, into ``names``), its bounds and whether they are closed (a box constraining
+    fewer attributes is padded with code -1)."""
 
     def __init__(self, predicate: Predicate):
         self.everything = predicate.is_true()
-        boxes = [box.items() for box in predicate.boxes]
-        width = max(1, max((len(b) for b in boxes), default=0))
-        self.dims, flat = [], []
-        for box in boxes:
-            self.dims.append([d for d, _ in box] + [None] * (width - len(box)))
-            for _, iv in box:
+        items = [box.items() for box in predicate.boxes]
+        width = max(1, max(map(len, items), default=0))
+        code: dict[str, int] = {}
+        codes: list[int] = []
+        flat: list[float] = []
+        padding = (-np.inf, np.inf, False, False)
+        for box in items:
+            for d, iv in box:
+                codes.append(code.setdefault(d, len(code)))
                 flat.extend(iv)
-            flat.extend((-np.inf, np.inf, False, False) * (width - len(box)))
+            if len(box) < width:
+                codes.extend([-1] * (width - len(box)))
+                flat.extend(padding * (width - len(box)))
+        self.names = tuple(code)
+        self.codes = np.array(codes, dtype=np.int64).reshape(-1, width)
         bounds = np.array(flat, dtype=np.float64).reshape(-1, width, 4)
         self.lo, self.hi = np.ascontiguousarray(bounds[:, :, 0]), np.ascontiguousarray(bounds[:, :, 1])
         self.lo_closed, self.hi_closed = bounds[:, :, 2] > 0, bounds[:, :, 3] > 0
         self._positions: dict[tuple[str, ...], np.ndarray] = {}
+
+    def positions(self, index: Mapping[str, int], missing: int | None = None) -> np.ndarray:
+        """The codes as positions in ``index``; padding stays -1, an attribute not in ``index`` gets
+        ``missing`` (``None``: raises KeyError)."""
+        found = (index[d] if missing is None else index.get(d, missing) for d in self.names)
+        lookup = np.array([*found, -1], dtype=np.int64)
+        return lookup[self.codes]
 
     def holds(self, names: tuple[str, ...], values: np.ndarray, rows: np.ndarray) -> np.ndarray:
         if self.everything:
             return np.ones(len(rows), dtype=np.bool_)
         positions = self._positions.get(names)
         if positions is None:
-            index = {name: k for k, name in enumerate(names)}
-            index[None] = -1
-            positions = np.array([[index[d] for d in dims] for dims in self.dims], dtype=np.int64)
-            positions = self._positions[names] = positions.reshape(self.lo.shape)
+            positions = self._positions[names] = self.positions({name: k for k, name in enumerate(names)})
         return _boxes_hold(values, rows, positions, self.lo, self.hi, self.lo_closed, self.hi_closed)
 
 
