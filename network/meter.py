@@ -85,11 +85,19 @@ class TrafficMeter:
     def backbone(self) -> frozenset[Direction]:
         return frozenset(self._bytes)
 
-    def cross_links(
-        self, directions: Sequence[Direction], link: np.ndarray, wire_bytes: np.ndarray, departures: np.ndarray
+    def cross_runs(
+        self,
+        directions: Sequence[Direction],
+        link: np.ndarray,
+        first: np.ndarray,
+        count: np.ndarray,
+        first_wire: np.ndarray,
+        wire_bytes: np.ndarray,
+        departures: np.ndarray,
     ) -> None:
-        """Many tuples at once: tuple ``i`` of ``wire_bytes[i]`` bytes crossed ``directions[link[i]]``,
-        finishing at ``departures[i]`` (every call of one meter with the same ``directions``)."""
+        """Runs of tuples at once: run ``r``'s ``count[r]`` tuples crossed ``directions[link[r]]``, finishing
+        at ``departures[first[r]:]``, of ``wire_bytes[first_wire[r]:]`` bytes (every call of one meter with
+        the same ``directions``)."""
         if self._directions is None:
             self._directions = list(directions)
             n = len(self._directions)
@@ -103,13 +111,16 @@ class TrafficMeter:
             return
         # a link that never drains (a tiny bandwidth) would grow the timeline without bound: what departs
         # after MAX_TIMELINE_BINS bins is counted in the last one
-        needed = _last_bin(link, departures, self._row, self.bin_s, MAX_TIMELINE_BINS) + 1
+        needed = _last_bin(link, first, count, departures, self._row, self.bin_s, MAX_TIMELINE_BINS) + 1
         if needed > self._timeline.shape[1]:
             grown = np.zeros((len(self._bytes), needed))
             grown[:, : self._timeline.shape[1]] = self._timeline
             self._timeline = grown
         _accumulate(
             link,
+            first,
+            count,
+            first_wire,
             wire_bytes,
             departures,
             self._row,
@@ -176,11 +187,13 @@ class TrafficMeter:
 
 
 @njit(cache=True)
-def _last_bin(link, departures, row, bin_s, max_bins):
+def _last_bin(link, first, count, departures, row, bin_s, max_bins):
     """The last timeline bin any backbone departure falls in (-1: none)."""
     last = -1
-    for i in range(len(link)):
-        if row[link[i]] >= 0:
+    for r in range(len(link)):
+        if row[link[r]] < 0:
+            continue
+        for i in range(first[r], first[r] + count[r]):
             b = int(min(np.floor(departures[i] / bin_s), max_bins - 1))
             if b > last:
                 last = b
@@ -188,10 +201,13 @@ def _last_bin(link, departures, row, bin_s, max_bins):
 
 
 @njit(cache=True)
-def _accumulate(link, wire, departures, row, bin_s, max_bins, sums, counts, timeline):
-    for i in range(len(link)):
-        k = link[i]
-        sums[k] += wire[i]
-        counts[k] += 1
-        if row[k] >= 0:
-            timeline[row[k], int(min(np.floor(departures[i] / bin_s), max_bins - 1))] += wire[i]
+def _accumulate(link, first, count, first_wire, wire, departures, row, bin_s, max_bins, sums, counts, timeline):
+    for r in range(len(link)):
+        k = link[r]
+        counts[k] += count[r]
+        w = first_wire[r]
+        line = row[k]
+        for i in range(count[r]):
+            sums[k] += wire[w + i]
+            if line >= 0:
+                timeline[line, int(min(np.floor(departures[first[r] + i] / bin_s), max_bins - 1))] += wire[w + i]

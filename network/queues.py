@@ -128,7 +128,7 @@ class Queues:
 
     def serve(self, window: int, blocks: Blocks) -> None:
         """Move the window's tuples over their links and record traffic and deliveries in the meter."""
-        departures, link, tuple_of, row_base = solve_window(
+        departures, row_base, seg_link, seg_row, seg_count, seg_tuple = solve_window(
             blocks.first,
             blocks.count,
             self.hop_start,
@@ -145,7 +145,7 @@ class Queues:
             blocks.parents,
             blocks.wire,
         )
-        self.meter.cross_links(self.directions, link, blocks.wire[tuple_of], departures)
+        self.meter.cross_runs(self.directions, seg_link, seg_row, seg_count, seg_tuple, blocks.wire, departures)
         sinks = np.flatnonzero((self.sink >= 0) & (blocks.count > 0))
         if not len(sinks):
             return
@@ -155,9 +155,10 @@ class Queues:
         # a delivery crosses one access link: its rows are its tuples at hop 0
         count = blocks.count[sinks]
         offsets = np.concatenate([[0], np.cumsum(count)[:-1]])
-        rows = np.repeat(row_base[sinks] - offsets, count) + np.arange(int(count.sum()))
-        tuples = tuple_of[rows]
-        arrival = departures[rows] + self.latency[link[rows]]
+        within = np.arange(int(count.sum())) - np.repeat(offsets, count)
+        rows = np.repeat(row_base[sinks], count) + within
+        tuples = np.repeat(blocks.first[sinks], count) + within
+        arrival = departures[rows] + np.repeat(self.latency[self.hop_link[self.hop_start[sinks]]], count)
         self.meter.deliver_many(self.sink[sinks], count, blocks.indices[tuples], arrival - blocks.emitted[tuples])
 
 
@@ -243,23 +244,31 @@ def solve_window(
 ):
     """Departures of one window's tuples at every hop (module docstring), updating ``busy``.
 
-    Returns per row (a tuple at one hop of its channel): departure, link, the tuple's position in the
-    window's flat arrays; and per channel its first row (hop ``h`` of its ``j``-th tuple is row
-    ``first + h * count + j``)."""
+    A *segment* is one channel at one hop: its tuples cross one link in index order, as rows ``row ..
+    row + count - 1`` (hop ``h`` of channel ``c``'s ``j``-th tuple is row ``row_base[c] + h * count + j``).
+    Returns the departure of every row, ``row_base``, and per segment its link, first row, count and first
+    tuple (a position in the window's flat arrays)."""
     n_links = len(bandwidth)
     n_ch = len(ch_count)
     row_base = np.full(n_ch, -1, np.int64)
     total = 0
+    segments = 0
     for c in range(n_ch):
         if ch_count[c] > 0:
             row_base[c] = total
             total += ch_count[c] * (hop_start[c + 1] - hop_start[c])
-    link = np.empty(total, np.int64)
-    tuple_of = np.empty(total, np.int64)
-    source = np.empty(total, np.int64)  # the row whose departure (plus latency) is the arrival; -1: emitted
+            segments += hop_start[c + 1] - hop_start[c]
+    seg_link = np.empty(segments, np.int64)
+    seg_row = np.empty(segments, np.int64)
+    seg_count = np.empty(segments, np.int64)
+    seg_tuple = np.empty(segments, np.int64)
+    seg_group = np.empty(segments, np.int64)
+    groups = np.zeros(rounds * n_links + 1, np.int64)  # rows per group, then where each group starts
+    seg_groups = np.zeros(rounds * n_links + 1, np.int64)
     start = np.full(len(emitted), -1, np.int64)  # per tuple, the row it reaches its channel's first node by
-    groups = np.zeros(rounds * n_links + 1, np.int64)
-    group = np.empty(total, np.int64)
+    start_link = np.full(len(emitted), -1, np.int64)  # and that row's link
+    seg_before = np.empty(segments, np.int64)  # the link of the hop before (-1: the channel's first hop)
+    q = 0
     for c in range(n_ch):
         n = ch_count[c]
         if n == 0:
@@ -268,80 +277,95 @@ def solve_window(
         p = ch_parent[c]
         if p >= 0:
             for j in range(n):
-                q = parents[f + j]
                 if ch_tap[c] >= 1:
-                    start[f + j] = row_base[p] + (ch_tap[c] - 1) * ch_count[p] + q
+                    start[f + j] = row_base[p] + (ch_tap[c] - 1) * ch_count[p] + parents[f + j]
+                    start_link[f + j] = hop_link[hop_start[p] + ch_tap[c] - 1]
                 else:
-                    start[f + j] = start[ch_first[p] + q]
-        base = row_base[c]
+                    start[f + j] = start[ch_first[p] + parents[f + j]]
+                    start_link[f + j] = start_link[ch_first[p] + parents[f + j]]
         for h in range(hop_start[c + 1] - hop_start[c]):
             k = hop_link[hop_start[c] + h]
             g = hop_round[hop_start[c] + h] * n_links + rank[k]
-            for j in range(n):
-                row = base + h * n + j
-                link[row] = k
-                tuple_of[row] = f + j
-                source[row] = start[f + j] if h == 0 else row - n
-                group[row] = g
+            seg_link[q], seg_row[q], seg_count[q], seg_tuple[q], seg_group[q] = k, row_base[c] + h * n, n, f, g
+            seg_before[q] = hop_link[hop_start[c] + h - 1] if h > 0 else -1
             groups[g + 1] += n
+            seg_groups[g + 1] += 1
+            q += 1
+    widest = 0
     for g in range(len(groups) - 1):
+        widest = max(widest, groups[g + 1])
         groups[g + 1] += groups[g]
-    order = np.empty(total, np.int64)
-    fill = groups[:-1].copy()
-    for row in range(total):  # stable: rows of one group stay in (channel, tuple) order
-        order[fill[group[row]]] = row
-        fill[group[row]] += 1
+        seg_groups[g + 1] += seg_groups[g]
+    order = np.empty(segments, np.int64)  # segments by group, each group's in channel order
+    fill = seg_groups[:-1].copy()
+    for q in range(segments):
+        order[fill[seg_group[q]]] = q
+        fill[seg_group[q]] += 1
     departures = np.empty(total)
     window_busy = busy.copy()
-    keys = np.empty(total)
-    buffer_keys = np.empty(total)
-    buffer_rows = np.empty(total, np.int64)
+    keys = np.empty(widest)
+    rows = np.empty(widest, np.int64)
+    tuples = np.empty(widest, np.int64)
+    picks = np.empty(widest, np.int64)
+    buffer_keys = np.empty(widest)
+    buffer_picks = np.empty(widest, np.int64)
     for g in range(rounds * n_links):
-        lo, hi = groups[g], groups[g + 1]
-        if lo == hi:
+        if seg_groups[g] == seg_groups[g + 1]:
             continue
-        rows = order[lo:hi]
-        for i in range(hi - lo):
-            src = source[rows[i]]
-            keys[lo + i] = emitted[tuple_of[rows[i]]] if src < 0 else departures[src] + latency[link[src]]
-        _merge_runs(keys[lo:hi], rows, buffer_keys, buffer_rows)
-        k = link[rows[0]]
+        m = 0
+        for i in range(seg_groups[g], seg_groups[g + 1]):
+            q = order[i]
+            n, row0, f = seg_count[q], seg_row[q], seg_tuple[q]
+            before = seg_before[q]
+            for j in range(n):
+                row = row0 + j
+                if before >= 0:  # from the channel's previous hop
+                    keys[m] = departures[row - n] + latency[before]
+                elif start[f + j] >= 0:  # from where the channel is read off its parent
+                    keys[m] = departures[start[f + j]] + latency[start_link[f + j]]
+                else:
+                    keys[m] = emitted[f + j]
+                rows[m], tuples[m], picks[m] = row, f + j, m
+                m += 1
+        _merge_runs(keys[:m], picks[:m], buffer_keys, buffer_picks)
+        k = seg_link[order[seg_groups[g]]]
         r = g // n_links
         if r == 0:
             free = busy[k]
-            for i in range(hi - lo):
-                a = keys[lo + i]
-                free = (a if a > free else free) + wire[tuple_of[rows[i]]] * 8.0 / bandwidth[k]
-                departures[rows[i]] = free
+            for i in range(m):
+                a = keys[i]
+                free = (a if a > free else free) + wire[tuples[picks[i]]] * 8.0 / bandwidth[k]
+                departures[rows[picks[i]]] = free
             busy[k] = free
             continue
         # a later round: in the gaps the window's earlier rounds left at this link
-        m = 0
+        served = 0
         for earlier in range(r):
             e = earlier * n_links + rank[k]
-            m += groups[e + 1] - groups[e]
-        starts = np.empty(m)
-        ends = np.empty(m)
-        m = 0
+            served += groups[e + 1] - groups[e]
+        starts = np.empty(served)
+        ends = np.empty(served)
+        served = 0
         for earlier in range(r):
             e = earlier * n_links + rank[k]
-            for i in range(groups[e], groups[e + 1]):
-                row = order[i]
-                ends[m] = departures[row]
-                starts[m] = departures[row] - wire[tuple_of[row]] * 8.0 / bandwidth[k]
-                m += 1
+            for i in range(seg_groups[e], seg_groups[e + 1]):
+                q = order[i]
+                for j in range(seg_count[q]):
+                    ends[served] = departures[seg_row[q] + j]
+                    starts[served] = ends[served] - wire[seg_tuple[q] + j] * 8.0 / bandwidth[k]
+                    served += 1
         by_start = np.argsort(starts, kind="mergesort")
         starts, ends = starts[by_start], ends[by_start]
-        service = np.empty(hi - lo)
-        for i in range(hi - lo):
-            service[i] = wire[tuple_of[rows[i]]] * 8.0 / bandwidth[k]
-        out = np.empty(hi - lo)
-        _gap_serve(keys[lo:hi], service, window_busy[k], starts, ends, out)
-        for i in range(hi - lo):
-            departures[rows[i]] = out[i]
+        service = np.empty(m)
+        for i in range(m):
+            service[i] = wire[tuples[picks[i]]] * 8.0 / bandwidth[k]
+        out = np.empty(m)
+        _gap_serve(keys[:m], service, window_busy[k], starts, ends, out)
+        for i in range(m):
+            departures[rows[picks[i]]] = out[i]
             if out[i] > busy[k]:
                 busy[k] = out[i]
-    return departures, link, tuple_of, row_base
+    return departures, row_base, seg_link, seg_row, seg_count, seg_tuple
 
 
 def _levels(n: int, edges: set[tuple[int, int]]) -> np.ndarray:

@@ -97,8 +97,11 @@ def test_bin_width_is_round_and_about_a_hundredth():
 def test_meter_timeline_and_access_split():
     meter = TrafficMeter([("A", "B"), ("B", "A")], {"Q": ("x",)}, 1.0)
     directions = [("A", "B"), ("P", "A")]
-    link = np.array([0, 1, 0, 1, 0])
-    meter.cross_links(directions, link, np.array([10, 5, 20, 5, 30]), np.array([0.5, 0.1, 0.7, 0.2, 2.1]))
+    # runs: (A, B) departures 0.5 and 0.7 of 10 and 20 bytes; (P, A) two of 5 bytes; (A, B) one of 30 at 2.1
+    link, first, count = np.array([0, 1, 0]), np.array([0, 2, 4]), np.array([2, 2, 1])
+    wire, first_wire = np.array([10, 20, 5, 5, 30]), np.array([0, 2, 4])
+    departures = np.array([0.5, 0.7, 0.1, 0.2, 2.1])
+    meter.cross_runs(directions, link, first, count, first_wire, wire, departures)
     run = meter.result("s", "local")
     assert run.link_bytes == {("A", "B"): 60, ("B", "A"): 0}
     assert run.link_tuples == {("A", "B"): 3, ("B", "A"): 0}
