@@ -113,7 +113,7 @@ def _strategy(
     """Plan and run one strategy: its plan, report entry, run without per-tuple arrays, and timings."""
     report("planning", 0)
     t0 = time.perf_counter()
-    plan = make_plan(scenario, name, network)
+    plan = make_plan(scenario, name, network, progress=partial(_planning, report))
     if check_plans:
         problems = plan_problems(plan, scenario, network)
         if problems:
@@ -124,6 +124,12 @@ def _strategy(
     timings = (t1 - t0, time.perf_counter() - t1)
     entry = strategy_entry(scenario, run, expected)
     return plan, entry, replace(run, delivered={}, latencies={}), timings
+
+
+def _planning(report: Callable[[str, int], None], done: int, total: int) -> None:
+    """Planning progress as the phase's name (``planning 40%``), at each whole percent of the epochs."""
+    if total and done * 100 // total != (done - 1) * 100 // total:
+        report(f"planning {done * 100 // total}%", 0)
 
 
 def simulate_parallel(

@@ -5,16 +5,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from network.routing import Network
 from sharing.plan import Decision, Delivery, Epoch, Flow, Plan
 from topologies.errors import InputError
-from topologies.model import Scenario, SubscriptionSpec
+from topologies.model import Scenario
 
 STRATEGIES = ("data-shipping", "query-shipping", "multicast", "ideal", "sharing-hsr", "sharing-hcr", "sharing-em")
 
 
-def make_plan(scenario: Scenario, strategy: str, network: Network | None = None) -> Plan:
+def make_plan(
+    scenario: Scenario,
+    strategy: str,
+    network: Network | None = None,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> Plan:
     """The plan of ``strategy`` for ``scenario``: one epoch per interval between subscription events.
+
+    ``progress``, when given, is called after each epoch is planned with (epochs planned, epochs), so a
+    long planning run can report how far it is.  A sharing strategy whose consolidating plan turns out
+    dearer than query-shipping plans the scenario a second time, byte-capped (sharing.planner); that
+    pass counts again from (1, epochs).
 
     Raises InputError for an unknown strategy name.
     """
@@ -27,20 +40,20 @@ def make_plan(scenario: Scenario, strategy: str, network: Network | None = None)
         raise InputError(f"unknown strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}")
     network = network or Network.of(scenario)
     if strategy not in BASELINES:
-        return plan_sharing(scenario, strategy, network, CostModel(scenario))
+        return plan_sharing(scenario, strategy, network, CostModel(scenario), progress)
     baseline = Baseline(scenario, network, strategy)
     epochs = []
-    position = {s.id: k for k, s in enumerate(scenario.subscriptions)}
-    active_at: dict[int, SubscriptionSpec] = {}  # the active subscriptions by scenario position
-    for start, end, events in timeline(scenario):
+    steps = timeline(scenario)
+    for start, end, events in steps:
         for event in events:
             if event.kind == "unsubscribe":
-                active_at.pop(position[event.subscription.id], None)
+                baseline.unsubscribe(event.subscription)
             else:
-                active_at[position[event.subscription.id]] = event.subscription
-        active = [active_at[k] for k in sorted(active_at)]
-        flows, deliveries = baseline.epoch(active)
+                baseline.subscribe(event.subscription)
+        flows, deliveries = baseline.epoch()
         epochs.append(Epoch(start, end, flows, deliveries))
+        if progress is not None:
+            progress(len(epochs), len(steps))
     return Plan(strategy, scenario.name, tuple(epochs))
 
 

@@ -7,7 +7,7 @@ subscription's WHERE unless the flow it reads already holds exactly that result 
 
 from __future__ import annotations
 
-from itertools import pairwise
+from itertools import chain, pairwise
 
 from matcher import Predicate
 from network.routing import Network
@@ -18,7 +18,12 @@ BASELINES = ("data-shipping", "query-shipping", "multicast", "ideal")
 
 
 class Baseline:
-    """One baseline strategy for one scenario; what each subscription contributes is computed once."""
+    """One baseline strategy for one scenario, fed the subscription events epoch by epoch.
+
+    What each subscription contributes is computed once, and an epoch costs what changed: each
+    subscription's own flow and delivery sit at its scenario position, and a multicast-like stream's tree
+    is updated (and its flows listed again) only in epochs where its subscriptions changed.
+    """
 
     def __init__(self, scenario: Scenario, network: Network, strategy: str):
         self.scenario, self.network, self.strategy = scenario, network, strategy
@@ -29,14 +34,35 @@ class Baseline:
         self._select = {s.id: s.query.attributes(self._schema[s.stream]) for s in scenario.subscriptions}
         self._own: dict[str, tuple[Flow | None, Delivery]] = {}
         self._position = {s.id: k for k, s in enumerate(scenario.subscriptions)}
-        self._trees: dict[str, _Tree] = {}
+        self._trees: dict[str, _Tree] = {s.id: _Tree() for s in scenario.streams}  # in stream order
+        self._tree_flows: dict[str, tuple[Flow, ...]] = {s.id: () for s in scenario.streams}
+        self._flow_at: list[Flow | None] = [None] * len(scenario.subscriptions)  # own flows, by position
+        self._delivery_at: list[Delivery | None] = [None] * len(scenario.subscriptions)
+        self._joined: dict[str, list[SubscriptionSpec]] = {}  # per stream, since the last epoch
+        self._left: dict[str, list[str]] = {}
 
-    def epoch(self, active: list[SubscriptionSpec]) -> tuple[tuple[Flow, ...], tuple[Delivery, ...]]:
-        """Flows (parents first) and deliveries for the ``active`` subscriptions (in scenario order)."""
+    def subscribe(self, sub: SubscriptionSpec) -> None:
         if self.strategy in ("data-shipping", "query-shipping"):
-            own = [self._own_flow(sub) for sub in active]
-            return tuple(f for f, _ in own if f is not None), tuple(d for _, d in own)
-        return self._tree(active)
+            flow, delivery = self._own_flow(sub)
+            self._flow_at[self._position[sub.id]] = flow
+            self._delivery_at[self._position[sub.id]] = delivery
+        else:
+            self._joined.setdefault(sub.stream, []).append(sub)
+
+    def unsubscribe(self, sub: SubscriptionSpec) -> None:
+        self._flow_at[self._position[sub.id]] = self._delivery_at[self._position[sub.id]] = None
+        if self.strategy not in ("data-shipping", "query-shipping"):
+            self._left.setdefault(sub.stream, []).append(sub.id)
+
+    def epoch(self) -> tuple[tuple[Flow, ...], tuple[Delivery, ...]]:
+        """Flows (parents first) and deliveries (in scenario order) of the active subscriptions."""
+        if self.strategy in ("data-shipping", "query-shipping"):
+            return tuple(filter(None, self._flow_at)), tuple(filter(None, self._delivery_at))
+        for stream, tree in self._trees.items():
+            if stream in self._joined or stream in self._left:
+                self._update(stream, tree, self._joined.pop(stream, []), self._left.pop(stream, []))
+                self._tree_flows[stream] = tuple(tree.flows())
+        return tuple(chain.from_iterable(self._tree_flows.values())), tuple(filter(None, self._delivery_at))
 
     def _own_flow(self, sub: SubscriptionSpec) -> tuple[Flow | None, Delivery]:
         """The subscription's own flow (none when it is at the source's super-peer) and delivery."""
@@ -55,34 +81,16 @@ class Baseline:
                 self._own[sub.id] = (flow, Delivery(sub.id, sub.peer, home, flow.id, where, select))
         return self._own[sub.id]
 
-    def _tree(self, active: list[SubscriptionSpec]) -> tuple[tuple[Flow, ...], tuple[Delivery, ...]]:
-        """One flow per link of the union of routes from each stream's source super-peer (a tree, see
-        network.routing), parents first (by depth, then edge); the ideal bound gets per-edge filters and
-        trims.  Each stream's tree is kept from the previous epoch and updated along the routes of the
-        subscriptions that joined or left, so an epoch costs what changed, not what is active."""
-        by_stream: dict[str, list[SubscriptionSpec]] = {}
-        for sub in active:
-            by_stream.setdefault(sub.stream, []).append(sub)
-        flows: list[Flow] = []
-        deliveries: list[Delivery] = []
-        for stream in self.scenario.streams:
-            subs = by_stream.get(stream.id)
-            if subs:
-                tree = self._trees.setdefault(stream.id, _Tree())
-                self._update(stream.id, tree, subs)
-                flows += tree.flows()
-                deliveries += (tree.deliveries[s.id] for s in subs)
-        order = {s.id: i for i, s in enumerate(active)}
-        deliveries.sort(key=lambda d: order[d.subscription])
-        return tuple(flows), tuple(deliveries)
-
-    def _update(self, stream: str, tree: _Tree, subs: list[SubscriptionSpec]) -> None:
-        """Bring ``tree`` to the subscriptions ``subs`` (in scenario order)."""
+    def _update(self, stream: str, tree: _Tree, joined: list[SubscriptionSpec], left: list[str]) -> None:
+        """Bring ``tree`` from the epoch before to this one: one flow per link of the union of routes from
+        the stream's source super-peer (a tree, see network.routing), parents first (by depth, then edge);
+        the ideal bound gets per-edge filters and trims, recomputed on every link whose subscriptions
+        changed."""
         trimmed = self.strategy == "ideal"
-        now = {s.id: s for s in subs}
         changed: set[tuple[str, str]] = set()
-        for sub_id in [k for k in tree.members if k not in now]:
-            for edge in tree.members.pop(sub_id):
+        for sub_id in left:
+            del tree.members[sub_id]
+            for edge in tree.routes.pop(sub_id):
                 below = tree.below[edge]
                 del below[sub_id]
                 changed.add(edge)
@@ -90,12 +98,11 @@ class Baseline:
                     del tree.below[edge], tree.flow[edge]
                     tree.order = None
         source = self._source[stream]
-        for sub in subs:
-            if sub.id in tree.members:
-                continue
+        for sub in joined:
             route = self.network.route(source, self._home[sub.id])
             edges = list(pairwise(route))
-            tree.members[sub.id] = edges
+            tree.members[sub.id] = sub
+            tree.routes[sub.id] = edges
             for depth, edge in enumerate(edges):
                 if edge not in tree.below:
                     tree.below[edge] = {}
@@ -104,14 +111,14 @@ class Baseline:
                 tree.below[edge][sub.id] = self._position[sub.id]
                 changed.add(edge)
             into = f"{stream}:{edges[-1][0]}>{edges[-1][1]}" if edges else None
-            tree.deliveries[sub.id] = Delivery(
+            self._delivery_at[self._position[sub.id]] = Delivery(
                 sub.id, sub.peer, self._home[sub.id], into, sub.query.where, self._select[sub.id]
             )
         for edge in changed:
             if edge in tree.below and (trimmed or edge not in tree.flow):
                 parent = f"{stream}:{tree.parent_edge(edge)[0]}>{edge[0]}" if tree.depth[edge] else None
                 ids = sorted(tree.below[edge], key=tree.below[edge].__getitem__)
-                tree.flow[edge] = self._edge_flow(stream, edge, parent, [now[k] for k in ids], trimmed)
+                tree.flow[edge] = self._edge_flow(stream, edge, parent, [tree.members[k] for k in ids], trimmed)
 
     def _edge_flow(
         self, stream: str, edge: tuple[str, str], parent: str | None, below: list[SubscriptionSpec], trimmed: bool
@@ -129,15 +136,14 @@ class Baseline:
 
 class _Tree:
     """One stream's distribution tree in a multicast-like baseline: per edge the subscriptions whose route
-    crosses it (with their scenario positions), its depth and its flow; per member its route's edges and
-    its delivery."""
+    crosses it (with their scenario positions), its depth and its flow; per member its route's edges."""
 
     def __init__(self):
-        self.members: dict[str, list[tuple[str, str]]] = {}
+        self.members: dict[str, SubscriptionSpec] = {}
+        self.routes: dict[str, list[tuple[str, str]]] = {}
         self.below: dict[tuple[str, str], dict[str, int]] = {}
         self.depth: dict[tuple[str, str], int] = {}
         self.flow: dict[tuple[str, str], Flow] = {}
-        self.deliveries: dict[str, Delivery] = {}
         self.order: list[tuple[str, str]] | None = None  # edges by (depth, edge); None when stale
         self._into: dict[str, tuple[str, str]] = {}
 

@@ -50,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import count
+from itertools import chain, count
 
 from matcher import Box, Predicate
 from network.routing import Network
@@ -60,6 +60,7 @@ from sharing.plan import Decision, Delivery, Epoch, Flow, Plan
 from topologies.model import Scenario, SubscriptionSpec
 
 Matcher = Callable[[Predicate, Predicate], tuple[bool, Predicate]]
+Progress = Callable[[int, int], None]  # (epochs planned, epochs): see sharing.make_plan
 _RELATIVE_SLACK = 1e-9  # float slack when comparing estimated costs and selectivities
 
 
@@ -108,6 +109,7 @@ class _Sub:
     select: int  # bit mask of SELECT attributes
     where_attrs: int  # bit mask of the attributes WHERE mentions
     arrival: int  # arrival order, for re-planning a stream
+    position: int  # in the scenario's subscriptions: the order of an epoch's deliveries
     flow: _Flow | None = None
     delivery: Delivery | None = None  # last snapshot, valid while read from the same flow and predicate
     delivery_of: Predicate | None = None
@@ -124,7 +126,13 @@ class _Option:
 
 
 class Planner:
-    """Incremental planner for one scenario and one sharing strategy."""
+    """Incremental planner for one scenario and one sharing strategy.
+
+    Snapshots are incremental too: an event only changes its own stream's tree, so :meth:`epoch` keeps
+    each stream's frozen flows and each subscription's delivery from the snapshot before and recomputes
+    only the streams marked in ``_changed`` (every method that changes a tree, a flow or what a
+    subscription reads marks its stream).  An epoch then costs what changed, plus copying references.
+    """
 
     def __init__(self, scenario: Scenario, strategy: str, network: Network, cost: CostModel, capped: bool):
         self.scenario = scenario
@@ -151,6 +159,11 @@ class Planner:
         self._nearby: dict[tuple[int, Box], list[Box]] = {}
         self._outside: dict[int, float] = {}  # flow seq -> lower bound of sel(query outside it), per search
         self._terms: dict[int, tuple[float, float]] = {}  # flow seq -> its _tuple_terms, per search
+        self._position = {s.id: k for k, s in enumerate(scenario.subscriptions)}
+        self._members: dict[str, dict[str, _Sub]] = {s.id: {} for s in scenario.streams}  # active subs
+        self._frozen: dict[str, tuple[Flow, ...]] = {s.id: () for s in scenario.streams}  # in stream order
+        self._delivered: list[Delivery | None] = [None] * len(scenario.subscriptions)  # by position
+        self._changed: dict[str, None] = {}  # streams changed since the last snapshot
         for s in scenario.streams:
             source = scenario.home(s.source)
             everything = (1 << len(s.attributes)) - 1
@@ -196,8 +209,10 @@ class Planner:
             self._mask(stream, spec.query.attributes(self._schema[stream])),
             self._mask(stream, where.dims),
             next(self._arrivals),
+            self._position[spec.id],
         )
         self._subs[spec.id] = sub
+        self._members[stream][spec.id] = sub
         self._ship(sub, +1)
         before = self._total[stream]
         option = self._best_option(sub)
@@ -474,6 +489,7 @@ class Planner:
 
     def _apply(self, sub: _Sub, option: _Option) -> tuple[list[str], list[_Flow], _Flow | None]:
         stream = sub.spec.stream
+        self._changed[stream] = None  # widens, splits, installs a branch and moves consumers
         widened, split = [], []
         for node, pred, sel, attrs, full, cut in option.changes:
             if (pred, attrs) != (node.predicate, node.attrs):
@@ -566,6 +582,9 @@ class Planner:
     def unsubscribe(self, spec: SubscriptionSpec, time: float) -> Decision:
         sub = self._subs.pop(spec.id)
         stream = spec.stream
+        del self._members[stream][spec.id]
+        self._delivered[sub.position] = None
+        self._changed[stream] = None
         self._ship(sub, -1)
         before = self._total[stream]
         node = sub.flow
@@ -597,6 +616,7 @@ class Planner:
 
     def _uninstall(self, flow: _Flow) -> None:
         stream = flow.stream
+        self._changed[stream] = None
         flow.parent.children.remove(flow)
         for node in flow.path:
             self._at[stream][node].remove(flow)
@@ -633,6 +653,7 @@ class Planner:
         if (pred, attrs, path) == (flow.predicate, flow.attrs, flow.path):
             flow.full_needs = full
             return False
+        self._changed[stream] = None
         self._count(flow, -1)
         for node in flow.path[last + 1 :]:
             self._at[stream][node].remove(flow)
@@ -658,6 +679,7 @@ class Planner:
     def _clear(self, stream: str) -> list[str]:
         """Uninstall every flow of ``stream``; their ids in creation order."""
         root = self._roots[stream]
+        self._changed[stream] = None
         replaced = []
         pending = [root]
         while pending:
@@ -673,28 +695,37 @@ class Planner:
 
     # -- snapshots -------------------------------------------------------------------------------------
     def epoch(self, start: float, end: float) -> Epoch:
-        flows: list[Flow] = []
-        for s in self.scenario.streams:
-            pending = list(reversed(self._roots[s.id].children))
-            while pending:  # depth-first, parents before children
-                flow = pending.pop()
-                flows.append(self._freeze(flow))
-                pending.extend(reversed(flow.children))
-        deliveries = []
-        for spec in self.scenario.subscriptions:
-            sub = self._subs.get(spec.id)
-            if sub is None:
-                continue
-            host = sub.flow
-            cached = sub.delivery
-            if cached is None or cached.flow != host.id or sub.delivery_of is not host.predicate:
-                exact = host.id is not None and self._holds_exactly(host.predicate, host.sel, sub.where, sub.sel)
-                predicate = Predicate.TRUE if exact else sub.where
-                names = self._names(spec.stream, sub.select)
-                sub.delivery = Delivery(spec.id, spec.peer, sub.home, host.id, predicate, names)
-                sub.delivery_of = host.predicate
-            deliveries.append(sub.delivery)
-        return Epoch(start, end, tuple(flows), tuple(deliveries))
+        """The installed flows (by stream, each tree depth-first, parents before children) and the
+        deliveries (in scenario order).  A flow or delivery nothing changed is the very object of the
+        snapshot before, which is what lets the data planes diff epochs by identity."""
+        for stream in self._changed:
+            self._frozen[stream] = tuple(self._walk(stream))
+            for sub in self._members[stream].values():
+                self._delivered[sub.position] = self._delivery(sub)
+        self._changed.clear()
+        return Epoch(
+            start, end, tuple(chain.from_iterable(self._frozen.values())), tuple(filter(None, self._delivered))
+        )
+
+    def _walk(self, stream: str):
+        """The frozen flows of ``stream``'s tree, depth-first, parents before children."""
+        pending = list(reversed(self._roots[stream].children))
+        while pending:
+            flow = pending.pop()
+            yield self._freeze(flow)
+            pending.extend(reversed(flow.children))
+
+    def _delivery(self, sub: _Sub) -> Delivery:
+        """``sub``'s delivery: the one of the snapshot before while it reads the same flow and predicate."""
+        host = sub.flow
+        cached = sub.delivery
+        if cached is None or cached.flow != host.id or sub.delivery_of is not host.predicate:
+            exact = host.id is not None and self._holds_exactly(host.predicate, host.sel, sub.where, sub.sel)
+            predicate = Predicate.TRUE if exact else sub.where
+            names = self._names(sub.spec.stream, sub.select)
+            sub.delivery = Delivery(sub.spec.id, sub.spec.peer, sub.home, host.id, predicate, names)
+            sub.delivery_of = host.predicate
+        return sub.delivery
 
     def _freeze(self, flow: _Flow) -> Flow:
         if flow.frozen is None:
@@ -710,24 +741,28 @@ class Planner:
         return flow.frozen
 
 
-def plan_sharing(scenario: Scenario, strategy: str, network: Network, cost: CostModel) -> Plan:
+def plan_sharing(
+    scenario: Scenario, strategy: str, network: Network, cost: CostModel, progress: Progress | None = None
+) -> Plan:
     """Plan the scenario consolidating (module docstring); if the cost model expects that plan to carry
-    more bytes over the whole run than query-shipping, plan it byte-capped instead."""
-    plan, run_bytes, shipping_bytes = _plan_once(scenario, strategy, network, cost, capped=False)
+    more bytes over the whole run than query-shipping, plan it byte-capped instead.  ``progress`` (epochs
+    done, epochs) is called after each snapshot; the byte-capped pass counts again from the start."""
+    plan, run_bytes, shipping_bytes = _plan_once(scenario, strategy, network, cost, False, progress)
     if run_bytes > shipping_bytes * (1 + _RELATIVE_SLACK):
-        plan, *_ = _plan_once(scenario, strategy, network, cost, capped=True)
+        plan, *_ = _plan_once(scenario, strategy, network, cost, True, progress)
     return plan
 
 
 def _plan_once(
-    scenario: Scenario, strategy: str, network: Network, cost: CostModel, capped: bool
+    scenario: Scenario, strategy: str, network: Network, cost: CostModel, capped: bool, progress: Progress | None
 ) -> tuple[Plan, float, float]:
     """One planner over the scenario's subscription events (one epoch per interval between them), its
     estimated backbone bytes over the run and query-shipping's."""
     planner = Planner(scenario, strategy, network, cost, capped)
     epochs, decisions = [], []
     run_bytes = shipping_bytes = 0.0
-    for start, end, events in timeline(scenario):
+    steps = timeline(scenario)
+    for start, end, events in steps:
         for event in events:
             if event.kind == "subscribe":
                 decisions.append(planner.subscribe(event.subscription, event.time))
@@ -736,4 +771,6 @@ def _plan_once(
         epochs.append(planner.epoch(start, end))
         run_bytes += planner.bytes_per_s * (end - start)
         shipping_bytes += planner.shipping_bytes_per_s * (end - start)
+        if progress is not None:
+            progress(len(epochs), len(steps))
     return Plan(strategy, scenario.name, tuple(epochs), tuple(decisions)), run_bytes, shipping_bytes
