@@ -74,7 +74,7 @@ class TrafficMeter:
         self.bin_s = bin_s
         self._bytes: dict[Direction, int] = {d: 0 for d in sorted(backbone)}
         self._tuples: dict[Direction, int] = dict.fromkeys(self._bytes, 0)
-        self._directions: list[Direction] | None = None  # what :meth:`cross_links` counts over
+        self._directions: list[Direction] | None = None  # what :meth:`cross_runs` counts over
         self._default_attrs = dict(subscriptions)
         self._attrs: dict[str, tuple[str, ...]] = {}
         self.subscriptions = list(subscriptions)  # numbered by position, for :meth:`deliver_many`
