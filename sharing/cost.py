@@ -46,6 +46,9 @@ class CostModel:
         }
         self._selectivity: dict[tuple[str, Predicate], float] = {}
         self._box_selectivity: dict[tuple[str, Box], float] = {}
+        # (stream, box, boxes cut from it) -> the probabilities of the pieces left: narrowing a flow folds
+        # its consumers again after each departure, cutting the same boxes against the same neighbours
+        self._pieces: dict[tuple[str, Box, tuple[Box, ...]], list[float]] = {}
 
     def rate(self, stream: str) -> float:
         return self._rates[stream]
@@ -74,7 +77,11 @@ class CostModel:
             box = self._known(stream, box)
             others = [self._known(stream, b) for b in near(box)]
             others += [b for b in done if b.overlaps(box)]
-            terms.extend(self._outside(dists, box, others))
+            key = (stream, box, tuple(others))
+            pieces = self._pieces.get(key)
+            if pieces is None:
+                pieces = self._pieces[key] = self._outside(dists, box, others)
+            terms.extend(pieces)
             done.append(box)
         return math.fsum(terms)
 

@@ -92,6 +92,7 @@ class _Flow:
     children: list[_Flow] = field(default_factory=list)
     deliveries: list[_Sub] = field(default_factory=list)
     frozen: Flow | None = None
+    subtree: tuple[Flow, ...] | None = None  # the frozen flows of this flow's tree, see Planner.epoch
     bounds: BoxBounds | None = None  # of ``predicate``, refreshed lazily when the predicate changes
     where_dims: tuple[Predicate, int] | None = None  # a predicate and the mask of its dimensions, lazily
 
@@ -128,10 +129,12 @@ class _Option:
 class Planner:
     """Incremental planner for one scenario and one sharing strategy.
 
-    Snapshots are incremental too: an event only changes its own stream's tree, so :meth:`epoch` keeps
-    each stream's frozen flows and each subscription's delivery from the snapshot before and recomputes
-    only the streams marked in ``_changed`` (every method that changes a tree, a flow or what a
-    subscription reads marks its stream).  An epoch then costs what changed, plus copying references.
+    Snapshots are incremental too, so that an epoch costs what changed plus copying references: each
+    flow keeps its frozen snapshot and the frozen flows of its tree (``subtree``), and each subscription
+    slot its delivery, from the epoch before.  Whatever changes a flow drops its snapshot with
+    :meth:`_refreeze`, whatever changes which flows a tree holds drops the cached trees with
+    :meth:`_reshape`, and whatever may change the flow or predicate a subscription reads marks it for
+    :meth:`epoch` to look at again (``_recheck``).
     """
 
     def __init__(self, scenario: Scenario, strategy: str, network: Network, cost: CostModel, capped: bool):
@@ -159,11 +162,13 @@ class Planner:
         self._nearby: dict[tuple[int, Box], list[Box]] = {}
         self._outside: dict[int, float] = {}  # flow seq -> lower bound of sel(query outside it), per search
         self._terms: dict[int, tuple[float, float]] = {}  # flow seq -> its _tuple_terms, per search
+        # (stream, predicate, consumer predicate) -> (the relaxation, or None when it covers the consumer,
+        # and the selectivity it adds): narrowing folds a flow's consumers again after each departure below
+        # it, and all but the departed consumer's steps are the ones folded before
+        self._folds: dict[tuple[str, Predicate, Predicate], tuple[Predicate | None, float]] = {}
         self._position = {s.id: k for k, s in enumerate(scenario.subscriptions)}
-        self._members: dict[str, dict[str, _Sub]] = {s.id: {} for s in scenario.streams}  # active subs
-        self._frozen: dict[str, tuple[Flow, ...]] = {s.id: () for s in scenario.streams}  # in stream order
         self._delivered: list[Delivery | None] = [None] * len(scenario.subscriptions)  # by position
-        self._changed: dict[str, None] = {}  # streams changed since the last snapshot
+        self._recheck: dict[_Sub, None] = {}  # whose delivery may have changed since the last snapshot
         for s in scenario.streams:
             source = scenario.home(s.source)
             everything = (1 << len(s.attributes)) - 1
@@ -212,7 +217,6 @@ class Planner:
             self._position[spec.id],
         )
         self._subs[spec.id] = sub
-        self._members[stream][spec.id] = sub
         self._ship(sub, +1)
         before = self._total[stream]
         option = self._best_option(sub)
@@ -489,14 +493,15 @@ class Planner:
 
     def _apply(self, sub: _Sub, option: _Option) -> tuple[list[str], list[_Flow], _Flow | None]:
         stream = sub.spec.stream
-        self._changed[stream] = None  # widens, splits, installs a branch and moves consumers
         widened, split = [], []
         for node, pred, sel, attrs, full, cut in option.changes:
             if (pred, attrs) != (node.predicate, node.attrs):
                 widened.append(node.id)
                 if cut < node.hops:
                     split.append(self._split(node, cut))
-                node.frozen = None
+                self._refreeze(node)
+            elif pred is not node.predicate:  # an equal predicate, but deliveries compare them by identity
+                self._recheck.update(dict.fromkeys(node.deliveries))
             self._count(node, -1)
             node.predicate, node.sel, node.attrs, node.full_needs = pred, sel, attrs, full
             self._count(node, +1)
@@ -508,6 +513,7 @@ class Planner:
             host = branch
         host.deliveries.append(sub)
         sub.flow = host
+        self._recheck[sub] = None
         for part in split:  # its consumers are a part of the old flow's: it may narrow
             self._narrow(part)
         return widened, split, branch
@@ -536,9 +542,11 @@ class Planner:
         flow.deliveries = [s for s in flow.deliveries if s.home not in downstream]
         for child in part.children:
             child.parent = part
-            child.frozen = None  # its snapshot names its parent
+            self._refreeze(child)  # its snapshot names its parent
         for s in part.deliveries:
             s.flow = part
+            self._recheck[s] = None
+        self._reshape(flow)
         flow.path = flow.path[: cut + 1]
         at = self._at[stream]
         at[tail[0]].append(part)
@@ -550,6 +558,7 @@ class Planner:
     def _install(self, stream, parent, path, pred, sel, attrs, full) -> _Flow:
         flow = _Flow(f"F{next(self._ids)}", stream, parent, path[0], path, pred, sel, attrs, full, next(self._seq))
         parent.children.append(flow)
+        self._reshape(parent)
         for node in path:
             self._at[stream].setdefault(node, []).append(flow)
         self._count(flow, +1)
@@ -582,9 +591,8 @@ class Planner:
     def unsubscribe(self, spec: SubscriptionSpec, time: float) -> Decision:
         sub = self._subs.pop(spec.id)
         stream = spec.stream
-        del self._members[stream][spec.id]
         self._delivered[sub.position] = None
-        self._changed[stream] = None
+        self._recheck.pop(sub, None)
         self._ship(sub, -1)
         before = self._total[stream]
         node = sub.flow
@@ -616,8 +624,8 @@ class Planner:
 
     def _uninstall(self, flow: _Flow) -> None:
         stream = flow.stream
-        self._changed[stream] = None
         flow.parent.children.remove(flow)
+        self._reshape(flow.parent)
         for node in flow.path:
             self._at[stream][node].remove(flow)
         self._count(flow, -1)
@@ -632,13 +640,26 @@ class Planner:
         ]
         consumers += [(s.where, s.sel, s.select, s.select | s.where_attrs, s.home) for s in flow.deliveries]
         pred, sel = consumers[0][:2]
-        bounds = BoxBounds(pred)
+        bounds = None  # of ``pred``, built only when a fold step is not remembered
+        remembered = False  # ``pred`` is a relaxation remembered from an earlier fold
         for other, *_ in consumers[1:]:
-            matched, relaxed = self.match(pred, other)
-            if not matched:  # sel(pred OR fresh) by difference: far cheaper than a full decomposition
-                sel += self.cost.added_selectivity(stream, added_boxes(relaxed, pred), bounds.overlapping)
-                pred = relaxed
-                bounds = bounds.widened(pred)
+            key = (stream, pred, other)
+            step = self._folds.get(key)
+            hit = step is not None
+            if not hit:
+                matched, relaxed = self.match(pred, other)
+                if matched:
+                    step = (None, 0.0)
+                else:  # sel(pred OR fresh) by difference: far cheaper than a full decomposition
+                    bounds = BoxBounds(pred) if bounds is None else bounds.widened(pred)
+                    fresh = added_boxes(relaxed, pred)
+                    step = (relaxed, self.cost.added_selectivity(stream, fresh, bounds.overlapping))
+                self._folds[key] = step
+            if step[0] is not None:
+                pred, remembered = step[0], hit
+                sel += step[1]
+        if remembered:  # the matcher makes each relaxation a new object, and deliveries compare by identity
+            pred = Predicate(pred.boxes)
         if pred != flow.predicate and not pred.implies(flow.predicate):
             # HCR folds the consumers into interval hulls, which may reach past the flow's predicate (and
             # so past its parent's): the flow would then claim tuples it never receives, and a later
@@ -653,12 +674,11 @@ class Planner:
         if (pred, attrs, path) == (flow.predicate, flow.attrs, flow.path):
             flow.full_needs = full
             return False
-        self._changed[stream] = None
         self._count(flow, -1)
         for node in flow.path[last + 1 :]:
             self._at[stream][node].remove(flow)
         flow.predicate, flow.sel, flow.attrs, flow.full_needs, flow.path = pred, sel, attrs, full, path
-        flow.frozen = None
+        self._refreeze(flow)
         self._count(flow, +1)
         return True
 
@@ -679,7 +699,6 @@ class Planner:
     def _clear(self, stream: str) -> list[str]:
         """Uninstall every flow of ``stream``; their ids in creation order."""
         root = self._roots[stream]
-        self._changed[stream] = None
         replaced = []
         pending = [root]
         while pending:
@@ -688,6 +707,7 @@ class Planner:
             if flow.id is not None:
                 replaced.append(flow.id)
         root.children.clear()
+        self._reshape(root)
         root.deliveries.clear()
         self._at[stream] = {root.origin: [root]}
         self._total[stream] = self._tuples[stream] = 0.0
@@ -698,22 +718,31 @@ class Planner:
         """The installed flows (by stream, each tree depth-first, parents before children) and the
         deliveries (in scenario order).  A flow or delivery nothing changed is the very object of the
         snapshot before, which is what lets the data planes diff epochs by identity."""
-        for stream in self._changed:
-            self._frozen[stream] = tuple(self._walk(stream))
-            for sub in self._members[stream].values():
-                self._delivered[sub.position] = self._delivery(sub)
-        self._changed.clear()
-        return Epoch(
-            start, end, tuple(chain.from_iterable(self._frozen.values())), tuple(filter(None, self._delivered))
-        )
+        for sub in self._recheck:
+            self._delivered[sub.position] = self._delivery(sub)
+        self._recheck.clear()
+        flows = chain.from_iterable(self._subtree(self._roots[s.id]) for s in self.scenario.streams)
+        return Epoch(start, end, tuple(flows), tuple(filter(None, self._delivered)))
 
-    def _walk(self, stream: str):
-        """The frozen flows of ``stream``'s tree, depth-first, parents before children."""
-        pending = list(reversed(self._roots[stream].children))
-        while pending:
-            flow = pending.pop()
-            yield self._freeze(flow)
-            pending.extend(reversed(flow.children))
+    def _subtree(self, flow: _Flow) -> tuple[Flow, ...]:
+        """The frozen flows of ``flow``'s tree (``flow`` first but for the raw stream), depth-first."""
+        if flow.subtree is None:
+            below = chain.from_iterable(self._subtree(child) for child in flow.children)
+            flow.subtree = tuple(below) if flow.id is None else (self._freeze(flow), *below)
+        return flow.subtree
+
+    def _refreeze(self, flow: _Flow) -> None:
+        """``flow`` changed: its next snapshot is a new object, and its deliveries may change with it."""
+        flow.frozen = None
+        self._reshape(flow)
+        self._recheck.update(dict.fromkeys(flow.deliveries))
+
+    @staticmethod
+    def _reshape(flow: _Flow | None) -> None:
+        """A flow of ``flow``'s tree changed, or the flows it holds: drop the trees cached up to the root."""
+        while flow is not None:
+            flow.subtree = None
+            flow = flow.parent
 
     def _delivery(self, sub: _Sub) -> Delivery:
         """``sub``'s delivery: the one of the snapshot before while it reads the same flow and predicate."""

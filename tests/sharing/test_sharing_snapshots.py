@@ -1,5 +1,5 @@
-"""Epoch snapshots: the planner's incremental snapshots equal full ones object for object, and make_plan
-reports its progress once per epoch."""
+"""Epoch snapshots: the planner's incremental snapshots hold the very objects a fresh walk of its state
+finds, and make_plan reports its progress once per epoch."""
 
 from __future__ import annotations
 
@@ -10,66 +10,72 @@ from hypothesis import HealthCheck, given, settings
 from sharing_checker import scenarios
 
 from network.routing import Network
-from sharing import make_plan
+from sharing import STRATEGIES, make_plan
 from sharing.planner import Planner
 from topologies.loader import load_scenario
+from topologies.model import Scenario
 
 SHIPPED = Path(__file__).resolve().parents[2] / "topologies"
 SHARING = ("sharing-hsr", "sharing-hcr", "sharing-em")
 
 
-def _kept(plan) -> list[tuple[list[int], list[int]]]:
-    """Per epoch, the positions of the flows and deliveries that are the very objects of the epoch before."""
-    kept, before = [], ((), ())
-    for epoch in plan.epochs:
-        now = (epoch.flows, epoch.deliveries)
-        ids = [{id(x) for x in items} for items in before]
-        kept.append(
-            tuple([k for k, x in enumerate(items) if id(x) in seen] for items, seen in zip(now, ids, strict=True))
-        )
-        before = now
-    return kept
+def _full_snapshot(planner: Planner) -> tuple[list, list]:
+    """The snapshot walked afresh: every stream's tree depth-first, every subscription's delivery checked."""
+    flows = []
+    for stream in planner.scenario.streams:
+        pending = list(reversed(planner._roots[stream.id].children))
+        while pending:
+            flow = pending.pop()
+            flows.append(planner._freeze(flow))
+            pending.extend(reversed(flow.children))
+    subs = [planner._subs[s.id] for s in planner.scenario.subscriptions if s.id in planner._subs]
+    return flows, [planner._delivery(sub) for sub in subs]
 
 
-def _full_snapshots(scenario, strategy, network):
-    """The plan with every stream snapshot afresh in every epoch, as if every stream had changed."""
+def _check_every_snapshot(scenario: Scenario, strategy: str) -> int:
+    """Plan, checking that each incremental snapshot holds the very objects a fresh walk finds (a stale
+    snapshot would hold an older object, a missed delivery check would make the walk build a new one)."""
     incremental = Planner.epoch
+    checked = []
 
-    def full(self, start, end):
-        self._changed.update(dict.fromkeys(self._frozen))
-        return incremental(self, start, end)
+    def epoch(self, start, end):
+        snapshot = incremental(self, start, end)
+        flows, deliveries = _full_snapshot(self)
+        assert [id(f) for f in snapshot.flows] == [id(f) for f in flows]
+        assert [id(d) for d in snapshot.deliveries] == [id(d) for d in deliveries]
+        checked.append(snapshot)
+        return snapshot
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Planner, "epoch", full)
-        return make_plan(scenario, strategy, network)
-
-
-def _same_plans(scenario, strategy):
-    network = Network.of(scenario)
-    plan = make_plan(scenario, strategy, network)
-    reference = _full_snapshots(scenario, strategy, network)
-    assert plan == reference
-    assert _kept(plan) == _kept(reference)
+        patch.setattr(Planner, "epoch", epoch)
+        make_plan(scenario, strategy, Network.of(scenario))
+    return len(checked)
 
 
 @pytest.mark.parametrize("strategy", SHARING)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=scenarios())
-def test_incremental_snapshots_equal_full_ones(strategy, scenario):
-    _same_plans(scenario, strategy)
+def test_incremental_snapshots_hold_what_a_fresh_walk_finds(strategy, scenario):
+    assert _check_every_snapshot(scenario, strategy) > 0
 
 
 @pytest.mark.parametrize("strategy", SHARING)
-@pytest.mark.parametrize("name", ["sensor-grid", "sky-survey"])
-def test_incremental_snapshots_equal_full_ones_on_shipped_scenarios(name, strategy):
-    _same_plans(load_scenario(SHIPPED / f"{name}.yaml"), strategy)
+@pytest.mark.parametrize("name", ["figure1", "sensor-grid", "sky-survey"])
+def test_incremental_snapshots_hold_what_a_fresh_walk_finds_on_shipped_scenarios(name, strategy):
+    assert _check_every_snapshot(load_scenario(SHIPPED / f"{name}.yaml"), strategy) > 0
 
 
-@pytest.mark.parametrize("strategy", ["multicast", "query-shipping", "sharing-em"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_progress_is_reported_once_per_epoch(strategy):
     calls = []
-    plan = make_plan(
-        load_scenario(SHIPPED / "figure1.yaml"), strategy, progress=lambda done, n: calls.append((done, n))
-    )
+    plan = make_plan(load_scenario(SHIPPED / "figure1.yaml"), strategy, progress=lambda *call: calls.append(call))
     n = len(plan.epochs)
     assert calls == [(k, n) for k in range(1, n + 1)]
+
+
+def test_progress_counts_again_in_a_byte_capped_pass():
+    # sensor-grid's consolidating sharing-em plan carries more bytes than query-shipping: planned twice
+    calls = []
+    plan = make_plan(load_scenario(SHIPPED / "sensor-grid.yaml"), "sharing-em", progress=lambda *c: calls.append(c))
+    n = len(plan.epochs)
+    assert calls == [(k, n) for k in range(1, n + 1)] * 2
