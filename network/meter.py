@@ -81,10 +81,6 @@ class TrafficMeter:
         # (subscription numbers, indices, latencies) per call, grouped per subscription at the end
         self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
-    @property
-    def backbone(self) -> frozenset[Direction]:
-        return frozenset(self._bytes)
-
     def cross_runs(
         self,
         directions: Sequence[Direction],

@@ -10,18 +10,19 @@ that link's latency), so links are solved in an order where every link comes aft
 the *dependency graph* has an edge ``a -> b`` when some channel crosses ``b`` right after ``a`` (along its
 route, or at the node where it is read from its parent).  The graph is built once for the run from the
 channels' routes.  Each link direction gets a *level* (the longest chain of links feeding it), and a
-window is solved level by level: all links of one level at once, in arrays.
+window is solved link by link in (level, link) order, in one compiled pass (:func:`solve_window`).
 
 **Cycles.**  Streams from different sources sharing links around a ring can make the graph cyclic.  The
 edges closing a cycle (the back edges of a depth-first search over sorted link ids) are cut: a tuple that
 crossed ``k`` of them is in *round* ``k``.  Round 0 is served as above; round ``k > 0`` at a link is served
 after the window's earlier rounds there, in the gaps they left: a tuple starts at its arrival unless the
 link is busy then, and never delays a tuple already served (where tuples do not contend, that is the
-per-tuple event simulation's time).  So the solve is: for each round, for each level, one sort and one
-pass of the FIFO kernel.  Counts and deliveries never depend on any of this: only times do.
+per-tuple event simulation's time).  So the solve is: for each round, for each level, for each link, one
+merge of its channels' arrivals and one FIFO pass.  Counts and deliveries never depend on any of this:
+only times do.
 
-The same arrays (tuple, channel, link, round, level, arrival) are what a distributed engine partitions by
-link direction: the solve of one level needs only the departures of lower levels.
+The same segments (a channel at one hop: link, round, level, its tuples' arrivals) are what a distributed
+engine partitions by link direction: the solve of one level needs only the departures of lower levels.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class Queues:
             self.hop_start[c + 1] = len(hop_link)
         self.hop_link = np.array(hop_link, dtype=np.int64)
         back = cycle_closing_edges(edges)
-        self.level = _levels(len(self.directions), edges - back)
+        level = _levels(len(self.directions), edges - back)
         # the round of each (channel, hop): cycle-closing edges crossed up to it
         hop_round = np.zeros(len(hop_link), dtype=np.int64)
         round_in = np.zeros(n, dtype=np.int64)
@@ -118,15 +119,14 @@ class Queues:
         # links in serving order: by level, then id; a window is solved group by group, a group being one
         # link in one round, in the order (round, level, link)
         self.rank = np.empty(len(self.directions), dtype=np.int64)
-        self.rank[np.lexsort((np.arange(len(self.directions)), self.level))] = np.arange(len(self.directions))
+        self.rank[np.lexsort((np.arange(len(self.directions)), level))] = np.arange(len(self.directions))
         self.parent = np.array([r.parent for r in self.routes], dtype=np.int64)
         self.tap = np.array([r.tap for r in self.routes], dtype=np.int64)
         number = {s: k for k, s in enumerate(meter.subscriptions)}
         self.sink = np.array([-1 if r.sink is None else number[r.sink] for r in self.routes], dtype=np.int64)
         self._told = np.zeros(len(self.routes), dtype=np.bool_)  # the meter knows what its deliveries carry
-        self.backbone = np.array([d in meter.backbone for d in self.directions], dtype=np.bool_)
 
-    def serve(self, window: int, blocks: Blocks) -> None:
+    def serve(self, blocks: Blocks) -> None:
         """Move the window's tuples over their links and record traffic and deliveries in the meter."""
         departures, row_base, seg_link, seg_row, seg_count, seg_tuple = solve_window(
             blocks.first,

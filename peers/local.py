@@ -62,9 +62,9 @@ def run_local(
 def _play(env, timetable: Timetable, queues: Queues, window: float, duration: float, values, times, progress):
     """The clock: at the end of each window, its tuples (all emitted by then) move through the queues."""
     total = sum(len(t) for t in times.values())
-    for w, (start, end) in enumerate(_windows(window, duration)):
+    for start, end in _windows(window, duration):
         yield env.timeout(max(0.0, end - env.now))
-        queues.serve(w, timetable.window(start, end, values, times))
+        queues.serve(timetable.window(start, end, values, times))
         if progress is not None:
             progress(sum(int(np.searchsorted(t, end, side="left")) for t in times.values()), total)
 

@@ -16,7 +16,9 @@ Readers come in three kinds, ``kind[s]``:
   and fails the window if any of them is not among its input's tuples of the phase;
 - uploads (no reader, ``-1``): every tuple of the stream, at the full upload width.
 
-The plain reference is :meth:`peers.superpeer.Selector.pick` (tests compare the two).
+The plain reference is :meth:`peers.superpeer.Selector.pick`, one reader over the rows asked about (tests
+compare the two); both test boxes with :func:`in_boxes`, which the end-to-end tests check against a plain
+numpy evaluation of each subscription.
 """
 
 from __future__ import annotations
@@ -171,9 +173,11 @@ class SelectorTable:
 
 
 @njit(cache=True)
-def _in_boxes(values, base, stride, col, at, end, pos, lo, hi, lo_closed, hi_closed, n_attrs):
+def in_boxes(values, base, stride, col, at, end, pos, lo, hi, lo_closed, hi_closed, n_attrs):
     """Whether tuple ``col`` of a stream (attribute ``a`` at ``values[base + a * stride + col]``) lies in
-    one of boxes ``at..end-1``."""
+    one of boxes ``at..end-1``: each box a row of ``pos`` (attribute positions, -1 pads; one at or past
+    ``n_attrs`` never holds) and its bounds.  NaN lies in no box (every comparison with it is false).
+    The one box test of the engine: the compiled selection and the reference scan both call it."""
     for b in range(at, end):
         inside = True
         for k in range(pos.shape[1]):
@@ -322,7 +326,7 @@ def select_window(
         base, stride, n_attrs = st_values[s], st_count[s], st_attrs[s]
         for j in range(a, b):
             col = indices[j] - st_first[s]
-            if not _in_boxes(
+            if not in_boxes(
                 values, base, stride, col, boxes_at[r], boxes_end[r], pos, lo, hi, lo_closed, hi_closed, n_attrs
             ):
                 continue
@@ -331,7 +335,7 @@ def select_window(
                 stamp += 1
                 carried = 0
                 for e in range(trim_at[r], trim_end[r]):
-                    if _in_boxes(
+                    if in_boxes(
                         values, base, stride, col, entry_at[e], entry_end[e], pos, lo, hi, lo_closed, hi_closed, n_attrs
                     ):
                         for q in range(entry_attrs_at[e], entry_attrs_end[e]):

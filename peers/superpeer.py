@@ -28,6 +28,7 @@ from numba import njit
 
 from matcher import Predicate
 from matcher.adaptive import matcher_for
+from peers.selection import in_boxes
 from sharing.plan import Delivery, Epoch, Flow
 from topologies.errors import EmulatorError
 from topologies.model import Scenario
@@ -255,25 +256,11 @@ def _scan(predicate: Predicate) -> _BoxScan:
 @njit(cache=True)
 def _boxes_hold(values, rows, positions, lo, hi, lo_closed, hi_closed):
     """Per row, whether its values lie in some box (NaN lies in none: every comparison with it is false)."""
+    flat = values.ravel()  # C-contiguous: attribute a of tuple r at a * stride + r
+    stride, n_attrs = values.shape[1], values.shape[0]
     out = np.zeros(len(rows), dtype=np.bool_)
     for i in range(len(rows)):
-        r = rows[i]
-        for b in range(positions.shape[0]):
-            inside = True
-            for k in range(positions.shape[1]):
-                a = positions[b, k]
-                if a < 0:
-                    break
-                v = values[a, r]
-                if not ((v >= lo[b, k]) if lo_closed[b, k] else (v > lo[b, k])):
-                    inside = False
-                    break
-                if not ((v <= hi[b, k]) if hi_closed[b, k] else (v < hi[b, k])):
-                    inside = False
-                    break
-            if inside:
-                out[i] = True
-                break
+        out[i] = in_boxes(flat, 0, stride, rows[i], 0, len(positions), positions, lo, hi, lo_closed, hi_closed, n_attrs)
     return out
 
 

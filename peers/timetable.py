@@ -137,7 +137,7 @@ class Timetable:
             self.uploads[stream.id] = number
             self.phases.append(Phase(number, 0.0, float(scenario.duration), None))
         self._read(plan)
-        self.phases.sort(key=lambda p: p.start)  # stable: phases starting together stay in channel order
+        self._compile()
 
     # -- reading the plan -------------------------------------------------------------------------------
 
@@ -360,7 +360,7 @@ class Timetable:
         """The channels as the queues see them (numbered alike)."""
         return [Route(c.hops, c.parent, c.tap, c.sink, c.attrs) for c in self.channels]
 
-    def compile(self) -> None:
+    def _compile(self) -> None:
         """The phases and readers as arrays for :func:`~peers.selection.select_window` (once, after reading)."""
         streams = [s.id for s in self.scenario.streams]
         self.stream_number = {s: k for k, s in enumerate(streams)}
@@ -387,8 +387,6 @@ class Timetable:
         ``values(stream, first, stop)`` gives the columns of tuples ``first..stop-1``; ``times[stream]`` the
         emission times of all of the stream's tuples.  Raises EngineError (from a stand-in reader) when a
         stand-in names a tuple its input does not carry."""
-        if not hasattr(self, "_readers"):
-            self.compile()
         live = np.flatnonzero((self._ph_start < end) & (self._ph_end > start))
         n_streams = len(self.stream_number)
         first = np.zeros(n_streams, np.int64)

@@ -39,8 +39,8 @@ def test_a_link_serves_each_window_by_arrival_then_channel_then_index():
         wire = np.full(n, 10, dtype=np.int64)
         return Blocks(np.array(indices), np.array(emitted, float), np.full(n, -1), wire, first, count)
 
-    queues.serve(0, blocks({1: ([0, 1], [0.0, 3.0]), 0: ([7, 8], [0.0, 0.5])}))
-    queues.serve(1, blocks({0: ([9], [1.0])}))  # busy until 4.0 from the previous window
+    queues.serve(blocks({1: ([0, 1], [0.0, 3.0]), 0: ([7, 8], [0.0, 0.5])}))
+    queues.serve(blocks({0: ([9], [1.0])}))  # busy until 4.0 from the previous window
     run = meter.result("s", "local")
     # service order: (0.0, channel 0, 7), (0.0, channel 1, 0), (0.5, channel 0, 8), (3.0, channel 1, 1)
     assert run.delivered["Q0"].tolist() == [7, 8, 9]
