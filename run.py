@@ -99,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario")
     p.add_argument("--engine", choices=["local", "spark"], default="local")
     p.add_argument("--spark-master", default=None, help="Spark master URL (default local[*])")
+    p.add_argument(
+        "--spark-conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a Spark setting for --engine spark, e.g. spark.driver.memory=512m (repeatable)",
+    )
     p.add_argument("--strategy", action="append", default=None, help="strategy name (repeatable; default all)")
     p.add_argument("--out", default=None, help="output directory (default out/<scenario name>/)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")

@@ -1,12 +1,14 @@
 """The Spark data plane against Catalyst: one super-peer operator with many outgoing flows.
 
+(``--scale`` measures the Spark engine itself instead, see bench/spark_scale.py.)
+
 A super-peer reads one input stream and feeds ``--flows`` outgoing flows, each keeping the tuples inside a
 few random boxes in 3-D.  The same cached DataFrame of ``--tuples`` tuples is evaluated twice on
 ``--master`` (default ``local[2]``):
 
 - ours: the super-peer's :class:`~peers.superpeer.FlowOperator` (one shared ``MultiMatcher`` over every
   flow, then filter and project per flow) in ``mapInArrow``, rebuilt per Python worker from broadcast
-  arrays, exactly as the Spark engine runs it;
+  plain arrays (index structures such as R-trees do not pickle);
 - catalyst: every flow's predicate written as a Spark SQL expression (OR of ANDs of comparisons), counted
   and checksummed in one aggregation.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import dataclass
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -32,10 +35,41 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=65_536, help="tuples per Arrow batch (default 65536)")
     parser.add_argument("--repeat", type=int, default=2, help="timed passes of ours, best kept (default 2)")
     parser.add_argument("--seed", type=int, default=1)
+    scale = parser.add_argument_group("--scale: the Spark engine on a scenario, 1 and 2 executor cores")
+    scale.add_argument("--scale", action="store_true", help="measure the engine's scaling instead")
+    scale.add_argument("--scenario", default="topologies/metro.yaml", help="scenario (default metro.yaml)")
+    scale.add_argument("--strategy", default="multicast", help="strategy to simulate (default multicast)")
+    scale.add_argument("--cluster", default=None, help="standalone master URL (default: start one on 127.0.0.1)")
+    scale.add_argument("--chunks", type=int, default=8, help="chunks of the run (default 8, for both runs)")
 
 
 DIMS = ("x", "y", "z")
 DOMAIN = 100.0
+
+
+@dataclass(frozen=True)
+class PortableOperator:
+    """A :class:`~peers.superpeer.FlowOperator` with its matcher replaced by the matcher's class and plain
+    arrays (``MultiMatcher.to_arrays``), for a broadcast."""
+
+    state: dict
+    matcher_class: type
+    matcher_arrays: dict
+
+
+def portable(operator) -> PortableOperator:
+    state = dict(vars(operator))
+    matcher = state.pop("matcher")
+    return PortableOperator(state, type(matcher), matcher.to_arrays())
+
+
+def rebuild(shipped: PortableOperator):
+    from peers.superpeer import FlowOperator
+
+    operator = FlowOperator.__new__(FlowOperator)
+    vars(operator).update(shipped.state)
+    operator.matcher = shipped.matcher_class.from_arrays(shipped.matcher_arrays)
+    return operator
 
 
 def flow_predicates(flows: int, boxes: int, seed: int):
@@ -124,8 +158,6 @@ def _evaluate_operator(broadcast, job_id: str, batches):
     import numpy as np
     import pyarrow as pa
 
-    from peers.spark_tasks import rebuild
-
     if job_id not in _operator_cache:
         _operator_cache.clear()
         _operator_cache[job_id] = rebuild(broadcast.value)
@@ -168,13 +200,16 @@ def _best_time(run, repeat: int):
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.scale:
+        from bench.spark_scale import main as scale_main
+
+        return scale_main(args)
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
     from pyspark import StorageLevel
 
     from peers.spark_session import spark_session
-    from peers.spark_tasks import portable
 
     predicates = flow_predicates(args.flows, args.boxes, args.seed)
     operator = super_peer_operator(predicates)

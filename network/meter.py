@@ -14,7 +14,21 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from network.latency import LatencyStats
+
 Direction = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class SubscriptionSummary:
+    """One subscription's deliveries as a report gives them (``missing``/``extra``: copies expected but not
+    delivered, and delivered but not expected, SPEC section 5)."""
+
+    delivered: int
+    expected: int
+    missing: int
+    extra: int
+    latency: LatencyStats
 
 
 @dataclass(frozen=True)
@@ -28,6 +42,10 @@ class StrategyRun:
     from emission to arrival at the thin-peer, aligned with it.  ``timeline[direction]`` is bytes per
     backbone direction per bin of ``bin_s`` seconds (all arrays of equal length, at most
     ``MAX_TIMELINE_BINS``, the last one counting every later departure; empty when the engine has no clock).
+
+    An engine that does not bring every delivery home (Spark) leaves ``delivered`` and ``latencies`` empty
+    and gives ``summary`` instead: per subscription the counts, the check against the expected tuples and
+    the latency statistics, with ``latency`` over all deliveries.
     """
 
     strategy: str
@@ -41,6 +59,8 @@ class StrategyRun:
     latencies: dict[str, np.ndarray]
     timeline: dict[Direction, np.ndarray]
     bin_s: float
+    summary: dict[str, SubscriptionSummary] | None = None
+    latency: LatencyStats | None = None
 
     @property
     def backbone_bytes(self) -> int:
@@ -136,6 +156,11 @@ class TrafficMeter:
     def received_attrs(self, subscription: str, attrs: tuple[str, ...]) -> None:
         """What ``subscription``'s deliveries carry (the first call per subscription counts)."""
         self._attrs.setdefault(subscription, attrs)
+
+    @property
+    def received(self) -> dict[str, tuple[str, ...]]:
+        """The attributes of each subscription delivered to so far (by :meth:`received_attrs`)."""
+        return dict(self._attrs)
 
     def result(self, strategy: str, engine: str) -> StrategyRun:
         parts, self._parts = self._parts, []

@@ -124,10 +124,23 @@ class Queues:
         self.tap = np.array([r.tap for r in self.routes], dtype=np.int64)
         number = {s: k for k, s in enumerate(meter.subscriptions)}
         self.sink = np.array([-1 if r.sink is None else number[r.sink] for r in self.routes], dtype=np.int64)
+        self.restart(meter, np.zeros(len(self.directions)))
+
+    def restart(self, meter: TrafficMeter, busy: np.ndarray) -> None:
+        """Continue the run from another point: ``busy[k]`` is when link ``k`` is next free, and ``meter``
+        counts what follows.  :attr:`first_arrival` then records, per link, the earliest arrival in the
+        first window that uses it (``inf``: none yet): a run restarted from a guessed ``busy`` gives the
+        same times as from the true one when the true one is no later than that, link by link (every
+        tuple's service starts at its arrival either way, so every departure and arrival after it is the
+        same; docs/SPARK.md)."""
+        self.meter = meter
+        self.busy = np.array(busy, dtype=np.float64)
+        self.first_arrival = np.full(len(self.directions), np.inf)
         self._told = np.zeros(len(self.routes), dtype=np.bool_)  # the meter knows what its deliveries carry
 
     def serve(self, blocks: Blocks) -> None:
         """Move the window's tuples over their links and record traffic and deliveries in the meter."""
+        arrival_min = np.full(len(self.directions), np.inf)
         departures, row_base, seg_link, seg_row, seg_count, seg_tuple = solve_window(
             blocks.first,
             blocks.count,
@@ -144,7 +157,10 @@ class Queues:
             blocks.emitted,
             blocks.parents,
             blocks.wire,
+            arrival_min,
         )
+        fresh = np.isinf(self.first_arrival)
+        self.first_arrival[fresh] = arrival_min[fresh]
         self.meter.cross_runs(self.directions, seg_link, seg_row, seg_count, seg_tuple, blocks.wire, departures)
         sinks = np.flatnonzero((self.sink >= 0) & (blocks.count > 0))
         if not len(sinks):
@@ -241,8 +257,10 @@ def solve_window(
     emitted,
     parents,
     wire,
+    arrival_min,
 ):
-    """Departures of one window's tuples at every hop (module docstring), updating ``busy``.
+    """Departures of one window's tuples at every hop (module docstring), updating ``busy``; sets
+    ``arrival_min[k]`` to the earliest arrival at link ``k`` in the window (``inf``: none).
 
     A *segment* is one channel at one hop: its tuples cross one link in index order, as rows ``row ..
     row + count - 1`` (hop ``h`` of channel ``c``'s ``j``-th tuple is row ``row_base[c] + h * count + j``).
@@ -329,6 +347,8 @@ def solve_window(
                 m += 1
         _merge_runs(keys[:m], picks[:m], buffer_keys, buffer_picks)
         k = seg_link[order[seg_groups[g]]]
+        if keys[0] < arrival_min[k]:
+            arrival_min[k] = keys[0]
         r = g // n_links
         if r == 0:
             free = busy[k]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import simpy
@@ -31,38 +31,75 @@ def run_local(
     ``window`` is the batch length in seconds of emission time (default :func:`batch_window`; it changes no
     count, only how closely the FIFO queues interleave tuples of consecutive windows, see
     network/queues.py); ``values(stream, start, stop)`` replaces the scenario's workload (tests);
-    ``selectors`` replaces the readers' filters (the Spark engine replays what its executors computed).
-    ``progress(done, total)`` is called after each window with the tuples emitted so far.  Raises
-    :class:`EmulatorError` for an inconsistent plan (naming the flow or subscription) and for epochs that
-    overlap or are not in order.
+    ``selectors`` replaces the readers' filters (tests).  ``progress(done, total)`` is called after each
+    window with the tuples emitted so far.  Raises :class:`EmulatorError` for an inconsistent plan (naming
+    the flow or subscription) and for epochs that overlap or are not in order.
     """
-    if window is None:
-        window = batch_window(scenario)
-    network = Network.of(scenario)
-    links = {d: (network.link(*d).bandwidth, float(network.link(*d).latency)) for d in network.directions}
-    for peer in scenario.thin_peers:
-        links[(peer.id, peer.attach)] = links[(peer.attach, peer.id)] = (peer.bandwidth, float(peer.latency))
-    if values is None:
-
-        def values(stream_id: str, start: int, stop: int) -> dict[str, np.ndarray]:
-            return workload.columns(scenario, stream_id, start, stop)
-
-    times = {s.id: workload.emission_times(s, 0, workload.tuple_count(s, scenario.duration)) for s in scenario.streams}
-    streams = {s.id: s for s in scenario.streams}
-    attrs = {s.id: s.query.attributes(streams[s.stream].attribute_names) for s in scenario.subscriptions}
-    meter = TrafficMeter(network.directions, attrs, bin_width(scenario.duration))
-    timetable = Timetable(scenario, plan, network, selectors)
-    queues = Queues(links, timetable.routes(), meter)
-    env = simpy.Environment()
-    env.process(_play(env, timetable, queues, window, float(scenario.duration), values, times, progress))
-    env.run()
+    simulation = Simulation(scenario, plan, window=window, selectors=selectors)
+    meter = simulation.meter()
+    simulation.play(simulation.windows(), meter, values=values, progress=progress)
     return meter.result(plan.strategy, "local")
 
 
-def _play(env, timetable: Timetable, queues: Queues, window: float, duration: float, values, times, progress):
+class Simulation:
+    """A plan laid out for the simulator: its timetable (peers/timetable.py), the link queues' arrays
+    (network/queues.py) and the run's windows.  :meth:`play` runs any stretch of consecutive windows from a
+    given state of the queues, which is how the Spark engine splits a run over its executors; a
+    simulation pickles without the plan (the timetable keeps only its compiled arrays)."""
+
+    def __init__(self, scenario: Scenario, plan: Plan, *, window: float | None = None, selectors=None):
+        self.scenario = scenario
+        self.window = batch_window(scenario) if window is None else window
+        network = Network.of(scenario)
+        links = {d: (network.link(*d).bandwidth, float(network.link(*d).latency)) for d in network.directions}
+        for peer in scenario.thin_peers:
+            links[(peer.id, peer.attach)] = links[(peer.attach, peer.id)] = (peer.bandwidth, float(peer.latency))
+        self.backbone = network.directions
+        streams = {s.id: s for s in scenario.streams}
+        self.attrs = {s.id: s.query.attributes(streams[s.stream].attribute_names) for s in scenario.subscriptions}
+        self.timetable = Timetable(scenario, plan, network, selectors)
+        self.queues = Queues(links, self.timetable.routes(), self.meter())
+
+    def meter(self) -> TrafficMeter:
+        """A meter for (part of) this run."""
+        return TrafficMeter(self.backbone, self.attrs, bin_width(self.scenario.duration))
+
+    def windows(self) -> list[tuple[float, float]]:
+        """The run's windows of emission time, in order."""
+        return list(_windows(self.window, float(self.scenario.duration)))
+
+    def play(
+        self,
+        windows: Sequence[tuple[float, float]],
+        meter: TrafficMeter,
+        *,
+        busy: np.ndarray | None = None,
+        values: Values | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Queues:
+        """Run ``windows`` (consecutive, in order) into ``meter``, the links next free at ``busy`` (default:
+        all free); returns the queues, whose ``busy`` and ``first_arrival`` tell where the stretch ended
+        and how it depended on ``busy``."""
+        scenario = self.scenario
+        if values is None:
+
+            def values(stream_id: str, start: int, stop: int) -> dict[str, np.ndarray]:
+                return workload.columns(scenario, stream_id, start, stop)
+
+        times = {
+            s.id: workload.emission_times(s, 0, workload.tuple_count(s, scenario.duration)) for s in scenario.streams
+        }
+        self.queues.restart(meter, np.zeros(len(self.queues.directions)) if busy is None else busy)
+        env = simpy.Environment()
+        env.process(_play(env, self.timetable, self.queues, windows, values, times, progress))
+        env.run()
+        return self.queues
+
+
+def _play(env, timetable: Timetable, queues: Queues, windows, values, times, progress):
     """The clock: at the end of each window, its tuples (all emitted by then) move through the queues."""
     total = sum(len(t) for t in times.values())
-    for start, end in _windows(window, duration):
+    for start, end in windows:
         yield env.timeout(max(0.0, end - env.now))
         queues.serve(timetable.window(start, end, values, times))
         if progress is not None:

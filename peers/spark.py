@@ -1,83 +1,59 @@
-"""The Spark engine: the super-peers' operators run as Spark work, the simulator keeps the clock.
+"""The Spark engine: the run cut into chunks of time, each simulated on an executor; the driver only adds up.
 
-``spark_engine(master)`` returns the callable ``reports/runner.py`` runs per strategy.  For one plan:
+``spark_engine(master)`` returns the callable ``reports/runner.py`` runs per strategy.  For one plan
+(docs/SPARK.md tells the design and why):
 
-1. the driver installs each epoch's operators exactly as the local engine does
-   (:func:`peers.superpeer.install`, which also validates the plan) and cuts every epoch into work units,
-   ranges of one stream's tuples;
-2. one Spark job (``mapInArrow`` over the unit numbers, see :mod:`peers.spark_tasks`) generates the tuples
-   inside the tasks and runs the operators on them, producing one record per tuple per flow or delivery
-   channel it reaches; Spark aggregates these records into traffic per link direction and deliveries per
-   subscription;
-3. the driver replays the records under the local engine's simulator (:func:`peers.local.run_local` with
-   :class:`ReplayOperator` s standing in for the operators, and tuple indices instead of values), which
-   yields the timing (FIFO link queues, latencies, timeline) with the very code of the local engine;
-4. Spark's aggregates must equal the simulator's meter, number for number, or the run fails.
+1. the driver lays the plan out for the simulator (:class:`peers.local.Simulation`, which validates it as
+   the local engine does), broadcasts it, and cuts the run's windows into chunks of about equal tuples;
+2. one Spark job simulates every chunk at once (:mod:`peers.spark_tasks`), each from all links free.  Only
+   the first chunk really starts so; a later one started from a guess, and its result is exact when no
+   link was still busy, at the true start, past the chunk's first arrival there.  The driver walks the
+   chunks in order, carrying the true state of the queues from one to the next, and checks that; a chunk
+   that fails (a backlog across its start) is simulated again from the true state.  So the result is the
+   local engine's, number for number: the same code, the same windows, the same queue states;
+3. the driver adds up the chunks' summaries (traffic per link direction, timeline bins, per subscription
+   counts, the check against the expected tuples, exact latency sums), and finds the latency percentiles by
+   an exact selection over the latencies, which stay on the executors.
 
-So the report of ``--engine spark`` equals the local engine's except for ``"engine": "spark"``.
+So ``--engine spark`` reports what the local engine reports, and the driver never holds per-tuple data:
+its memory is the plan's and the aggregates', whatever the number of tuples.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, replace
-from itertools import count, pairwise
+import pickle
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from itertools import count
 
 import numpy as np
 
-from network.meter import StrategyRun
-from peers.local import run_local
+from network.latency import LatencyStats, Sum, add_sums, ranks_needed
+from network.meter import StrategyRun, SubscriptionSummary
+from peers.local import Simulation
 from peers.spark_session import parse_master, spark_session
-from peers.spark_tasks import (
-    POSITION_DTYPE,
-    RECORD_SCHEMA,
-    VARYING_WIRE,
-    WIRES_DTYPE,
-    EpochWork,
-    Job,
-    PortableOperator,
-    Unit,
-    portable,
-    run_units,
-)
-from peers.superpeer import OperatorCache, flow_key, install, subscription_keys
-from sharing.plan import Flow, Plan
+from peers.spark_tasks import RECORD_SCHEMA, SUMMARY_SUB, Chunk, ChunkJob, ChunkSummary, run_chunks
+from sharing.plan import Plan
 from topologies import workload
 from topologies.errors import EngineError
 from topologies.model import Scenario
 
-UNIT_TUPLES = workload.BLOCK // 2  # at most this many tuples per work unit (units never straddle a block)
-PARTITION_TUPLES = 250_000  # tuples per Spark partition worth a task of their own (a task costs ~0.2 s)
-PARTITIONS_PER_CORE = 4
+CHUNKS_PER_CORE = 4  # smaller chunks balance better; each chunk boundary may cost a recomputation
+OVERALL = -1  # the key of the latency selection over every delivery
+DIGIT_BITS = 32  # the exact selection reads a latency's 64 bits in two halves
 
 Progress = Callable[[int, int], None]
 _job_numbers = count()
 
 
-class ReplaySelector:
-    """Stands in for a reader's :class:`~peers.superpeer.Selector` under the driver's simulation: what it
-    keeps is what the real operator sent on Spark.
-
-    ``indices``/``wire`` are everything the operator sent to one channel (sorted tuple indices and their
-    wire bytes).  Raises EngineError if Spark's records name a tuple the input does not hold.
-    """
-
-    def __init__(self, indices: np.ndarray, wire: np.ndarray):
-        self.indices, self.wire = indices, wire
-
-    def fail(self) -> None:
-        """Called when Spark's records name a tuple the input does not hold."""
-        raise EngineError("Spark sent tuples to a channel that its input does not hold")
-
-
-def spark_engine(master: str | None = None) -> Callable[..., StrategyRun]:
+def spark_engine(master: str | None = None, conf: dict[str, str] | None = None) -> Callable[..., StrategyRun]:
     """The engine callable ``(scenario, plan, progress=None) -> StrategyRun`` on ``master`` (default
-    ``local[*]``).  Raises InputError now for a malformed master URL; the session starts on first use."""
+    ``local[*]``) with the extra Spark configuration ``conf``.  Raises InputError now for a malformed
+    master URL; the session starts on first use."""
     master = parse_master(master)
 
     def engine(scenario: Scenario, plan: Plan, progress: Progress | None = None) -> StrategyRun:
-        return run_spark(scenario, plan, progress, master=master)
+        return run_spark(scenario, plan, progress, master=master, conf=conf)
 
     return engine
 
@@ -88,229 +64,303 @@ def run_spark(
     progress: Progress | None = None,
     *,
     master: str | None = None,
+    conf: dict[str, str] | None = None,
     window: float | None = None,
+    chunks: int | None = None,
 ) -> StrategyRun:
-    """Execute ``plan`` with the operators on Spark and the timing of the local simulator (``window`` as in
-    :func:`~peers.local.run_local`).
+    """Execute ``plan`` on Spark (``window`` as in :func:`~peers.local.run_local`; ``chunks``: how many
+    stretches of the run to simulate apart, default :data:`CHUNKS_PER_CORE` per core).
 
     Raises EmulatorError for an inconsistent plan (as the local engine does), EngineError when Spark cannot
-    start, a Spark job fails, or Spark's aggregates disagree with the simulated traffic.
+    start or a Spark job fails.
     """
-    prepared = _prepare(scenario, plan)
-    session = spark_session(master)
-    carried, link_totals, delivery_totals = _execute(session, prepared)
-    replays: dict[int, ReplaySelector] = {}
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    simulation = Simulation(scenario, plan, window=window)
+    windows = simulation.windows()
+    session = spark_session(master, conf)
+    sc = session.sparkContext
+    wanted = chunks if chunks is not None else sc.defaultParallelism * CHUNKS_PER_CORE
+    cuts = _cut(scenario, windows, max(1, wanted))
+    broadcast = sc.broadcast(ChunkJob(simulation, tuple(windows)))
+    group = f"streamglobe-{next(_job_numbers)}"
+    frames = []
+    watcher = _Watcher(sc, group, sum(workload.tuple_count(s, scenario.duration) for s in scenario.streams), progress)
+    try:
+        sc.setJobGroup(group, f"simulate {plan.strategy}")
+        watcher.start()
 
-    def selectors(k: int, _target, item) -> ReplaySelector:
-        channel = prepared.channels[k][flow_key(item.id) if isinstance(item, Flow) else id(item)]
-        replay = replays.get(channel)
-        if replay is None:
-            replay = replays[channel] = ReplaySelector(*carried.get(channel, empty))
-        return replay
+        def simulate(chunks: tuple[Chunk, ...]) -> Iterator[ChunkSummary]:
+            frames.append(_launch(session, broadcast, chunks))
+            return _summaries(frames[-1])
 
-    def tuple_ids(stream_id: str, start: int, stop: int) -> dict[str, np.ndarray]:
-        return {"tuple": np.arange(start, stop, dtype=np.float64)}
+        runs = chain(simulate, cuts, len(simulation.queues.directions))
+        totals = _Totals(simulation)
+        for summary in runs:
+            totals.add(summary)
+        rows = _latency_rows(frames, runs)
+        ranked = _order_statistics(rows, totals.targets())
+        return totals.run(plan.strategy, ranked)
+    except EngineError:
+        raise
+    except Exception as err:
+        if type(err).__module__.startswith(("pyspark", "py4j")):
+            message = str(err).strip().splitlines()
+            raise EngineError(f"Spark job failed: {message[-1] if message else type(err).__name__}") from err
+        raise
+    finally:
+        watcher.stop()
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        for frame in frames:
+            frame.unpersist()
+        broadcast.destroy()
 
-    run = run_local(scenario, plan, progress, window=window, values=tuple_ids, selectors=selectors)
-    _check_agreement(scenario, run, link_totals, delivery_totals)
-    return replace(run, engine="spark")
+
+def _cut(scenario: Scenario, windows: list[tuple[float, float]], wanted: int) -> list[tuple[int, int]]:
+    """Consecutive ranges of ``windows`` holding about equal numbers of tuples, at most ``wanted`` of them."""
+    ends = np.array([end for _, end in windows])
+    emitted = np.zeros(len(windows), np.int64)
+    for stream in scenario.streams:
+        times = workload.emission_times(stream, 0, workload.tuple_count(stream, scenario.duration))
+        emitted += np.searchsorted(times, ends, side="left")
+    return cut_windows(emitted, wanted)
 
 
-@dataclass
-class _Prepared:
-    """The job to broadcast; per epoch the channel of each flow (by key) and delivery (by identity); and
-    per channel the links and subscription it counts towards (Spark's feeds)."""
+def cut_windows(emitted: np.ndarray, wanted: int) -> list[tuple[int, int]]:
+    """Consecutive ranges of windows covering them all, at most ``wanted``, each holding no more than its
+    share of the tuples plus one window's (``emitted[w]``: tuples emitted by the end of window ``w``)."""
+    total = int(emitted[-1]) if len(emitted) else 0
+    cuts, first = [], 0
+    for k in range(1, wanted + 1):
+        # the chunk ends with the window where the k-th share of the tuples is reached
+        stop = len(emitted) if k == wanted else int(np.searchsorted(emitted, total * k / wanted, side="left")) + 1
+        stop = min(stop, len(emitted))
+        if stop > first:
+            cuts.append((first, stop))
+            first = stop
+    return cuts
 
-    job: Job
-    channels: dict[int, dict[Hashable, int]]
-    feeds: list[tuple[int, str, str, str]]
 
+def chain(
+    simulate: Callable[[tuple[Chunk, ...]], Iterable[ChunkSummary]], cuts: list[tuple[int, int]], links: int
+) -> list[ChunkSummary]:
+    """Simulate the chunks ``cuts`` (``simulate(chunks)`` runs them, attempt ``a`` being the ``a``-th call)
+    until each one's run started from the true state of the queues: per chunk, in order, the run that holds.
 
-def _prepare(scenario: Scenario, plan: Plan) -> _Prepared:
-    """Operators (each distinct one once), channels and work units of every epoch that holds emitted tuples.
-
-    A channel is one output of one distinct operator along one route: the same operator reused by many
-    epochs feeds the same channels, so its carried tuples form one sorted array for the replay.
+    The first pass runs every chunk from all links free.  Walking the chunks in order carries the true
+    state from one to the next (:func:`_holds`); a chunk whose runs all fail is run again, from the state
+    the walk reached, in one job with the other failed chunks of the pass.  That state is exact for the
+    first failed chunk and, past it, a guess that the backlog drained inside the failed chunk (which the
+    next pass checks), so every pass settles at least one chunk, and one usually settles them all.
     """
-    times = {s.id: workload.emission_times(s, 0, workload.tuple_count(s, scenario.duration)) for s in scenario.streams}
-    cache = OperatorCache()
-    numbers: dict[int, int] = {}  # id(operator) -> operator number (the cache keeps the operators alive)
-    shipped: list[PortableOperator] = []
-    channels: dict[tuple, int] = {}  # (operator number, reader, route) -> channel number
-    feeds: list[tuple[int, str, str, str]] = []
-    channel_of: dict[int, dict[Hashable, int]] = {}
-    works: dict[int, EpochWork] = {}
-    units: list[Unit] = []
-    for k, epoch in enumerate(plan.epochs):
-        start, end = max(epoch.start, 0.0), min(epoch.end, scenario.duration)
-        if start >= end:
-            continue
-        keys = subscription_keys(epoch)
-        operators = install(scenario, epoch, delivery_keys=keys, cache=cache)
-        paths = {flow_key(f.id): f.path for f in epoch.flows}
-        deliveries = {key: (d.subscription, d.home, d.peer) for key, d in zip(keys, epoch.deliveries, strict=True)}
-        identity = {key: id(d) for key, d in zip(keys, epoch.deliveries, strict=True)}
-        channel_of[k] = {}
-        places = {}
-        for place, operator in operators.items():
-            if id(operator) not in numbers:
-                numbers[id(operator)] = len(shipped)
-                shipped.append(portable(operator))
-            number = numbers[id(operator)]
-            ids = []
-            for j, target in enumerate(operator.targets):
-                route = deliveries[target] if target in deliveries else paths[target]
-                channel = channels.get((number, j, route))
-                if channel is None:
-                    channel = channels[(number, j, route)] = len(channels)
-                    feeds.extend(_feeds_of(channel, target in deliveries, route))
-                ids.append(channel)
-                channel_of[k][identity.get(target, target)] = channel
-            places[place] = (number, tuple(ids))
-        works[k] = EpochWork(places, paths)
-        for stream_id, stream_times in times.items():
-            # the same tuples the simulator assigns to [start, end): first time >= start up to first >= end
-            first, stop = (int(i) for i in np.searchsorted(stream_times, [start, end], side="left"))
-            while first < stop:
-                cut = min(stop, (first // UNIT_TUPLES + 1) * UNIT_TUPLES)
-                units.append(Unit(k, stream_id, first, cut))
-                first = cut
-    return _Prepared(Job(scenario, tuple(shipped), works, tuple(units)), channel_of, feeds)
+    runs: list[list[ChunkSummary]] = [[] for _ in cuts]
+    pending = [Chunk(k, 0, a, b, np.zeros(links)) for k, (a, b) in enumerate(cuts)]
+    for attempt in count(1):
+        for summary in simulate(tuple(pending)):
+            runs[summary.number].append(summary)
+        busy, pending, chosen = np.zeros(links), [], []
+        for k, tried in enumerate(runs):
+            found = next((run for run in reversed(tried) if _holds(run, busy)), None)
+            if found is None:
+                pending.append(Chunk(k, attempt, *cuts[k], busy.copy()))
+                found = tried[-1]
+            chosen.append(found)
+            busy = np.where(np.isinf(found.first_arrival), busy, found.busy)
+        if not pending:
+            return chosen
+    raise AssertionError("unreachable")
 
 
-def _feeds_of(channel: int, delivery: bool, route: tuple[str, ...]) -> list[tuple[int, str, str, str]]:
-    """What a channel's tuples count towards: ``(channel, "link", from, to)`` for every link direction it
-    crosses (a delivery crosses its access link) and ``(channel, "subscription", id, "")``."""
-    if delivery:
-        subscription, home, peer = route
-        return [(channel, "link", home, peer), (channel, "subscription", subscription, "")]
-    return [(channel, "link", a, b) for a, b in pairwise(route)]
+def _holds(run: ChunkSummary, busy: np.ndarray) -> bool:
+    """Whether ``run`` is the chunk's run from the queues' state ``busy``: link by link, it started from
+    ``busy`` itself, or both states were free before the run's first arrival there (then every tuple's
+    service starts at its arrival either way; docs/SPARK.md)."""
+    return bool(np.all((run.start == busy) | ((run.start <= run.first_arrival) & (busy <= run.first_arrival))))
 
 
-def _execute(session, prepared: _Prepared):
-    """Run the job on Spark: per channel ``(sorted tuple indices, wire bytes)``, and Spark's aggregates per
-    link direction ``{(from, to): (tuples, bytes)}`` and per subscription ``{sub: (tuples, bytes)}``.
-
-    Two actions over the persisted records (one per unit and channel): one aggregation (joined with what
-    each channel counts towards) and one collection of the records for the driver's replay.
-    """
+def _launch(session, broadcast, chunks: tuple[Chunk, ...]):
+    """The records of ``chunks`` (one task each), computed now and kept on the executors."""
     from pyspark import StorageLevel
+
+    frame = (
+        session.range(0, len(chunks), numPartitions=len(chunks))
+        .mapInArrow(run_chunks(broadcast, chunks), RECORD_SCHEMA)
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    frame.count()
+    return frame
+
+
+def _summaries(frame):
+    """The chunks' summaries in chunk order, one at a time (a partition holds one chunk)."""
     from pyspark.sql import functions as F
 
-    job = prepared.job
-    if not job.units:
-        return {}, {}, {}
-    sc = session.sparkContext
-    broadcast = sc.broadcast(job)
-    records = None
-    try:
-        partitions = _partitions(job, sc.defaultParallelism)
-        records = (
-            session.range(0, len(job.units), numPartitions=partitions)
-            .mapInArrow(run_units(broadcast, f"{os.getpid()}-{next(_job_numbers)}"), RECORD_SCHEMA)
-            .persist(StorageLevel.MEMORY_AND_DISK)
+    for row in frame.where(F.col("sub") == SUMMARY_SUB).select("summary").toLocalIterator():
+        yield pickle.loads(row["summary"])
+
+
+def _latency_rows(frames, runs: list[ChunkSummary]):
+    """The latency rows of the chosen run of every chunk (a frame holds the runs of one attempt)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    parts = []
+    for attempt, frame in enumerate(frames):
+        chunks = [run.number for run in runs if run.attempt == attempt]
+        if chunks:
+            parts.append(frame.where((F.col("sub") != SUMMARY_SUB) & F.col("chunk").isin(chunks)))
+    return reduce(lambda a, b: a.unionByName(b), parts).select("sub", "bits")
+
+
+class _Totals:
+    """The run's aggregates, chunk by chunk (in order: the first delivery's attributes count)."""
+
+    def __init__(self, simulation: Simulation):
+        self.scenario = simulation.scenario
+        self.subscriptions = [s.id for s in self.scenario.subscriptions]
+        self.default_attrs = simulation.attrs
+        self.backbone = sorted(simulation.backbone)
+        self.bin_s = simulation.meter().bin_s
+        n, subs = len(self.backbone), len(self.subscriptions)
+        self.link_bytes, self.link_tuples = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        self.timeline = np.zeros((n, 0), np.int64)
+        self.access: dict[tuple[str, str], int] = {}
+        self.received: dict[str, tuple[str, ...]] = {}
+        self.delivered, self.expected = np.zeros(subs, np.int64), np.zeros(subs, np.int64)
+        self.missing, self.extra = np.zeros(subs, np.int64), np.zeros(subs, np.int64)
+        self.sums: list[Sum] = [{} for _ in range(subs)]
+
+    def add(self, summary: ChunkSummary) -> None:
+        self.link_bytes += summary.link_bytes
+        self.link_tuples += summary.link_tuples
+        bins = max(self.timeline.shape[1], summary.timeline.shape[1])
+        grown = np.zeros((len(self.backbone), bins), np.int64)
+        grown[:, : self.timeline.shape[1]] += self.timeline
+        grown[:, : summary.timeline.shape[1]] += np.rint(summary.timeline).astype(np.int64)
+        self.timeline = grown
+        for direction, sent in summary.access.items():
+            self.access[direction] = self.access.get(direction, 0) + sent
+        for sub, attrs in summary.received.items():
+            self.received.setdefault(sub, attrs)
+        self.delivered += summary.delivered
+        self.expected += summary.expected
+        self.missing += summary.missing
+        self.extra += summary.extra
+        self.sums = [add_sums(pair) for pair in zip(self.sums, summary.sums, strict=True)]
+
+    def targets(self) -> dict[int, set[int]]:
+        """The ranks each percentile needs, per subscription number and :data:`OVERALL`."""
+        found = {k: ranks_needed(int(n)) for k, n in enumerate(self.delivered.tolist()) if n}
+        if self.delivered.sum():
+            found[OVERALL] = ranks_needed(int(self.delivered.sum()))
+        return found
+
+    def run(self, strategy: str, ranked: dict[tuple[int, int], float]) -> StrategyRun:
+        attrs = dict(self.default_attrs)
+        attrs.update(self.received)
+        summary = {}
+        for k, sub in enumerate(self.subscriptions):
+            n = int(self.delivered[k])
+            missing, extra = int(self.missing[k]), int(self.extra[k])
+            if attrs[sub] != self.default_attrs[sub]:  # delivered with other attributes: none is the expected one
+                missing, extra = int(self.expected[k]), n
+            latency = LatencyStats.of_parts(n, self.sums[k], {r: ranked[(k, r)] for r in ranks_needed(n)})
+            summary[sub] = SubscriptionSummary(n, int(self.expected[k]), missing, extra, latency)
+        total = int(self.delivered.sum())
+        overall = LatencyStats.of_parts(
+            total, add_sums(self.sums), {r: ranked[(OVERALL, r)] for r in ranks_needed(total)}
         )
-        feeds = session.createDataFrame(_feeds_table(prepared.feeds))
-        summed = (
-            records.join(F.broadcast(feeds), "channel")
-            .groupBy("kind", "name", "peer")
-            .agg(F.sum("tuples").alias("tuples"), F.sum("bytes").alias("bytes"))
+        return StrategyRun(
+            strategy=strategy,
+            engine="spark",
+            link_bytes=dict(zip(self.backbone, self.link_bytes.tolist(), strict=True)),
+            link_tuples=dict(zip(self.backbone, self.link_tuples.tolist(), strict=True)),
+            access_bytes=sum(self.access.values()),
+            access_link_bytes=dict(sorted(self.access.items())),
+            delivered={},
+            delivered_attrs=attrs,
+            latencies={},
+            timeline={d: self.timeline[k] for k, d in enumerate(self.backbone)} if self.timeline.shape[1] else {},
+            bin_s=self.bin_s,
+            summary=summary,
+            latency=overall,
+        )
+
+
+def _order_statistics(rows, targets: dict[int, set[int]]) -> dict[tuple[int, int], float]:
+    """The latency at each wanted rank (0-based, ascending) of each key: a subscription number, or
+    :data:`OVERALL` for all rows.
+
+    An exact radix selection on the executors: a positive double's 64 bits sort as its value does, so
+    each of two passes counts the rows per 32-bit digit under the prefix found so far (per key and rank)
+    and keeps the digit whose cumulative count reaches the rank.  The counting stays on the executors; the
+    driver sees one row per key and rank per pass.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if not targets:
+        return {}
+    session = rows.sparkSession
+    keyed = rows.unionByName(rows.select(F.lit(OVERALL).alias("sub"), "bits")) if OVERALL in targets else rows
+    state = {(key, rank): (0, rank) for key, ranks in targets.items() for rank in ranks}  # prefix, rank left
+    for shift in range(64 - DIGIT_BITS, -1, -DIGIT_BITS):
+        asked = session.createDataFrame(
+            [(key, prefix, rank, left) for (key, rank), (prefix, left) in state.items()],
+            "sub int, prefix long, rank long, remaining long",
+        )
+        prefix = F.lit(0).cast("long") if shift + DIGIT_BITS == 64 else F.shiftrightunsigned("bits", shift + DIGIT_BITS)
+        digit = F.shiftrightunsigned("bits", shift).bitwiseAND((1 << DIGIT_BITS) - 1).alias("digit")
+        counts = (
+            keyed.withColumn("prefix", prefix)
+            .join(F.broadcast(asked.select("sub", "prefix").distinct()), ["sub", "prefix"])
+            .groupBy("sub", "prefix", digit)
+            .count()
+        )
+        running = Window.partitionBy("sub", "prefix").orderBy("digit").rowsBetween(Window.unboundedPreceding, 0)
+        below = F.col("upto") - F.col("count")
+        hits = (
+            counts.withColumn("upto", F.sum("count").over(running))
+            .join(F.broadcast(asked), ["sub", "prefix"])
+            .where((below <= F.col("remaining")) & (F.col("remaining") < F.col("upto")))
+            .select("sub", "rank", "digit", (F.col("remaining") - below).alias("left"))
             .collect()
         )
-        table = records.toArrow()
-    except Exception as err:
-        message = str(err).strip().splitlines()
-        raise EngineError(f"Spark job failed: {message[-1] if message else type(err).__name__}") from err
-    finally:
-        if records is not None:
-            records.unpersist()
-        broadcast.destroy()
-    link_totals = {(r.name, r.peer): (r.tuples, r.bytes) for r in summed if r.kind == "link"}
-    delivery_totals = {r.name: (r.tuples, r.bytes) for r in summed if r.kind == "subscription"}
-    return _carried(table), link_totals, delivery_totals
+        if len(hits) != len(state):
+            raise EngineError("the latency selection lost a rank: the executors' rows disagree with the summaries")
+        for hit in hits:
+            prefix_so_far, _ = state[(hit["sub"], hit["rank"])]
+            state[(hit["sub"], hit["rank"])] = ((prefix_so_far << DIGIT_BITS) | hit["digit"], hit["left"])
+    return {where: float(np.array([bits], np.int64).view(np.float64)[0]) for where, (bits, _) in state.items()}
 
 
-def _partitions(job: Job, cores: int) -> int:
-    """One partition per core for small jobs, up to :data:`PARTITIONS_PER_CORE` per core for big ones
-    (smaller tasks balance better), never more than there are units."""
-    tuples = sum(u.stop - u.start for u in job.units)
-    wanted = min(cores * PARTITIONS_PER_CORE, max(cores, -(-tuples // PARTITION_TUPLES)))
-    return max(1, min(len(job.units), wanted))
+class _Watcher:
+    """Reports progress while Spark works: the share of finished tasks of the job group, in tuples."""
 
+    def __init__(self, sc, group: str, total: int, progress: Progress | None):
+        self.sc, self.group, self.total, self.progress = sc, group, total, progress
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
 
-def _feeds_table(feeds: list[tuple[int, str, str, str]]):
-    """The feeds as an Arrow table (a list of Python rows is slow to turn into a DataFrame)."""
-    import pyarrow as pa
+    def start(self) -> None:
+        if self.progress is not None:
+            self.thread.start()
 
-    columns = list(zip(*feeds, strict=True)) if feeds else [(), (), (), ()]
-    return pa.table(
-        [pa.array(columns[0], pa.int32()), *(pa.array(c, pa.string()) for c in columns[1:])],
-        names=["channel", "kind", "name", "peer"],
-    )
+    def stop(self) -> None:
+        self.done.set()
+        if self.thread.is_alive():
+            self.thread.join()
 
-
-def _binary_values(column, dtype: np.dtype) -> np.ndarray:
-    """All cells of an Arrow binary column, concatenated in row order, as one array of ``dtype``."""
-    cells = column.combine_chunks()
-    offsets = np.frombuffer(cells.buffers()[1], np.int32)[cells.offset : cells.offset + len(cells) + 1]
-    data = cells.buffers()[2]
-    if data is None or offsets[-1] == offsets[0]:
-        return np.zeros(0, dtype)
-    return np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]].view(dtype)
-
-
-def _carried(table) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per channel ``(sorted tuple indices, wire bytes)`` from the records, without a Python object per
-    tuple: cells are put in (channel, first tuple) order, which sorts the tuples since a channel's units
-    are disjoint ranges and positions inside a cell ascend."""
-    channel = table.column("channel").to_numpy()
-    start = table.column("start").to_numpy()
-    counts = table.column("tuples").to_numpy().astype(np.int64)
-    constant = table.column("wire").to_numpy()
-    positions = _binary_values(table.column("positions"), POSITION_DTYPE)
-    wires = np.repeat(constant.astype(np.int64), counts)
-    cell_offsets = np.concatenate([[0], np.cumsum(counts)])
-    varying = np.flatnonzero(constant == VARYING_WIRE)
-    if len(varying):
-        sizes = _binary_values(table.column("wires").take(varying), WIRES_DTYPE)
-        at = 0
-        for row in varying:
-            wires[cell_offsets[row] : cell_offsets[row + 1]] = sizes[at : at + counts[row]]
-            at += counts[row]
-    indices = np.repeat(start, counts) + positions
-    order = np.lexsort((start, channel))
-    ordered_counts = counts[order]
-    ordered_offsets = np.concatenate([[0], np.cumsum(ordered_counts)])
-    gather = np.repeat(cell_offsets[order] - ordered_offsets[:-1], ordered_counts) + np.arange(ordered_offsets[-1])
-    indices, wires = indices[gather], wires[gather]
-    ordered_channels = channel[order]
-    found, first_cells = np.unique(ordered_channels, return_index=True)
-    bounds = np.append(ordered_offsets[first_cells], ordered_offsets[-1])
-    return {int(c): (indices[a:b], wires[a:b]) for c, a, b in zip(found, bounds[:-1], bounds[1:], strict=True)}
-
-
-def _check_agreement(scenario: Scenario, run: StrategyRun, link_totals: dict, delivery_totals: dict) -> None:
-    """Spark's aggregates against the simulator's meter; raises EngineError naming the first difference."""
-    for direction, sent in run.link_bytes.items():
-        spark = link_totals.get(direction, (0, 0))
-        if spark != (run.link_tuples[direction], sent):
-            raise EngineError(
-                f"{run.strategy}: Spark counted {spark[0]} tuples / {spark[1]} bytes on {direction[0]} -> "
-                f"{direction[1]}, the simulator {run.link_tuples[direction]} / {sent}"
-            )
-    uploads = sum(
-        workload.tuple_count(s, scenario.duration) * (scenario.header_bytes + 8 * len(s.attribute_names))
-        for s in scenario.streams
-    )
-    downloads = sum(b for d, (_, b) in link_totals.items() if d not in run.link_bytes)
-    if uploads + downloads != run.access_bytes:
-        raise EngineError(
-            f"{run.strategy}: Spark counted {uploads + downloads} access bytes, the simulator {run.access_bytes}"
-        )
-    for subscription, indices in run.delivered.items():
-        spark = delivery_totals.get(subscription, (0, 0))[0]
-        if spark != len(indices):
-            raise EngineError(
-                f"{run.strategy}: Spark delivered {spark} tuples to {subscription}, the simulator {len(indices)}"
-            )
+    def _watch(self) -> None:
+        tracker = self.sc.statusTracker()
+        while not self.done.wait(0.5):
+            finished = started = 0
+            # the group's first job simulates the chunks; later ones only read what it kept
+            for job in sorted(tracker.getJobIdsForGroup(self.group))[:1]:
+                info = tracker.getJobInfo(job)
+                for stage in info.stageIds if info else ():
+                    found = tracker.getStageInfo(stage)
+                    if found and found.numTasks:
+                        finished += found.numCompletedTasks
+                        started += found.numTasks
+            if started:
+                self.progress(self.total * finished // started, self.total)

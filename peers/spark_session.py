@@ -48,7 +48,8 @@ logger.codegen.level = off
 """
 
 _session = None
-_session_master: str | None = None
+_session_key: tuple | None = None  # (master, extra configuration) of the running session
+_CONF_KEY = re.compile(r"spark\.[A-Za-z0-9_.\-]+")
 
 
 def parse_master(url: str | None) -> str:
@@ -64,6 +65,17 @@ def parse_master(url: str | None) -> str:
     if found and 0 < int(found.group(2)) < 65536:
         return url
     raise InputError(f"--spark-master: {url!r} is not local, local[N], local[*] or spark://host:port")
+
+
+def parse_conf(pairs: list[str] | None) -> dict[str, str]:
+    """``--spark-conf KEY=VALUE`` options as a dict; raises InputError naming the malformed one."""
+    found: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not _CONF_KEY.fullmatch(key) or not value:
+            raise InputError(f"--spark-conf: {pair!r} is not KEY=VALUE with a spark.* key")
+        found[key] = value
+    return found
 
 
 def _check_reachable(master: str) -> None:
@@ -95,15 +107,19 @@ def _executor_pythonpath() -> str:
     return os.pathsep.join(p for p in (REPO_ROOT, inherited) if p)
 
 
-def spark_session(master: str | None = None):
-    """The process's SparkSession on ``master`` (validated by :func:`parse_master`), created on first use.
+def spark_session(master: str | None = None, conf: dict[str, str] | None = None):
+    """The process's SparkSession on ``master`` (validated by :func:`parse_master`) with the extra
+    configuration ``conf``, created on first use (a different master or configuration stops the old one).
+    Settings of the driver's JVM (``spark.driver.memory``) only take effect in a process that has not
+    started Spark yet.
 
     Raises InputError for a malformed master URL and EngineError when Java or Spark cannot start or the
     standalone master cannot be reached.
     """
-    global _session, _session_master
+    global _session, _session_key
     master = parse_master(master)
-    if _session is not None and _session_master == master:
+    key = (master, tuple(sorted((conf or {}).items())))
+    if _session is not None and _session_key == key:
         return _session
     _check_reachable(master)
     stop_session()
@@ -129,19 +145,21 @@ def spark_session(master: str | None = None):
             .config("spark.executorEnv.PYTHONPATH", _executor_pythonpath())
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.sql.shuffle.partitions", "4")
-            .getOrCreate()
         )
+        for name, value in (conf or {}).items():
+            session = session.config(name, value)
+        session = session.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
     except Exception as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineError(f"Spark could not start on {master}: {first_line}") from err
-    _session, _session_master = session, master
+    _session, _session_key = session, key
     return session
 
 
 def stop_session() -> None:
     """Stop the process's session, if any (the next :func:`spark_session` starts a new one)."""
-    global _session, _session_master
+    global _session, _session_key
     if _session is not None:
         _session.stop()
-    _session, _session_master = None, None
+    _session, _session_key = None, None

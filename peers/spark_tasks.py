@@ -1,194 +1,173 @@
-"""What runs inside the Spark tasks: tuples generated in place, pushed through a super-peer operator tree.
+"""What runs inside the Spark tasks: one chunk of the run, simulated where it is, reduced to aggregates.
 
-The driver installs each epoch's operators with :func:`peers.superpeer.install` (the local engine's code,
-with its cache, so an operator unchanged over many epochs is one object) and broadcasts every distinct
-operator once, in :func:`portable` form: matchers travel as their plain arrays (``MultiMatcher.to_arrays``)
-because index structures such as R-trees do not pickle, and every Python worker rebuilds an operator the
-first time a unit needs it (:func:`rebuild`, cached per broadcast job).  A task then takes work units, each a
-range of one stream's tuples inside one epoch, generates the tuples with ``topologies.workload.columns``
-(the same values as the local engine, for any range) and walks them through the same
-:class:`~peers.superpeer.FlowOperator` objects the simulator calls.  For every channel (an operator's output
-to one reader along one route) a unit reaches, it writes ONE record: the positions of the carried tuples
-in the unit as packed ``uint16`` (a unit never exceeds 65,536 tuples), their size on the wire (one number
-when all tuples weigh the same, else packed ``int32`` per tuple), and their count and total bytes for
-Spark's aggregation.  No clock runs here: which tuples a channel carries does not depend on time, so the
-driver replays these records under the simulator.
+A *chunk* is a stretch of consecutive windows of emission time.  The driver broadcasts the plan laid out
+for the simulator (:class:`peers.local.Simulation`: the timetable's compiled arrays and the link queues'
+arrays, no plan objects) once; a task then generates its chunk's tuples (``topologies.workload``, the same
+values as the local engine for any range), runs the super-peers' operators on them and moves them through
+the FIFO link queues with the local engine's own code, from a given state of the queues (when each link is
+next free).  What leaves the task is
+
+- one **summary** row: traffic per link direction, the timeline, per subscription the tuples delivered and
+  expected, the missing and extra copies (against the plain evaluation of the subscription over the chunk's
+  tuples, ``topologies.expected``), the exact latency sum, and the state of the queues (where they ended,
+  and the earliest arrival at each link, which tells the driver whether a guessed starting state was
+  right, see docs/SPARK.md);
+- one **latency** row per delivered copy: subscription number and the latency's IEEE bits, which stay on
+  the executors for the exact percentile selection.
+
+Rows share one schema (:data:`RECORD_SCHEMA`); a summary row has ``sub == -1`` and a ``summary`` cell.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Mapping
+import pickle
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 import pyarrow as pa
 
-from peers.superpeer import FlowOperator, raw_key
+from network.latency import Sum, exact_sum
+from peers.local import Simulation
 from topologies import workload
-from topologies.model import Scenario
+from topologies.expected import expected_in_range, multiset_difference
 
-RECORD_SCHEMA = "channel int, start long, tuples int, bytes long, wire int, positions binary, wires binary"
+RECORD_SCHEMA = "chunk int, attempt int, sub int, bits long, summary binary"
 _ARROW_SCHEMA = pa.schema(
     [
-        ("channel", pa.int32()),
-        ("start", pa.int64()),
-        ("tuples", pa.int32()),
-        ("bytes", pa.int64()),
-        ("wire", pa.int32()),
-        ("positions", pa.binary()),
-        ("wires", pa.binary()),
+        ("chunk", pa.int32()),
+        ("attempt", pa.int32()),
+        ("sub", pa.int32()),
+        ("bits", pa.int64()),
+        ("summary", pa.binary()),
     ]
 )
-POSITION_DTYPE = np.dtype("<u2")  # positions relative to the unit's first tuple
-WIRES_DTYPE = np.dtype("<i4")
-VARYING_WIRE = -1  # ``wire`` when the per-tuple sizes are in ``wires``
-MAX_UNIT_TUPLES = 1 << 16
+SUMMARY_SUB = -1  # ``sub`` of a summary row
+ROWS_PER_BATCH = 1 << 18  # latency rows per Arrow batch a task yields
 
 
 @dataclass(frozen=True)
-class PortableOperator:
-    """A :class:`FlowOperator` with its matcher replaced by the matcher's class and plain arrays."""
+class ChunkJob:
+    """What every task reads (broadcast once per strategy): the simulation and the run's windows."""
 
-    state: dict
-    matcher_class: type
-    matcher_arrays: dict[str, np.ndarray]
-
-
-def portable(operator: FlowOperator) -> PortableOperator:
-    state = dict(vars(operator))
-    matcher = state.pop("matcher")
-    return PortableOperator(state, type(matcher), matcher.to_arrays())
-
-
-def rebuild(shipped: PortableOperator) -> FlowOperator:
-    operator = FlowOperator.__new__(FlowOperator)
-    vars(operator).update(shipped.state)
-    operator.matcher = shipped.matcher_class.from_arrays(shipped.matcher_arrays)
-    return operator
+    simulation: Simulation
+    windows: tuple[tuple[float, float], ...]
 
 
 @dataclass(frozen=True)
-class EpochWork:
-    """One epoch as the tasks need it: which distinct operator runs where, the channel each of its
-    outputs feeds, and where each flow passes."""
+class Chunk:
+    """Windows ``first .. stop - 1``, from the queues' state ``busy`` (when each link is next free; the true
+    state, or a guess).  ``attempt`` numbers the runs of a chunk."""
 
-    places: Mapping[tuple[str, Hashable], tuple[int, tuple[int, ...]]]  # place -> (operator, channel per target)
-    paths: Mapping[Hashable, tuple[str, ...]]  # flow channel key -> the super-peers it visits, in order
-
-
-@dataclass(frozen=True)
-class Unit:
-    """Tuples ``start..stop-1`` of ``stream``, all emitted inside epoch number ``epoch``."""
-
-    epoch: int
-    stream: str
-    start: int
+    number: int
+    attempt: int
+    first: int
     stop: int
+    busy: np.ndarray
 
 
-@dataclass(frozen=True)
-class Job:
-    """Everything the tasks of one strategy run read (broadcast once; an operator shared by many epochs
-    is pickled once)."""
+@dataclass
+class ChunkSummary:
+    """A chunk's aggregates.  Link arrays follow the sorted backbone directions, subscription arrays the
+    scenario's subscriptions; ``received`` holds the attributes of the subscriptions delivered to here."""
 
-    scenario: Scenario
-    operators: tuple[PortableOperator, ...]
-    epochs: Mapping[int, EpochWork]
-    units: tuple[Unit, ...]
-
-
-def carry(
-    scenario: Scenario, work: Mapping[tuple[str, Hashable], FlowOperator], paths: Mapping, unit: Unit
-) -> Iterator[tuple[tuple[str, Hashable], int, np.ndarray, np.ndarray]]:
-    """Every output the unit's tuples reach: ``(place, reader number, tuple indices, wire bytes per tuple)``.
-
-    The walk visits operators exactly where the simulator taps them: the raw stream at its source's
-    super-peer, each flow at every super-peer of its path that runs an operator on it.
-    """
-    home = scenario.home(scenario.stream(unit.stream).source)
-    columns = workload.columns(scenario, unit.stream, unit.start, unit.stop)
-    pending = [(raw_key(unit.stream), (home,), np.arange(unit.start, unit.stop, dtype=np.int64), columns)]
-    while pending:
-        key, nodes, indices, values = pending.pop()
-        for node in nodes:
-            operator = work.get((node, key))
-            if operator is None:
-                continue
-            for j, out in enumerate(operator.process(len(indices), values)):
-                carried = indices[out.positions]
-                yield (node, key), j, carried, out.wire_bytes
-                pending.append((out.target, paths.get(out.target, ()), carried, out.columns))
+    number: int
+    attempt: int
+    start: np.ndarray  # when each link was next free as the chunk started (Chunk.busy)
+    busy: np.ndarray  # when each link is next free after the chunk
+    first_arrival: np.ndarray  # per link, the earliest arrival in the first window using it (inf: none)
+    link_bytes: np.ndarray
+    link_tuples: np.ndarray
+    timeline: np.ndarray  # backbone direction x bin (no columns: no backbone traffic)
+    access: dict[tuple[str, str], int]
+    received: dict[str, tuple[str, ...]]
+    delivered: np.ndarray
+    expected: np.ndarray
+    missing: np.ndarray
+    extra: np.ndarray
+    sums: list[Sum]
 
 
-class _Rebuilt:
-    """Per Python worker: the rebuilt operators of one broadcast job, by operator number."""
+def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarray, np.ndarray]:
+    """Run one chunk: its summary, and per delivered copy the subscription number and latency (seconds)."""
+    simulation = job.simulation
+    scenario = simulation.scenario
+    meter = simulation.meter()
+    windows = job.windows[chunk.first : chunk.stop]
+    queues = simulation.play(windows, meter, busy=chunk.busy)
+    received = meter.received
+    run = meter.result("", "spark")
+    start, end = windows[0][0], windows[-1][1]
+    expected: dict[str, np.ndarray] = {}
+    for stream in scenario.streams:
+        times = workload.emission_times(stream, 0, workload.tuple_count(stream, scenario.duration))
+        lo, hi = np.searchsorted(times, [start, end], side="left").tolist()
+        expected.update(expected_in_range(scenario, stream.id, lo, hi))
+    subs = [s.id for s in scenario.subscriptions]
+    none = np.zeros(0, np.int64)
+    counts = np.array([len(run.delivered[s]) for s in subs], np.int64)
+    differences = [multiset_difference(run.delivered[s], expected.get(s, none)) for s in subs]
+    timeline = np.stack(list(run.timeline.values())) if run.timeline else np.zeros((len(run.link_bytes), 0))
+    summary = ChunkSummary(
+        number=chunk.number,
+        attempt=chunk.attempt,
+        start=np.asarray(chunk.busy, dtype=np.float64),
+        busy=queues.busy.copy(),
+        first_arrival=queues.first_arrival.copy(),
+        link_bytes=np.array(list(run.link_bytes.values()), np.int64),
+        link_tuples=np.array(list(run.link_tuples.values()), np.int64),
+        timeline=timeline,
+        access=run.access_link_bytes,
+        received=received,
+        delivered=counts,
+        expected=np.array([len(expected.get(s, none)) for s in subs], np.int64),
+        missing=np.array([d[0] for d in differences], np.int64),
+        extra=np.array([d[1] for d in differences], np.int64),
+        sums=[exact_sum(run.latencies[s]) for s in subs],
+    )
+    owners = np.repeat(np.arange(len(subs), dtype=np.int32), counts)
+    latencies = np.concatenate([run.latencies[s] for s in subs]) if subs else np.zeros(0)
+    return summary, owners, latencies
 
-    def __init__(self) -> None:
-        self.job_id: str | None = None
-        self.operators: dict[int, FlowOperator] = {}
 
-    def of(self, job_id: str, job: Job, work: EpochWork) -> dict[tuple[str, Hashable], FlowOperator]:
-        if job_id != self.job_id:
-            self.job_id, self.operators = job_id, {}
-        placed = {}
-        for place, (number, _) in work.places.items():
-            if number not in self.operators:
-                self.operators[number] = rebuild(job.operators[number])
-            placed[place] = self.operators[number]
-        return placed
-
-
-_rebuilt = _Rebuilt()
-
-
-def run_units(broadcast, job_id: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function over batches of unit numbers (column ``id``) of the job ``broadcast``
-    (``job_id`` names it uniquely, for the workers' cache): records of :data:`RECORD_SCHEMA`, one row per
-    unit per channel it reaches."""
-    # a partial of a module-level function pickles by reference, so the worker's module globals (the
-    # cache of rebuilt operators) outlive a task; a closure would carry its own copy of them
-    return partial(_process_units, broadcast, job_id)
-
-
-def unit_records(job: Job, operators: Mapping[tuple[str, Hashable], FlowOperator], unit: Unit) -> pa.RecordBatch:
-    """The records of one unit (``operators``: the unit's epoch's operators, rebuilt)."""
-    work = job.epochs[unit.epoch]
-    rows = []
-    for place, j, indices, wire in carry(job.scenario, operators, work.paths, unit):
-        if not len(indices):
-            continue
-        constant = len(wire) and wire[0] == wire[-1] and bool(np.all(wire == wire[0]))
-        rows.append(
-            (
-                work.places[place][1][j],
-                len(indices),
-                int(wire.sum()),
-                int(wire[0]) if constant else VARYING_WIRE,
-                (indices - unit.start).astype(POSITION_DTYPE).tobytes(),
-                b"" if constant else wire.astype(WIRES_DTYPE).tobytes(),
-            )
+def chunk_records(job: ChunkJob, chunk: Chunk) -> Iterator[pa.RecordBatch]:
+    """A chunk's rows of :data:`RECORD_SCHEMA`: its latency rows, then its summary row."""
+    summary, owners, latencies = simulate_chunk(job, chunk)
+    bits = latencies.view(np.int64)  # latencies are positive: their bits sort as the values do
+    for at in range(0, len(bits), ROWS_PER_BATCH):
+        part = slice(at, at + ROWS_PER_BATCH)
+        n = len(bits[part])
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array(np.full(n, chunk.number, np.int32)),
+                pa.array(np.full(n, chunk.attempt, np.int32)),
+                pa.array(owners[part]),
+                pa.array(bits[part]),
+                pa.nulls(n, pa.binary()),
+            ],
+            schema=_ARROW_SCHEMA,
         )
-    columns = list(zip(*rows, strict=True)) if rows else [()] * 6
-    return pa.RecordBatch.from_arrays(
+    yield pa.RecordBatch.from_arrays(
         [
-            pa.array(columns[0], pa.int32()),
-            pa.array(np.full(len(rows), unit.start, np.int64)),
-            pa.array(columns[1], pa.int32()),
-            pa.array(columns[2], pa.int64()),
-            pa.array(columns[3], pa.int32()),
-            pa.array(columns[4], pa.binary()),
-            pa.array(columns[5], pa.binary()),
+            pa.array([chunk.number], pa.int32()),
+            pa.array([chunk.attempt], pa.int32()),
+            pa.array([SUMMARY_SUB], pa.int32()),
+            pa.array([0], pa.int64()),
+            pa.array([pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)], pa.binary()),
         ],
         schema=_ARROW_SCHEMA,
     )
 
 
-def _process_units(broadcast, job_id: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    job: Job = broadcast.value
+def run_chunks(broadcast, chunks: tuple[Chunk, ...]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function over batches of positions in ``chunks`` (column ``id``) of the job
+    ``broadcast``."""
+    return partial(_process, broadcast, chunks)
+
+
+def _process(broadcast, chunks: tuple[Chunk, ...], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    job: ChunkJob = broadcast.value
     for batch in batches:
-        for unit_number in batch.column("id").to_numpy():
-            unit = job.units[int(unit_number)]
-            records = unit_records(job, _rebuilt.of(job_id, job, job.epochs[unit.epoch]), unit)
-            if records.num_rows:
-                yield records
+        for position in batch.column("id").to_numpy().tolist():
+            yield from chunk_records(job, chunks[position])

@@ -356,6 +356,14 @@ class Timetable:
 
     # -- windows ----------------------------------------------------------------------------------------
 
+    _READING_ONLY = ("network", "index", "phases", "_numbers", "_memo", "_selectors", "custom")
+
+    def __getstate__(self) -> dict:
+        """What :meth:`window` and :meth:`routes` need: the Spark engine ships a timetable to its
+        executors, and the reading state (which holds the plan's own objects) stays behind."""
+        return {k: v for k, v in vars(self).items() if k not in self._READING_ONLY}
+
+
     def routes(self) -> list[Route]:
         """The channels as the queues see them (numbered alike)."""
         return [Route(c.hops, c.parent, c.tap, c.sink, c.attrs) for c in self.channels]

@@ -12,42 +12,49 @@ import json
 
 import numpy as np
 
-from network.meter import StrategyRun
-from reports.expected import Expected, compare
+from network.latency import LatencyStats
+from network.meter import StrategyRun, SubscriptionSummary
+from topologies.expected import Expected, compare
 from topologies.model import Scenario
 
 BASELINES = ("data-shipping", "query-shipping", "multicast")
 
 
-def _percentiles(latencies: dict[str, np.ndarray]) -> dict[str, float | None]:
-    values = [v for v in latencies.values() if len(v)]
-    if not values:
-        return {"p50": None, "p99": None, "mean": None}
-    allv = np.concatenate(values)
-    return {
-        "p50": float(np.percentile(allv, 50)),
-        "p99": float(np.percentile(allv, 99)),
-        "mean": float(allv.mean()),
-    }
-
-
-def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected) -> dict:
-    links = [
-        {"from": a, "to": b, "bytes": int(run.link_bytes[(a, b)]), "tuples": int(run.link_tuples[(a, b)])}
-        for a, b in sorted(run.link_bytes)
-    ]
-    subscriptions = []
+def subscription_summaries(scenario: Scenario, run: StrategyRun, expected: Expected | None) -> tuple[dict, LatencyStats]:
+    """Per subscription what the report gives, and the latency over every delivery: the engine's own
+    summary when it has one (Spark), else computed from the delivered tuples and ``expected``."""
+    if run.summary is not None:
+        assert run.latency is not None
+        return run.summary, run.latency
+    assert expected is not None, "an engine without a summary needs the expected tuples"
+    found = {}
     for sub in scenario.subscriptions:
         delivered = run.delivered.get(sub.id, np.zeros(0, dtype=np.int64))
         delivered_attrs = run.delivered_attrs.get(sub.id, expected.attrs[sub.id])
         missing, extra = compare(delivered, delivered_attrs, expected.indices[sub.id], expected.attrs[sub.id])
+        latency = LatencyStats.of(run.latencies.get(sub.id, np.zeros(0)))
+        found[sub.id] = SubscriptionSummary(len(delivered), len(expected.indices[sub.id]), missing, extra, latency)
+    values = [v for v in run.latencies.values() if len(v)]
+    return found, LatencyStats.of(np.concatenate(values) if values else np.zeros(0))
+
+
+def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected | None) -> dict:
+    links = [
+        {"from": a, "to": b, "bytes": int(run.link_bytes[(a, b)]), "tuples": int(run.link_tuples[(a, b)])}
+        for a, b in sorted(run.link_bytes)
+    ]
+    summaries, latency = subscription_summaries(scenario, run, expected)
+    subscriptions = []
+    for sub in scenario.subscriptions:
+        found = summaries[sub.id]
         subscriptions.append(
             {
                 "id": sub.id,
-                "delivered": len(delivered),
-                "expected": len(expected.indices[sub.id]),
-                "missing": missing,
-                "extra": extra,
+                "delivered": found.delivered,
+                "expected": found.expected,
+                "missing": found.missing,
+                "extra": found.extra,
+                "latency_s": found.latency.as_dict(),
             }
         )
     return {
@@ -56,11 +63,11 @@ def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected) -> 
         "access_bytes": int(run.access_bytes),
         "links": links,
         "subscriptions": subscriptions,
-        "latency_s": _percentiles(run.latencies),
+        "latency_s": latency.as_dict(),
     }
 
 
-def build_report(scenario: Scenario, runs: dict[str, StrategyRun], expected: Expected, engine: str) -> dict:
+def build_report(scenario: Scenario, runs: dict[str, StrategyRun], expected: Expected | None, engine: str) -> dict:
     """The report as a JSON-ready dict; strategies in the order given."""
     return assemble_report(
         scenario, {name: strategy_entry(scenario, run, expected) for name, run in runs.items()}, engine

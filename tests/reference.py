@@ -1,7 +1,7 @@
 """An independent recomputation of SPEC section 3, for the tests only.
 
 Routes come from networkx (not network/routing.py), predicates are evaluated by the plain reference
-evaluation of reports/expected.py (itself tested point by point), and traffic is counted from the strategy
+evaluation of topologies/expected.py (itself tested point by point), and traffic is counted from the strategy
 definitions in SPEC.md, not from any Plan.
 """
 
@@ -12,7 +12,7 @@ from collections import Counter
 import networkx as nx
 import numpy as np
 
-from reports.expected import satisfies
+from topologies.expected import satisfies
 from topologies.model import Scenario
 from topologies.workload import columns, emission_times, tuple_count
 

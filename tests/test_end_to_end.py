@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from matcher import Box, Interval, Predicate, Query, Uniform, interval
 from network.routing import Network
 from peers.local import run_local
-from reports.expected import expected_results
+from topologies.expected import expected_results
 from reports.report import build_report
 from sharing import STRATEGIES, make_plan
 from sharing.plan import Plan
@@ -171,7 +171,7 @@ def test_random_scenarios_are_exact_and_match_the_reference(scenario):
 
 
 def test_reference_evaluation_agrees_with_pointwise_evaluation():
-    from reports.expected import satisfies
+    from topologies.expected import satisfies
 
     rng = np.random.default_rng(3)
     where = Predicate([Box({"x": Interval(2, 5, False, True), "y": Interval.point(3)}), Box({"z": Interval.above(8)})])

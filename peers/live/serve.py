@@ -30,7 +30,7 @@ from peers.live.plans import PlanBook
 from peers.live.superpeer_service import SuperPeerService
 from peers.live.thinpeer_service import BATCH_S, ThinPeerService
 from peers.live.topics import DEFAULT_PREFIX, Topics
-from reports.expected import expected_results
+from topologies.expected import expected_results
 from reports.report import build_report, report_json
 from sharing import STRATEGIES
 from topologies.errors import InputError

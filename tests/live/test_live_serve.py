@@ -16,7 +16,7 @@ from peers.live.connection import Broker
 from peers.live.serve import ServeOptions, serve
 from peers.live.topics import Topics
 from peers.local import run_local
-from reports.expected import expected_results
+from topologies.expected import expected_results
 from reports.report import build_report
 from sharing import make_plan
 from topologies import workload

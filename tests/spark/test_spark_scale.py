@@ -14,10 +14,10 @@ import pytest
 from network.routing import Network
 from peers.local import run_local
 from peers.spark import run_spark
-from reports.expected import compare, expected_results
+from topologies.expected import compare, expected_results
 from sharing import make_plan
 from tests.spark.conftest import LOCAL_MASTER
-from tests.spark.test_spark_engine import _assert_same_runs
+from tests.spark.test_spark_engine import assert_same_runs
 from topologies.scale import scale_scenario
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -51,4 +51,4 @@ def test_spark_equals_the_local_engine_at_size(spark, strategy):
     assert sum(len(want) for want in expected.indices.values()) > 0  # not vacuous
     for sub_id, want in expected.indices.items():  # the reference is itself exact
         assert compare(local.delivered[sub_id], local.delivered_attrs[sub_id], want, expected.attrs[sub_id]) == (0, 0)
-    _assert_same_runs(local, run_spark(scenario, plan, master=LOCAL_MASTER))
+    assert_same_runs(scenario, local, run_spark(scenario, plan, master=LOCAL_MASTER))

@@ -42,19 +42,30 @@ def satisfies(predicate: Predicate, values: dict[str, np.ndarray], n: int) -> np
 def expected_results(scenario: Scenario) -> Expected:
     indices: dict[str, np.ndarray] = {}
     attrs: dict[str, tuple[str, ...]] = {}
-    cache: dict[str, tuple[np.ndarray, dict[str, np.ndarray]]] = {}
+    for stream in scenario.streams:
+        found = expected_in_range(scenario, stream.id, 0, tuple_count(stream, scenario.duration))
+        indices.update(found)
     for sub in scenario.subscriptions:
-        stream = scenario.stream(sub.stream)
-        if stream.id not in cache:
-            n = tuple_count(stream, scenario.duration)
-            cache[stream.id] = (emission_times(stream, 0, n), columns(scenario, stream.id, 0, n))
-        times, values = cache[stream.id]
+        attrs[sub.id] = sub.query.attributes(scenario.stream(sub.stream).attribute_names)
+    return Expected({sub.id: indices[sub.id] for sub in scenario.subscriptions}, attrs)
+
+
+def expected_in_range(scenario: Scenario, stream_id: str, first: int, stop: int) -> dict[str, np.ndarray]:
+    """Per subscription to ``stream_id``: the indices among tuples ``first..stop-1`` it must receive (the
+    whole run's answer is the concatenation over consecutive ranges, which lets the Spark engine check a
+    chunk of the run where its tuples are)."""
+    stream = scenario.stream(stream_id)
+    times = emission_times(stream, first, stop)
+    values = columns(scenario, stream_id, first, stop)
+    found = {}
+    for sub in scenario.subscriptions:
+        if sub.stream != stream_id:
+            continue
         until = np.inf if sub.until is None else sub.until
         active = (times >= sub.at) & (times < until)
         mask = active & satisfies(sub.query.where, values, len(times))
-        indices[sub.id] = np.flatnonzero(mask).astype(np.int64)
-        attrs[sub.id] = sub.query.attributes(stream.attribute_names)
-    return Expected(indices, attrs)
+        found[sub.id] = first + np.flatnonzero(mask).astype(np.int64)
+    return found
 
 
 def compare(delivered: np.ndarray, delivered_attrs: tuple[str, ...], expected: np.ndarray, attrs: tuple[str, ...]):
@@ -65,6 +76,12 @@ def compare(delivered: np.ndarray, delivered_attrs: tuple[str, ...], expected: n
     """
     if tuple(delivered_attrs) != tuple(attrs):
         return len(expected), len(delivered)
+    return multiset_difference(delivered, expected)
+
+
+def multiset_difference(delivered: np.ndarray, expected: np.ndarray) -> tuple[int, int]:
+    """``(missing, extra)``: copies of tuples expected but not delivered, and delivered but not expected
+    (sums over disjoint ranges of tuple indices add up to the whole run's)."""
     got_ids, got_counts = np.unique(delivered, return_counts=True)
     want_ids, want_counts = np.unique(expected, return_counts=True)
     all_ids = np.union1d(got_ids, want_ids)

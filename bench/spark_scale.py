@@ -1,0 +1,131 @@
+"""``bench spark --scale``: the Spark engine on a scenario with 1 and then 2 executor cores of a standalone
+cluster, against the local engine in the same run.
+
+The cluster (a master and one 2-core worker on 127.0.0.1, ``peers/spark_cluster.py``) is started for the
+bench unless ``--cluster`` names one.  The plan is made once.  Each Spark configuration gets a fresh
+session capped at its cores (``spark.cores.max``), a warm-up run on figure1 (executors start, Python
+workers load numba's cached kernels), then the timed run of ``--chunks`` chunks (the same for both, so both
+do the same work).  The local engine runs the same plan in this process, warm (its kernels compiled by the
+warm-up).  Printed per row: wall seconds, tuple-hops per wall second, and the driver's peak memory: the
+Python driver's and its JVM's (the executors are the worker's processes, not the driver's).  The ratios
+are 2 cores over 1 core and Spark over the local engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+WARM_UP = "topologies/figure1.yaml"
+
+
+def _tuple_hops(scenario, run) -> int:
+    from topologies import workload
+
+    uploads = sum(workload.tuple_count(s, scenario.duration) for s in scenario.streams)
+    delivered = (
+        sum(s.delivered for s in run.summary.values()) if run.summary else sum(len(v) for v in run.delivered.values())
+    )
+    return run.backbone_tuples + uploads + delivered
+
+
+def _jvm_peak_rss(session) -> int:
+    """Peak resident memory (VmHWM) of the driver's JVM, in bytes (0 when unknown)."""
+    try:
+        pid = session.sparkContext._gateway.proc.pid
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (AttributeError, OSError):
+        pass
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
+    from network.routing import Network
+    from peers.local import run_local
+    from peers.spark import run_spark
+    from peers.spark_cluster import standalone_cluster
+    from peers.spark_session import spark_session, stop_session
+    from sharing import STRATEGIES, make_plan
+    from topologies.errors import InputError
+    from topologies.loader import load_scenario
+
+    if args.strategy not in STRATEGIES:
+        raise InputError(f"--strategy: unknown strategy {args.strategy!r} (one of {', '.join(STRATEGIES)})")
+    if args.chunks < 1:
+        raise InputError(f"--chunks: must be at least 1, got {args.chunks}")
+    scenario = load_scenario(args.scenario)
+    warm = load_scenario(WARM_UP)
+    plan = make_plan(scenario, args.strategy, Network.of(scenario))
+    warm_plan = make_plan(warm, args.strategy, Network.of(warm))
+    rows = []
+    run_local(warm, warm_plan)
+    t0 = time.perf_counter()
+    local = run_local(scenario, plan)
+    local_s = time.perf_counter() - t0
+    hops = _tuple_hops(scenario, local)
+    del local
+    rows.append({"engine": "local", "cores": 1, "seconds": local_s, "tuple_hops_per_s": hops / local_s})
+    logs = Path(tempfile.mkdtemp(prefix="bench-spark-cluster-"))
+    with nullcontext(args.cluster) if args.cluster else standalone_cluster(logs, cores=2) as master:
+        for cores in (1, 2):
+            conf = {"spark.cores.max": str(cores), "spark.executor.cores": str(cores)}
+            session = spark_session(master, conf)
+            run_spark(warm, warm_plan, master=master, conf=conf, chunks=cores)
+            t0 = time.perf_counter()
+            spark = run_spark(scenario, plan, master=master, conf=conf, chunks=args.chunks)
+            seconds = time.perf_counter() - t0
+            if _tuple_hops(scenario, spark) != hops:
+                raise AssertionError("the Spark run counted other tuple-hops than the local one")
+            rows.append(
+                {
+                    "engine": "spark",
+                    "cores": cores,
+                    "seconds": seconds,
+                    "tuple_hops_per_s": hops / seconds,
+                    "driver_jvm_peak_bytes": _jvm_peak_rss(session),
+                }
+            )
+            stop_session()
+    python_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    one, two = rows[1]["seconds"], rows[2]["seconds"]
+    result = {
+        "params": {
+            "scenario": args.scenario,
+            "strategy": args.strategy,
+            "chunks": args.chunks,
+            "cluster": args.cluster or "started by the bench (1 worker, 2 cores, 127.0.0.1)",
+            "tuple_hops": hops,
+            "cpus": os.cpu_count(),
+        },
+        "rows": rows,
+        "speedup_2_over_1_cores": one / two,
+        "spark_2_cores_over_local": local_s / two,
+        "driver_python_peak_bytes": python_peak,
+    }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print("bench spark --scale: " + ", ".join(f"{k}={v}" for k, v in result["params"].items()))
+    print(f"{'engine':<8}{'cores':>6}{'seconds':>10}{'M tuple-hops/s':>16}{'driver JVM peak':>18}")
+    for row in rows:
+        jvm = row.get("driver_jvm_peak_bytes")
+        peak = f"{jvm / 2**20:.0f} MiB" if jvm else "-"
+        print(f"{row['engine']:<8}{row['cores']:>6}{row['seconds']:>10.1f}{row['tuple_hops_per_s'] / 1e6:>16.2f}{peak:>18}")
+    print(
+        f"2 cores / 1 core: {result['speedup_2_over_1_cores']:.2f}x; Spark on 2 cores / local engine: "
+        f"{result['spark_2_cores_over_local']:.2f}x; driver (Python) peak {python_peak / 2**20:.0f} MiB "
+        "(plan and local run included)"
+    )
+    return 0

@@ -1,0 +1,164 @@
+"""A run cut into chunks of time and stitched by the chain of queue states (peers/spark.py) equals the
+whole run, number for number, without Spark: each chunk is simulated here by the executors' own function
+(:func:`peers.spark_tasks.simulate_chunk`), the latency ranks are read off the chunks' latencies.
+
+The backlog scenarios are the ones where stitching is not free: a link still busy when the next chunk's
+first tuples arrive.  There the first guess (every link free) is wrong, the chain must run chunks again,
+and the naive stitch of first guesses must differ from the whole run (else the test would prove nothing).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from network.latency import ranks_needed
+from network.routing import Network
+from peers.local import Simulation, run_local
+from peers.spark import OVERALL, _cut, _holds, _Totals, chain, cut_windows
+from peers.spark_tasks import Chunk, ChunkJob, ChunkSummary, simulate_chunk
+from reports.report import strategy_entry
+from sharing import make_plan
+from topologies.expected import expected_results
+from topologies.loader import load_scenario
+
+FIGURE1 = "topologies/figure1.yaml"
+
+
+def _variant(tmp_path_factory, name: str, replace: dict[str, str]) -> str:
+    text = open(FIGURE1, encoding="utf-8").read()
+    for old, new in replace.items():
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path_factory.mktemp(name) / f"{name}.yaml"
+    path.write_text(text.replace("name: figure1", f"name: {name}"), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory) -> dict[str, str]:
+    """figure1 as shipped (no queueing to speak of); figure1 with SP4 -> SP5 slower than one copy of the
+    stream (a backlog that grows for the whole run); and large.yaml, whose data-shipping plan queues
+    several streams of different rates at shared links (backlogs that come and go)."""
+    return {
+        "figure1": FIGURE1,
+        "overloaded": _variant(
+            tmp_path_factory, "overloaded", {"    - [SP4, SP5]\n": "    - [SP4, SP5, {bandwidth: 20Kbit}]\n"}
+        ),
+        "large": "topologies/large.yaml",
+    }
+
+
+@cache
+def _setup(path: str, strategy: str):
+    scenario = load_scenario(path)
+    return scenario, make_plan(scenario, strategy, Network.of(scenario))
+
+
+def _chunked(scenario, plan, chunks: int, *, naive: bool = False):
+    """The run stitched from ``chunks`` chunks: (StrategyRun, the chosen runs)."""
+    simulation = Simulation(scenario, plan)
+    windows = simulation.windows()
+    job = ChunkJob(simulation, tuple(windows))
+    cuts = _cut(scenario, windows, chunks)
+    latencies: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def simulate(batch: tuple[Chunk, ...]) -> list[ChunkSummary]:
+        found = []
+        for chunk in batch:
+            summary, owners, values = simulate_chunk(job, chunk)
+            latencies[(chunk.number, chunk.attempt)] = (owners, values)
+            found.append(summary)
+        return found
+
+    links = len(simulation.queues.directions)
+    if naive:
+        runs = list(simulate(tuple(Chunk(k, 0, a, b, np.zeros(links)) for k, (a, b) in enumerate(cuts))))
+    else:
+        runs = chain(simulate, cuts, links)
+    totals = _Totals(simulation)
+    for run in runs:
+        totals.add(run)
+    owners = np.concatenate([latencies[(r.number, r.attempt)][0] for r in runs])
+    values = np.concatenate([latencies[(r.number, r.attempt)][1] for r in runs])
+    ranked = {}
+    for key, ranks in totals.targets().items():
+        mine = np.sort(values if key == OVERALL else values[owners == key])
+        ranked.update({(key, r): float(mine[r]) for r in ranks})
+    return totals.run(plan.strategy, ranked), runs
+
+
+def _assert_same(scenario, whole, stitched) -> None:
+    expected = expected_results(scenario)
+    assert strategy_entry(scenario, stitched, None) == strategy_entry(scenario, whole, expected)
+    assert stitched.access_link_bytes == whole.access_link_bytes
+    assert stitched.delivered_attrs == whole.delivered_attrs
+    assert stitched.timeline.keys() == whole.timeline.keys()
+    for direction, series in whole.timeline.items():
+        np.testing.assert_array_equal(stitched.timeline[direction], series, err_msg=str(direction))
+
+
+@pytest.mark.parametrize("name", ["figure1", "overloaded"])
+@pytest.mark.parametrize("strategy", ["data-shipping", "sharing-em"])
+@pytest.mark.parametrize("chunks", [1, 3, 7])
+def test_a_run_stitched_from_chunks_is_the_whole_run(scenarios, name, strategy, chunks):
+    scenario, plan = _setup(scenarios[name], strategy)
+    whole = run_local(scenario, plan)
+    assert sum(len(v) for v in whole.delivered.values()) > 0
+    stitched, runs = _chunked(scenario, plan, chunks)
+    assert [r.number for r in runs] == list(range(len(runs)))
+    _assert_same(scenario, whole, stitched)
+    if (name, strategy) == ("overloaded", "data-shipping") and chunks > 1:
+        # the backlog grows through the run: every chunk but the first needs the true state
+        assert all(r.attempt >= 1 for r in runs[1:])
+
+
+def test_stitching_first_guesses_under_a_backlog_would_be_wrong(scenarios):
+    scenario, plan = _setup(scenarios["overloaded"], "data-shipping")
+    whole = run_local(scenario, plan)
+    naive, _ = _chunked(scenario, plan, 3, naive=True)
+    expected = expected_results(scenario)
+    assert strategy_entry(scenario, naive, None)["latency_s"] != strategy_entry(scenario, whole, expected)["latency_s"]
+
+
+def test_backlogs_that_drain_inside_a_chunk_settle_in_one_more_pass(scenarios):
+    scenario, plan = _setup(scenarios["large"], "data-shipping")
+    stitched, runs = _chunked(scenario, plan, 8)
+    assert any(r.attempt == 1 for r in runs)  # some chunks started inside a backlog
+    assert max(r.attempt for r in runs) == 1  # and the guess that it drained inside the chunk before held
+    _assert_same(scenario, run_local(scenario, plan), stitched)
+
+
+def test_a_run_holds_where_both_states_were_free_before_its_first_arrival():
+    def run(start, first_arrival):
+        empty = np.zeros(0)
+        return ChunkSummary(
+            0, 0, np.array(start), np.zeros(2), np.array(first_arrival), empty, empty, empty, {}, {}, *([empty] * 4), []
+        )
+
+    assert _holds(run([0.0, 0.0], [1.0, np.inf]), np.array([1.0, 5.0]))
+    assert not _holds(run([0.0, 0.0], [1.0, np.inf]), np.array([1.5, 0.0]))
+    assert _holds(run([2.0, 0.0], [1.0, 3.0]), np.array([2.0, 3.0]))  # the very same start
+    assert not _holds(run([2.0, 0.0], [1.0, 3.0]), np.array([1.0, 0.0]))  # started later than the truth
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=60), st.integers(1, 12))
+def test_chunks_are_consecutive_cover_every_window_and_hold_about_their_share(per_window, wanted):
+    cuts = cut_windows(np.cumsum(per_window), wanted)
+    assert cuts[0][0] == 0 and cuts[-1][1] == len(per_window)
+    assert all(a < b for a, b in cuts) and all(b == c for (_, b), (c, _) in zip(cuts, cuts[1:], strict=False))
+    assert len(cuts) <= wanted
+    share = sum(per_window) / wanted
+    for a, b in cuts[:-1]:
+        assert sum(per_window[a:b]) <= share + max(per_window)
+
+
+def test_ranks_cover_every_percentile():
+    assert ranks_needed(0) == set()
+    assert ranks_needed(1) == {0}
+    assert ranks_needed(101) == {50, 51, 99, 100}  # p50 falls on rank 50 exactly: weight 0 for 51
