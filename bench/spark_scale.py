@@ -122,7 +122,10 @@ def main(args: argparse.Namespace) -> int:
     for row in rows:
         jvm = row.get("driver_jvm_peak_bytes")
         peak = f"{jvm / 2**20:.0f} MiB" if jvm else "-"
-        print(f"{row['engine']:<8}{row['cores']:>6}{row['seconds']:>10.1f}{row['tuple_hops_per_s'] / 1e6:>16.2f}{peak:>18}")
+        print(
+            f"{row['engine']:<8}{row['cores']:>6}{row['seconds']:>10.1f}"
+            f"{row['tuple_hops_per_s'] / 1e6:>16.2f}{peak:>18}"
+        )
     print(
         f"2 cores / 1 core: {result['speedup_2_over_1_cores']:.2f}x; Spark on 2 cores / local engine: "
         f"{result['spark_2_cores_over_local']:.2f}x; driver (Python) peak {python_peak / 2**20:.0f} MiB "

@@ -20,7 +20,9 @@ from topologies.model import Scenario
 BASELINES = ("data-shipping", "query-shipping", "multicast")
 
 
-def subscription_summaries(scenario: Scenario, run: StrategyRun, expected: Expected | None) -> tuple[dict, LatencyStats]:
+def subscription_summaries(
+    scenario: Scenario, run: StrategyRun, expected: Expected | None
+) -> tuple[dict, LatencyStats]:
     """Per subscription what the report gives, and the latency over every delivery: the engine's own
     summary when it has one (Spark), else computed from the delivered tuples and ``expected``."""
     if run.summary is not None:

@@ -17,12 +17,12 @@ from functools import partial
 
 from network.meter import StrategyRun
 from network.routing import Network
-from topologies.expected import Expected, expected_results
 from reports.report import assemble_report, console_table, links_csv, report_json, strategy_entry, summary_markdown
 from sharing import STRATEGIES, make_plan
 from sharing.check import plan_problems
 from sharing.plan import Plan
 from topologies.errors import EmulatorError, InputError
+from topologies.expected import Expected, expected_results
 from topologies.loader import load_scenario
 from topologies.model import Scenario
 from topologies.workload import tuple_count

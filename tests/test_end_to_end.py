@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from matcher import Box, Interval, Predicate, Query, Uniform, interval
 from network.routing import Network
 from peers.local import run_local
-from topologies.expected import expected_results
 from reports.report import build_report
 from sharing import STRATEGIES, make_plan
 from sharing.plan import Plan
 from tests.reference import as_counter, reference_access_bytes, reference_traffic, spec_route
+from topologies.expected import expected_results
 from topologies.loader import load_scenario
 from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
 

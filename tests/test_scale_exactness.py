@@ -14,10 +14,10 @@ import pytest
 
 from network.routing import Network
 from peers.local import run_local
-from topologies.expected import expected_results
 from reports.runner import simulate
 from sharing import STRATEGIES, make_plan
 from sharing.check import plan_problems
+from topologies.expected import expected_results
 from topologies.scale import scale_scenario
 
 pytestmark = pytest.mark.slow

@@ -30,10 +30,10 @@ from peers.live.plans import PlanBook
 from peers.live.superpeer_service import SuperPeerService
 from peers.live.thinpeer_service import BATCH_S, ThinPeerService
 from peers.live.topics import DEFAULT_PREFIX, Topics
-from topologies.expected import expected_results
 from reports.report import build_report, report_json
 from sharing import STRATEGIES
 from topologies.errors import InputError
+from topologies.expected import expected_results
 from topologies.model import Scenario
 
 CREDENTIALS_ENV = "STREAMGLOBE_MQTT_CREDENTIALS"  # {super-peer: password} for node processes (not in ``ps``)

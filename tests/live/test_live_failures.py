@@ -17,9 +17,9 @@ from peers.live.connection import Broker
 from peers.live.serve import ServeOptions, serve
 from peers.live.topics import Topics
 from peers.local import run_local
-from topologies.expected import expected_results
 from sharing import make_plan
 from topologies import workload
+from topologies.expected import expected_results
 from topologies.loader import load_scenario
 
 

@@ -16,14 +16,20 @@ from peers.live.connection import Broker
 from peers.live.serve import ServeOptions, serve
 from peers.live.topics import Topics
 from peers.local import run_local
-from topologies.expected import expected_results
 from reports.report import build_report
 from sharing import make_plan
 from topologies import workload
+from topologies.expected import expected_results
 from topologies.loader import load_scenario
 
 FIGURE1 = "topologies/figure1.yaml"
 COMPARED = ("links", "subscriptions", "backbone_bytes", "backbone_tuples", "access_bytes")
+
+
+def _counts(entry: dict) -> dict:
+    """A strategy's report entry without latencies (live messages cross a real broker, not modelled links)."""
+    subscriptions = [{k: v for k, v in s.items() if k != "latency_s"} for s in entry["subscriptions"]]
+    return {k: subscriptions if k == "subscriptions" else entry[k] for k in COMPARED}
 
 
 def simulated(scenario, strategy="sharing-em"):
@@ -40,7 +46,7 @@ async def test_served_figure1_reports_exactly_the_simulated_traffic(mosquitto, s
     sim, run = simulated(scenario, strategy)
     assert result.report["engine"] == "mqtt"
     assert result.report["exact"]
-    assert {k: live[k] for k in COMPARED} == {k: sim[k] for k in COMPARED}
+    assert _counts(live) == _counts(sim)
     assert result.lost == {}
     assert live["backbone_bytes"] > 0
     # delivery for delivery: the same tuple indices (the order of arrival may differ)

@@ -10,6 +10,7 @@ and the naive stitch of first guesses must differ from the whole run (else the t
 from __future__ import annotations
 
 from functools import cache
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -30,7 +31,8 @@ FIGURE1 = "topologies/figure1.yaml"
 
 
 def _variant(tmp_path_factory, name: str, replace: dict[str, str]) -> str:
-    text = open(FIGURE1, encoding="utf-8").read()
+    with open(FIGURE1, encoding="utf-8") as file:
+        text = file.read()
     for old, new in replace.items():
         assert old in text
         text = text.replace(old, new)
@@ -151,7 +153,7 @@ def test_a_run_holds_where_both_states_were_free_before_its_first_arrival():
 def test_chunks_are_consecutive_cover_every_window_and_hold_about_their_share(per_window, wanted):
     cuts = cut_windows(np.cumsum(per_window), wanted)
     assert cuts[0][0] == 0 and cuts[-1][1] == len(per_window)
-    assert all(a < b for a, b in cuts) and all(b == c for (_, b), (c, _) in zip(cuts, cuts[1:], strict=False))
+    assert all(a < b for a, b in cuts) and all(b == c for (_, b), (c, _) in pairwise(cuts))
     assert len(cuts) <= wanted
     share = sum(per_window) / wanted
     for a, b in cuts[:-1]:

@@ -16,9 +16,9 @@ import pytest
 from matcher import Uniform, parse_query
 from network.routing import Network
 from peers.local import run_local
-from topologies.expected import compare, expected_results
 from sharing import make_plan
 from sharing.check import plan_problems
+from topologies.expected import compare, expected_results
 from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
 
 

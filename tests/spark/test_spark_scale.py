@@ -14,10 +14,10 @@ import pytest
 from network.routing import Network
 from peers.local import run_local
 from peers.spark import run_spark
-from topologies.expected import compare, expected_results
 from sharing import make_plan
 from tests.spark.conftest import LOCAL_MASTER
 from tests.spark.test_spark_engine import assert_same_runs
+from topologies.expected import compare, expected_results
 from topologies.scale import scale_scenario
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from peers.spark_session import DEFAULT_MASTER, parse_master, spark_session
 from peers.spark_cluster import free_port
+from peers.spark_session import DEFAULT_MASTER, parse_master, spark_session
 from tests.spark.conftest import LOCAL_MASTER
 from topologies.errors import EngineError, InputError
 
