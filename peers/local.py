@@ -11,7 +11,7 @@ import simpy
 from network.meter import StrategyRun, TrafficMeter, bin_width
 from network.queues import Queues
 from network.routing import Network
-from peers.timetable import Selectors, Timetable, Values
+from peers.timetable import Timetable, Values
 from sharing.plan import Plan
 from topologies import workload
 from topologies.model import Scenario
@@ -24,18 +24,17 @@ def run_local(
     *,
     window: float | None = None,
     values: Values | None = None,
-    selectors: Selectors | None = None,
 ) -> StrategyRun:
     """Simulate ``plan`` over ``scenario``: traffic per link direction, deliveries and their latencies.
 
     ``window`` is the batch length in seconds of emission time (default :func:`batch_window`; it changes no
     count, only how closely the FIFO queues interleave tuples of consecutive windows, see
-    network/queues.py); ``values(stream, start, stop)`` replaces the scenario's workload (tests);
-    ``selectors`` replaces the readers' filters (tests).  ``progress(done, total)`` is called after each
+    network/queues.py); ``values(stream, start, stop)`` replaces the scenario's workload (tests).
+    ``progress(done, total)`` is called after each
     window with the tuples emitted so far.  Raises :class:`EmulatorError` for an inconsistent plan (naming
     the flow or subscription) and for epochs that overlap or are not in order.
     """
-    simulation = Simulation(scenario, plan, window=window, selectors=selectors)
+    simulation = Simulation(scenario, plan, window=window)
     meter = simulation.meter()
     simulation.play(simulation.windows(), meter, values=values, progress=progress)
     return meter.result(plan.strategy, "local")
@@ -47,7 +46,7 @@ class Simulation:
     given state of the queues, which is how the Spark engine splits a run over its executors; a
     simulation pickles without the plan (the timetable keeps only its compiled arrays)."""
 
-    def __init__(self, scenario: Scenario, plan: Plan, *, window: float | None = None, selectors=None):
+    def __init__(self, scenario: Scenario, plan: Plan, *, window: float | None = None):
         self.scenario = scenario
         self.window = batch_window(scenario) if window is None else window
         network = Network.of(scenario)
@@ -57,7 +56,7 @@ class Simulation:
         self.backbone = network.directions
         streams = {s.id: s for s in scenario.streams}
         self.attrs = {s.id: s.query.attributes(streams[s.stream].attribute_names) for s in scenario.subscriptions}
-        self.timetable = Timetable(scenario, plan, network, selectors)
+        self.timetable = Timetable(scenario, plan, network)
         self.queues = Queues(links, self.timetable.routes(), self.meter())
 
     def meter(self) -> TrafficMeter:

@@ -1,175 +1,187 @@
 """Every reader of a window in one compiled pass: which tuples each channel carries and what they weigh.
 
-:class:`SelectorTable` turns the readers of a whole run (each a :class:`~peers.superpeer.Selector`, or a
-stand-in holding the tuples a channel got elsewhere) into flat arrays once; :func:`select_window` then
-walks a window's phases in channel order inside one numba kernel, so the cost of a window is the tuples it
-moves, not a Python call per reader.  A parent channel precedes its children, so when a phase is reached
-its parent's block for the window is complete: the phase keeps, of the parent's tuples emitted within the
+:class:`SelectorTable` holds the readers of a whole run (a flow's or a delivery's filter and projection) as
+flat arrays, one entry per distinct reader: the timetable adds each reader once, by content, so the many
+flow and delivery objects of a plan that read alike share an entry.  :func:`select_window` then walks a
+window's phases in channel order inside one numba kernel, so the cost of a window is the tuples it moves,
+not a Python call per reader.  A parent channel precedes its children, so when a phase is reached its
+parent's block for the window is complete: the phase keeps, of the parent's tuples emitted within the
 phase's interval, those its reader selects.
 
-Readers come in three kinds, ``kind[s]``:
-
-- ``BOXES``: the reader's predicate as boxes over the stream's attributes (NaN lies in no box), a fixed
-  wire width, or for a ``trim`` reader a width made of the attributes of the ``trim`` entries each tuple
-  satisfies (each entry its own boxes);
-- ``SET``: a stand-in that keeps exactly the tuple indices it holds (sorted, each with its wire bytes),
-  and fails the window if any of them is not among its input's tuples of the phase;
-- uploads (no reader, ``-1``): every tuple of the stream, at the full upload width.
+A reader is its predicate as boxes over the stream's attributes (NaN lies in no box) and a fixed wire width,
+or for a ``trim`` reader (the ``ideal`` bound) a width made of the attributes of the ``trim`` entries each
+tuple satisfies.  Trim entries are stored once per (predicate, attributes) and referenced by the readers
+listing them; a tuple's width only needs the entries that would add an attribute not yet counted, so the
+kernel skips the box test of the others and stops once every attribute of the reader's entries is counted.
+A phase without a reader (-1) is an upload: every tuple of the stream, at the full upload width.
 
 The plain reference is :meth:`peers.superpeer.Selector.pick`, one reader over the rows asked about (tests
-compare the two); both test boxes with :func:`in_boxes`, which the end-to-end tests check against a plain
-numpy evaluation of each subscription.
+compare the two through :func:`select_rows`); both test boxes with :func:`in_boxes`, which the end-to-end
+tests check against a plain numpy evaluation of each subscription.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import chain
 
 import numpy as np
 from numba import njit
 
-BOXES, SET = 0, 1
-
 
 class SelectorTable:
-    """The readers of a run as arrays (register each with :meth:`add`, which returns its number).
+    """The readers of a run as arrays: :meth:`entry` registers a trim entry, :meth:`add` a reader, each
+    returning its number.
 
     ``attributes[stream]`` is the order of a stream's attributes in the window values :func:`select_window`
     gets; a box on an attribute the stream lacks never holds (the timetable's checks reject such a plan
-    before any window)."""
+    before any window).  A predicate's boxes are stored once per stream (keyed by the predicate object,
+    which the table keeps so its id stays its own)."""
 
-    def __init__(self, attributes: Mapping[str, Sequence[str]]):
+    def __init__(self, attributes: Mapping[str, Sequence[str]], header_bytes: int):
         self.position = {s: {a: k for k, a in enumerate(names)} for s, names in attributes.items()}
-        self._numbers: dict[int, int] = {}
-        self._keep: list[object] = []  # the registered objects, so their ids stay theirs
-        self.kind: list[int] = []
-        self.boxes_at: list[int] = []  # per reader: its boxes (BOXES) or its tuples (SET) from ... to
+        self.header_bytes = header_bytes
+        self._names: dict[str, int] = {}  # attribute name -> number, for counting distinct trim attributes
+        self.boxes_at: list[int] = []  # per reader: its boxes (rows, as positions in ``members``) from ... to
         self.boxes_end: list[int] = []
-        self.width: list[int] = []  # wire bytes of each tuple kept (BOXES without trim entries)
-        self.trim_at: list[int] = []  # its trim entries from ... to (none: equal)
+        self.width: list[int] = []  # wire bytes of each tuple kept (readers without trim entries)
+        self.trim_at: list[int] = []  # its trim entries (positions in ``trim_entries``) from ... to
         self.trim_end: list[int] = []
-        self.entry_boxes: list[tuple[int, int]] = []  # per trim entry: its boxes
-        self.entry_attrs: list[tuple[int, int]] = []  # per trim entry: its attributes in ``attrs``
+        self.trim_union: list[int] = []  # distinct attributes over its trim entries
+        self.trim_entries: list[int] = []
+        self.entry_boxes: list[tuple[int, int]] = []  # per trim entry: its boxes (in ``members``)
+        self.entry_attrs: list[tuple[int, int]] = []  # per trim entry: its attribute numbers in ``attrs``
+        self._entry_carries: list[frozenset[int]] = []  # per trim entry: its attribute numbers
         self.attrs: list[int] = []
-        self._pos: list[np.ndarray] = []
-        self._lo: list[np.ndarray] = []
-        self._hi: list[np.ndarray] = []
-        self._lo_closed: list[np.ndarray] = []
-        self._hi_closed: list[np.ndarray] = []
-        self._set_indices: list[np.ndarray] = []
-        self._set_wire: list[np.ndarray] = []
-        self._boxes = 0
-        self._ranges: dict[tuple[int, str], tuple[object, int, int]] = {}  # (id(scan), stream) -> (scan, at, end)
-        self._set_size = 0
+        self.members: list[int] = []  # the distinct boxes (numbers) of each predicate, predicate by predicate
+        self._box_size: list[int] = []  # per distinct box: its constraints, each an attribute position and bounds
+        self._box_dims: list[frozenset[str]] = []  # per distinct box: the attributes it constrains
+        self._pos: list[int] = []
+        self._bounds: list[tuple[float, float, bool, bool]] = []
+        # (id(predicate), stream) -> (predicate, its members from, to, the attributes it constrains)
+        self._ranges: dict[tuple[int, str], tuple[object, int, int, frozenset[str]]] = {}
+        self._box_ids: dict[str, dict[int, int]] = {}  # stream -> id(box) -> number
+        self._box_numbers: dict[tuple[object, str], int] = {}  # (box, stream) -> number
+        self._kept: list[object] = []  # the boxes looked up by id, so their ids stay their own
         self._frozen: tuple | None = None
 
-    def add(self, selector, stream: str) -> int:
-        """The number of ``selector`` (a Selector, or a stand-in with ``indices``/``wire`` arrays)."""
-        number = self._numbers.get(id(selector))
-        if number is not None:
-            return number
-        number = self._numbers[id(selector)] = len(self.kind)
-        self._keep.append(selector)
+    def __len__(self) -> int:
+        return len(self.width)
+
+    def entry(self, stream: str, predicate, names: tuple[str, ...]) -> int:
+        """A new trim entry: tuples of ``stream`` satisfying ``predicate`` carry attributes ``names``."""
         self._frozen = None
-        if hasattr(selector, "indices"):
-            self.kind.append(SET)
-            self.boxes_at.append(self._set_size)
-            self._set_size += len(selector.indices)
-            self.boxes_end.append(self._set_size)
-            self._set_indices.append(np.asarray(selector.indices, dtype=np.int64))
-            self._set_wire.append(np.asarray(selector.wire, dtype=np.int64))
-            self.width.append(0)
-            self.trim_at.append(len(self.entry_boxes))
-            self.trim_end.append(len(self.entry_boxes))
-            return number
-        self.kind.append(BOXES)
-        at, end = self._add_boxes(selector._keep, stream)
+        self.entry_boxes.append(self._boxes(predicate, stream))
+        carried = frozenset([self._names.setdefault(a, len(self._names)) for a in names])
+        self._entry_carries.append(carried)
+        first = len(self.attrs)
+        self.attrs.extend(sorted(carried))
+        self.entry_attrs.append((first, len(self.attrs)))
+        return len(self.entry_boxes) - 1
+
+    def add(self, stream: str, predicate, attrs: tuple[str, ...], trim: Sequence[int] = ()) -> int:
+        """A new reader of ``stream`` keeping the tuples satisfying ``predicate``, projected to ``attrs``,
+        or for a trim reader weighing the attributes of the trim entries (numbers from :meth:`entry`) each
+        tuple satisfies; returns its number."""
+        self._frozen = None
+        at, end = self._boxes(predicate, stream)
         self.boxes_at.append(at)
         self.boxes_end.append(end)
-        self.width.append(selector.width)
-        self.trim_at.append(len(self.entry_boxes))
-        if selector._trim is not None:
-            scans, carries = selector._trim
-            for scan, row in zip(scans, carries.tolist(), strict=True):
-                self.entry_boxes.append(self._add_boxes(scan, stream))
-                first = len(self.attrs)
-                self.attrs.extend(k for k, carried in enumerate(row) if carried)
-                self.entry_attrs.append((first, len(self.attrs)))
-        self.trim_end.append(len(self.entry_boxes))
-        return number
+        self.width.append(self.header_bytes + 8 * len(attrs))
+        self.trim_at.append(len(self.trim_entries))
+        if trim:
+            carries = self._entry_carries
+            # the entries with the most attributes first: a tuple's count fills up (and stops) soonest
+            entries = sorted(dict.fromkeys(trim), key=lambda e: -len(carries[e]))
+            self.trim_entries.extend(entries)
+            self.trim_union.append(len(frozenset().union(*[carries[e] for e in entries])))
+        else:
+            self.trim_union.append(0)
+        self.trim_end.append(len(self.trim_entries))
+        return len(self.width) - 1
 
-    def _add_boxes(self, scan, stream: str) -> tuple[int, int]:
-        """Where ``scan``'s boxes (a :class:`~peers.superpeer._BoxScan`) are in the table, added once per
-        scan and stream (readers of one predicate share their scan)."""
-        hit = self._ranges.get((id(scan), stream))
+    def dims(self, predicate, stream: str) -> frozenset[str]:
+        """The attributes ``predicate``'s boxes over ``stream`` constrain (its boxes are added if new)."""
+        self._boxes(predicate, stream)
+        return self._ranges[(id(predicate), stream)][3]
+
+    def _boxes(self, predicate, stream: str) -> tuple[int, int]:
+        """Where the list of ``predicate``'s boxes over ``stream`` is in :attr:`members` (added on first use)."""
+        hit = self._ranges.get((id(predicate), stream))
         if hit is None:
-            at = self._boxes
-            hit = self._ranges[(id(scan), stream)] = (scan, at, self._append_boxes(scan, stream))
+            at = len(self.members)
+            known = self._box_ids.setdefault(stream, {})
+            numbers = [known.get(id(box)) for box in predicate.boxes]
+            if None in numbers:
+                pairs = zip(predicate.boxes, numbers, strict=True)
+                numbers = [self._box(box, stream) if n is None else n for box, n in pairs]
+            self.members.extend(numbers)
+            dims = frozenset().union(*[self._box_dims[n] for n in numbers])
+            hit = self._ranges[(id(predicate), stream)] = (predicate, at, len(self.members), dims)
         return hit[1], hit[2]
 
-    def _append_boxes(self, scan, stream: str) -> int:
-        if scan.everything:  # one box constraining nothing
-            shape = (1, 1)
-            pos = np.full(shape, -1, np.int64)
-            lo, hi = np.full(shape, -np.inf), np.full(shape, np.inf)
-            closed = np.zeros(shape, np.bool_)
-            self._append(pos, lo, hi, closed, closed)
-            return self._boxes
-        index = self.position[stream]
-        # an attribute the stream lacks gets a position past its attributes: the box never holds
-        self._append(scan.positions(index, len(index)), scan.lo, scan.hi, scan.lo_closed, scan.hi_closed)
-        return self._boxes
-
-    def _append(self, pos, lo, hi, lo_closed, hi_closed) -> None:
-        self._pos.append(pos)
-        self._lo.append(lo)
-        self._hi.append(hi)
-        self._lo_closed.append(lo_closed)
-        self._hi_closed.append(hi_closed)
-        self._boxes += len(pos)
+    def _box(self, box, stream: str) -> int:
+        """The number of ``box`` over ``stream``: each distinct box is stored once (the predicates of a plan
+        are mostly unions of its subscriptions' boxes, and share them)."""
+        number = self._box_numbers.get((box, stream))
+        if number is None:
+            number = self._box_numbers[(box, stream)] = len(self._box_size)
+            index = self.position[stream]
+            missing = len(index)  # an attribute the stream lacks: a position past its attributes never holds
+            constraints = box.items()
+            self._box_size.append(len(constraints))
+            self._box_dims.append(frozenset([d for d, _ in constraints]))
+            self._pos.extend([index.get(d, missing) for d, _ in constraints])
+            self._bounds.extend([iv for _, iv in constraints])
+        self._box_ids[stream][id(box)] = number
+        self._kept.append(box)
+        return number
 
     def arrays(self) -> tuple:
-        """Everything :func:`select_window` needs of the readers, built once after the last :meth:`add`."""
+        """Everything :func:`select_window` needs of the readers, built once after the last addition."""
         if self._frozen is None:
-            width = max([p.shape[1] for p in self._pos], default=1)
+            size = np.array(self._box_size, np.int64)
+            n_boxes, width = len(size), max(1, int(size.max(initial=0)))
+            # constraint k of distinct box b at [b, k] (padding: position -1, which always holds)
+            row = np.repeat(np.arange(n_boxes), size)
+            col = np.arange(len(row)) - np.repeat(np.cumsum(size) - size, size)
+            bounds = np.fromiter(chain.from_iterable(self._bounds), np.float64, 4 * len(row)).reshape(-1, 4)
+            pos = np.full((n_boxes, width), -1, np.int64)
+            lo, hi = np.full((n_boxes, width), -np.inf), np.full((n_boxes, width), np.inf)
+            lo_closed, hi_closed = np.zeros((n_boxes, width), np.bool_), np.zeros((n_boxes, width), np.bool_)
+            pos[row, col] = self._pos
+            lo[row, col], hi[row, col] = bounds[:, 0], bounds[:, 1]
+            lo_closed[row, col], hi_closed[row, col] = bounds[:, 2] > 0, bounds[:, 3] > 0
+            # laid out predicate by predicate: the kernel scans a reader's boxes as one run of rows
+            members = np.array(self.members, np.int64)
+            pos, lo, hi, lo_closed, hi_closed = (x[members] for x in (pos, lo, hi, lo_closed, hi_closed))
 
-            def padded(parts, fill, dtype):
-                out = np.full((self._boxes, width), fill, dtype=dtype)
-                row = 0
-                for part in parts:
-                    out[row : row + len(part), : part.shape[1]] = part
-                    row += len(part)
-                return out
+            def ints(values):
+                return np.array(values, np.int64)
 
-            def flat(parts, dtype):
-                return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
-
-            entries = np.array(self.entry_boxes, np.int64).reshape(-1, 2)
-            attrs_of = np.array(self.entry_attrs, np.int64).reshape(-1, 2)
+            entries = ints(self.entry_boxes).reshape(-1, 2)
+            attrs_of = ints(self.entry_attrs).reshape(-1, 2)
             self._frozen = (
-                np.array(self.kind, np.int64),
-                np.array(self.boxes_at, np.int64),
-                np.array(self.boxes_end, np.int64),
-                np.array(self.width, np.int64),
-                np.array(self.trim_at, np.int64),
-                np.array(self.trim_end, np.int64),
+                ints(self.boxes_at),
+                ints(self.boxes_end),
+                ints(self.width),
+                ints(self.trim_at),
+                ints(self.trim_end),
+                ints(self.trim_union),
+                ints(self.trim_entries),
                 np.ascontiguousarray(entries[:, 0]),
                 np.ascontiguousarray(entries[:, 1]),
                 np.ascontiguousarray(attrs_of[:, 0]),
                 np.ascontiguousarray(attrs_of[:, 1]),
-                np.array(self.attrs, np.int64),
-                padded(self._pos, -1, np.int64),
-                padded(self._lo, -np.inf, np.float64),
-                padded(self._hi, np.inf, np.float64),
-                padded(self._lo_closed, False, np.bool_),
-                padded(self._hi_closed, False, np.bool_),
-                flat(self._set_indices, np.int64),
-                flat(self._set_wire, np.int64),
+                ints(self.attrs),
+                len(self._names),
+                pos,
+                lo,
+                hi,
+                lo_closed,
+                hi_closed,
             )
         return self._frozen
-
-    def selector(self, number: int):
-        return self._keep[number]
 
 
 @njit(cache=True)
@@ -233,28 +245,27 @@ def select_window(
     Phases ``ph_*`` are the window's, sorted by (channel, start), each clipped to the window; a phase with
     reader -1 is an upload.  Stream ``s`` has tuples ``st_first[s] ..`` (``st_count[s]`` of them) in the
     window: the ``j``-th emitted at ``times[st_times[s] + j]``, its attribute ``a`` (of ``st_attrs[s]``)
-    at ``values[st_values[s] + a * st_count[s] + j]``.  Returns the
-    outputs and the number of the first stand-in reader that named a tuple its input lacks (-1: none).
+    at ``values[st_values[s] + a * st_count[s] + j]``.
     """
     (
-        kind,
         boxes_at,
         boxes_end,
         width,
         trim_at,
         trim_end,
+        trim_union,
+        trim_entries,
         entry_at,
         entry_end,
         entry_attrs_at,
         entry_attrs_end,
         entry_attrs,
+        n_names,
         pos,
         lo,
         hi,
         lo_closed,
         hi_closed,
-        set_indices,
-        set_wire,
     ) = readers
     capacity = 16
     for s in range(len(st_count)):
@@ -263,12 +274,11 @@ def select_window(
     emitted = np.empty(capacity, np.float64)
     parents = np.empty(capacity, np.int64)
     wire = np.empty(capacity, np.int64)
-    mark = np.zeros(max(1, len(entry_attrs)) + 64, np.int64)  # stamp per attribute position, for trim widths
+    mark = np.zeros(max(1, n_names), np.int64)  # stamp per attribute counted, for trim widths
     stamp = 0
     ch_first[:] = -1
     ch_count[:] = 0
     n = 0
-    bad = -1
     for p in range(len(ph_channel)):
         c = ph_channel[p]
         s = ch_stream[c]
@@ -303,27 +313,8 @@ def select_window(
         if n + (b - a) > len(indices):
             indices, emitted = _grow(indices, n + b - a), _grow(emitted, n + b - a)
             parents, wire = _grow(parents, n + b - a), _grow(wire, n + b - a)
-        if kind[r] == 1:  # SET: the stand-in's tuples among the parent's a..b-1
-            i0, i1 = boxes_at[r], boxes_end[r]
-            k = i0 + np.searchsorted(set_indices[i0:i1], indices[a], side="left")
-            j = a
-            while k < i1 and set_indices[k] <= indices[b - 1]:
-                while j < b and indices[j] < set_indices[k]:
-                    j += 1
-                if j == b or indices[j] != set_indices[k]:
-                    if bad < 0:
-                        bad = r
-                    break
-                indices[n] = indices[j]
-                emitted[n] = emitted[j]
-                parents[n] = j - f
-                wire[n] = set_wire[k]
-                n += 1
-                j += 1
-                k += 1
-            ch_count[c] = n - ch_first[c]
-            continue
         base, stride, n_attrs = st_values[s], st_count[s], st_attrs[s]
+        trimmed = trim_at[r] < trim_end[r]
         for j in range(a, b):
             col = indices[j] - st_first[s]
             if not in_boxes(
@@ -331,18 +322,26 @@ def select_window(
             ):
                 continue
             w = width[r]
-            if trim_at[r] < trim_end[r]:
+            if trimmed:
                 stamp += 1
                 carried = 0
-                for e in range(trim_at[r], trim_end[r]):
-                    if in_boxes(
+                for q in range(trim_at[r], trim_end[r]):
+                    e = trim_entries[q]
+                    adds = False  # only an entry with an attribute not yet counted can change the width
+                    for z in range(entry_attrs_at[e], entry_attrs_end[e]):
+                        if mark[entry_attrs[z]] != stamp:
+                            adds = True
+                            break
+                    if not adds or not in_boxes(
                         values, base, stride, col, entry_at[e], entry_end[e], pos, lo, hi, lo_closed, hi_closed, n_attrs
                     ):
-                        for q in range(entry_attrs_at[e], entry_attrs_end[e]):
-                            attr = entry_attrs[q]
-                            if mark[attr] != stamp:
-                                mark[attr] = stamp
-                                carried += 1
+                        continue
+                    for z in range(entry_attrs_at[e], entry_attrs_end[e]):
+                        if mark[entry_attrs[z]] != stamp:
+                            mark[entry_attrs[z]] = stamp
+                            carried += 1
+                    if carried == trim_union[r]:
+                        break
                 w = header + 8 * carried
             indices[n] = indices[j]
             emitted[n] = emitted[j]
@@ -350,47 +349,40 @@ def select_window(
             wire[n] = w
             n += 1
         ch_count[c] = n - ch_first[c]
-    return indices[:n], emitted[:n], parents[:n], wire[:n], bad
+    return indices[:n], emitted[:n], parents[:n], wire[:n]
 
 
-def select_rows(selector, names: tuple[str, ...], first: int, values: np.ndarray, rows: np.ndarray, header: int):
-    """What ``selector`` keeps of tuples ``first + rows`` (ascending) of one stream whose attributes
-    ``names`` are the rows of ``values`` (a column per tuple from ``first`` on): positions into ``rows`` and
-    wire bytes, as :meth:`peers.superpeer.Selector.pick` gives them.
+def select_rows(
+    table: SelectorTable, reader: int, names: tuple[str, ...], values: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """What reader ``reader`` of ``table`` (whose one stream has attributes ``names``) keeps of the tuples
+    ``rows`` (ascending columns of ``values``, one row per attribute): positions into ``rows`` and wire
+    bytes, as :meth:`peers.superpeer.Selector.pick` gives them.
 
-    The single-reader use of :func:`select_window`: channel 0 uploads every tuple of ``values``, channel 1
-    keeps ``rows`` of it (a stand-in), channel 2 is ``selector`` reading channel 1."""
-
-    class _Rows:  # a stand-in keeping exactly the rows asked about
-        def __init__(self):
-            self.indices = first + np.asarray(rows, np.int64)
-            self.wire = np.zeros(len(rows), np.int64)
-
-    table = SelectorTable({"s": names})
-    asked, reader = table.add(_Rows(), "s"), table.add(selector, "s")
-    n = values.shape[1]
-    ch_first, ch_count = np.empty(3, np.int64), np.empty(3, np.int64)
-    _, _, parents, wire, bad = select_window(
-        np.array([0, 1, 2], np.int64),
-        np.full(3, -1.0),
-        np.full(3, float(n)),
-        np.array([-1, asked, reader], np.int64),
-        np.array([-1, 0, 1], np.int64),
-        np.zeros(3, np.int64),
-        np.zeros(3, np.int64),
-        np.array([first], np.int64),
+    The single-reader use of :func:`select_window`: channel 0 uploads the rows asked about, channel 1 is
+    the reader reading channel 0."""
+    asked = np.ascontiguousarray(np.asarray(values, np.float64)[:, rows])
+    n = asked.shape[1]
+    ch_first, ch_count = np.empty(2, np.int64), np.empty(2, np.int64)
+    _, _, parents, wire = select_window(
+        np.array([0, 1], np.int64),
+        np.full(2, -1.0),
+        np.full(2, float(n)),
+        np.array([-1, reader], np.int64),
+        np.array([-1, 0], np.int64),
+        np.zeros(2, np.int64),
+        np.zeros(2, np.int64),
+        np.zeros(1, np.int64),
         np.array([n], np.int64),
         np.zeros(1, np.int64),
         np.zeros(1, np.int64),
         np.array([len(names)], np.int64),
         np.arange(n, dtype=np.float64),
-        np.ascontiguousarray(values, np.float64).ravel(),
+        asked.ravel(),
         table.arrays(),
-        header,
+        table.header_bytes,
         ch_first,
         ch_count,
     )
-    if bad >= 0:
-        table.selector(int(bad)).fail()
-    kept = slice(ch_first[2], ch_first[2] + ch_count[2]) if ch_first[2] >= 0 else slice(0, 0)
+    kept = slice(ch_first[1], ch_first[1] + ch_count[1]) if ch_first[1] >= 0 else slice(0, 0)
     return parents[kept], wire[kept]

@@ -5,8 +5,9 @@ For each incoming flow (or raw stream) a super-peer runs ONE :class:`FlowOperato
 ``ADAPTIVE_MIN_BOXES`` boxes on) over every child flow and delivery reading that input there (and the
 ``trim`` entries of ``ideal`` flows), then, per reader, filter and project.  The class is plain numpy
 over column batches, no clock: Spark tasks and the MQTT services call :meth:`FlowOperator.process`.  The
-local engine runs the same readers one at a time as :class:`Selector` s (what each keeps and what its
-tuples weigh), since it asks about the tuples of one channel phase in one window.
+local engine compiles the same readers (predicate, attributes, ``trim`` entries) into the entries of
+:class:`peers.selection.SelectorTable`; :class:`Selector` is the plain one-reader version of what each
+keeps and what its tuples weigh, which tests compare the compiled selection to.
 
 Channel keys name what a batch belongs to: ``("raw", stream)``, ``("flow", flow id)`` and
 ``("delivery", position in the epoch)``.  The Spark engine asks :func:`install` for delivery keys that do
@@ -153,9 +154,9 @@ class FlowOperator:
 
 @dataclass(frozen=True)
 class Rows:
-    """Tuples of one stream in one window, as the local engine hands them to a :class:`Selector`: the
-    window's values (``values[k]`` is attribute ``names[k]`` of tuples ``first, first + 1, ...``) and the
-    rows asked about (ascending positions in the window)."""
+    """Tuples of one stream in one window, as :meth:`Selector.pick` takes them: the window's values
+    (``values[k]`` is attribute ``names[k]`` of tuples ``first, first + 1, ...``) and the rows asked about
+    (ascending positions in the window)."""
 
     names: tuple[str, ...]
     first: int
@@ -164,12 +165,11 @@ class Rows:
 
 
 class Selector:
-    """One reader compiled for the local engine: which tuples it keeps and what they weigh.
+    """One reader on its own: which tuples it keeps and what they weigh.
 
     The same filter and projection as the reader's column of :class:`FlowOperator` (predicate, attributes,
-    ``trim`` widths), without a shared matcher: the local engine asks each reader about the tuples its
-    input carries in one window, and a compiled scan of the reader's boxes over those rows beats building
-    a matcher for readers that come and go with the plan's epochs.
+    ``trim`` widths), without a shared matcher: the plain reference for the local engine's compiled
+    selection (:mod:`peers.selection`), which tests compare it to.
     """
 
     def __init__(self, reader: Reader, header_bytes: int):

@@ -9,13 +9,22 @@ objects, so a plan is read once into
 - **phases**: the time intervals over which one reader (a flow's or a delivery's filter and projection)
   feeds a channel; a flow or delivery object unchanged over many epochs is one phase.
 
-Per window of emission time, :meth:`Timetable.window` walks the phases overlapping it in channel order:
-each phase keeps, of its parent channel's tuples emitted within its interval, those its reader selects.
-The result is one block per channel (tuple indices ascending, their positions in the parent's block,
-wire bytes), which is all the queueing solve of :mod:`network.queues` needs.
+Readers are entries of one :class:`~peers.selection.SelectorTable`, one per distinct content (stream,
+predicate, attributes, ``trim`` entries): the flow and delivery objects of a plan that read alike (a
+subscription's deliveries re-issued epoch after epoch, a flow re-planned unchanged) share one.  Per window
+of emission time, :meth:`Timetable.window` walks the phases overlapping it in channel order: each phase
+keeps, of its parent channel's tuples emitted within its interval, those its reader selects.  The result is
+one block per channel (tuple indices ascending, their positions in the parent's block, wire bytes), which
+is all the queueing solve of :mod:`network.queues` needs.
 
-Each reader is validated when its phase opens, with the local engine's messages (a parent missing or
-listed later, a path over a pair that is not a link, an attribute the input does not carry ...).
+**Reading costs what changed.**  An epoch's flows and deliveries are compared with the previous epoch's by
+identity (:class:`_Sequence`): the runs both epochs start and end with are skipped by a pointer comparison,
+and only the objects in between are looked at.  Their order within the epoch, which the checks (a parent
+listed before its children) and the numbering of new channels follow, is kept for the flows as a rank per
+object, renumbered only where the epoch changed, and listed for the deliveries in the epochs where one
+that did not change must be laid out again.  Each object is validated when it is laid out, with the local
+engine's messages (a parent missing or listed later, a path over a pair that is not a link, an attribute
+the input does not carry ...); an object whose input changed is laid out, and so validated, again.
 """
 
 from __future__ import annotations
@@ -24,36 +33,27 @@ import heapq
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import compress, count, pairwise
+from operator import is_not
+from typing import NamedTuple
 
 import numpy as np
 
 from network.queues import Blocks, Route
 from network.routing import Network
 from peers.selection import SelectorTable, select_window
-from peers.superpeer import (
-    Index,
-    Selector,
-    delivery_input,
-    delivery_reader,
-    flow_input,
-    flow_key,
-    flow_reader,
-    raw_key,
-)
-from sharing.plan import Delivery, Epoch, Flow, Plan
+from peers.superpeer import Index, delivery_input, flow_input, flow_key, raw_key
+from sharing.plan import Delivery, Flow, Plan
 from topologies.errors import EmulatorError
 from topologies.model import Scenario
 
 Values = Callable[[str, int, int], dict[str, np.ndarray]]
-# (epoch number, target, the flow or delivery) -> the selector standing in for its reader (the Spark engine)
-Selectors = Callable[[int, Hashable, Flow | Delivery], "Selector"]
 
 
-@dataclass(frozen=True)
-class Channel:
+class Channel(NamedTuple):
     """One channel: ``route`` (nodes, ``route[0]`` where it starts), fed at ``route[0]`` by the channel
-    ``parent`` read at position ``tap`` of the parent's route (``parent == -1``: uploaded by the source)."""
+    ``parent`` read at position ``tap`` of the parent's route (``parent == -1``: uploaded by the source).
+    A named tuple: a plan reads into thousands of them."""
 
     number: int
     stream: str
@@ -70,20 +70,108 @@ class Channel:
         return tuple(pairwise(self.route))
 
 
-@dataclass
+@dataclass(slots=True)
 class Phase:
-    """``selector`` feeds ``channel`` with tuples emitted in ``[start, end)`` (``None``: every tuple, at the
-    full upload width)."""
+    """Reader ``reader`` (a :class:`~peers.selection.SelectorTable` number; -1: every tuple, at the full
+    upload width) feeds ``channel`` with tuples emitted in ``[start, end)``."""
 
     channel: int
     start: float
     end: float
-    selector: Selector | None
+    reader: int
+
+
+class _Sequence:
+    """The flows (or the deliveries) of the epochs read so far, diffed by identity one epoch to the next.
+
+    :meth:`advance` only touches the objects between the longest common head and tail of two consecutive
+    epochs (a pointer comparison over those); when an object is listed twice, the epoch (and the next) is
+    diffed in full.  Where an object stands in the current epoch is asked in two ways: a ``ranked``
+    sequence keeps :attr:`rank`, a number per object increasing along the epoch and renumbered only where
+    the epoch changed (the flows: their order is asked about for every flow laid out); otherwise
+    :meth:`positions` lists the whole epoch when asked (the deliveries: only those reading a flow that
+    moved need it)."""
+
+    def __init__(self, ranked: bool) -> None:
+        self.ranked = ranked
+        self.reset()
+
+    def reset(self) -> None:
+        self.items: tuple = ()
+        self.rank: dict[int, float] = {}  # ranked: id -> rank, for every object of the epoch
+        self.members: set[int] = set()  # not ranked: the ids of the epoch's objects
+        self._twice = False
+        self._positions: dict[int, int] | None = None
+
+    def advance(self, items: tuple) -> tuple[list[int], list[int], bool]:
+        """Move to the epoch listing ``items``: the ids of the objects that went, the positions of the
+        objects that came (ascending; an object's first listing), and whether an object is listed twice."""
+        prev = self.items
+        known = self.rank.keys() if self.ranked else self.members
+        head = tail = 0
+        if prev and not self._twice:
+            short = min(len(prev), len(items))
+            head = next(compress(count(), map(is_not, prev, items)), short)
+            tail = min(next(compress(count(), map(is_not, reversed(prev), reversed(items))), short), short - head)
+        old = list(map(id, prev[head : len(prev) - tail]))
+        new = list(map(id, items[head : len(items) - tail]))
+        old_set, new_set = set(old), set(new)
+        came = new_set - old_set
+        twice = len(new_set) < len(new) or not known.isdisjoint(came)
+        if twice and (head or tail):  # listed twice, once in the part both epochs share: diff in full
+            head = tail = 0
+            new, old_set = list(map(id, items)), set(map(id, prev))
+            new_set = set(new)
+            came = new_set - old_set
+        gone = list(old_set - new_set)
+        self.items, self._twice, self._positions = items, twice, None
+        if twice:
+            first = self.positions()
+            if self.ranked:
+                self.rank = {ident: float(p) for ident, p in first.items()}
+            else:
+                self.members = set(first)
+            return gone, sorted(first[ident] for ident in came), True
+        fresh = list(compress(count(head), map(came.__contains__, new)))
+        if self.ranked:
+            for ident in gone:
+                del self.rank[ident]
+            self._rank(head, len(items) - tail, new)
+        else:
+            self.members.difference_update(gone)
+            self.members.update(came)
+        return gone, fresh, False
+
+    def positions(self) -> dict[int, int]:
+        """Where each object of the current epoch is first listed (by id; built when first asked)."""
+        if self._positions is None:
+            ids = list(map(id, self.items))
+            self._positions = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1), strict=True))
+        return self._positions
+
+    def _rank(self, start: int, stop: int, new: list[int]) -> None:
+        """Rank ``new``, the ids of ``items[start:stop]``, between the ranks of their neighbours."""
+        if not new:
+            return
+        rank, items, m = self.rank, self.items, len(new)
+        lo = rank[id(items[start - 1])] if start > 0 else None
+        hi = rank[id(items[stop])] if stop < len(items) else None
+        if lo is None:
+            lo = (hi if hi is not None else float(m)) - m - 1
+        if hi is None:
+            hi = lo + m + 1
+        step = (hi - lo) / (m + 1)
+        keys = [lo + step * j for j in range(1, m + 1)]  # non-decreasing: increasing if all distinct
+        if not (lo < keys[0] and keys[-1] < hi and len(set(keys)) == m):
+            # no room left between the neighbours: rank the whole epoch afresh
+            self.rank = dict(zip(map(id, items), map(float, range(len(items))), strict=True))
+            return
+        rank.update(zip(new, keys, strict=True))
 
 
 @dataclass
 class _Reading:
-    """What :meth:`Timetable._read` carries from one epoch to the next (objects keyed by identity)."""
+    """What :meth:`_Layout.read` carries from one epoch to the next (objects keyed by identity)."""
 
     flows: dict[int, tuple[Phase, Flow]] = field(default_factory=dict)  # open phases of the flows
     deliveries: dict[int, tuple[Phase, Delivery]] = field(default_factory=dict)
@@ -91,6 +179,8 @@ class _Reading:
     where: dict[str, int] = field(default_factory=dict)  # flow id -> its channel
     children: dict[str, set[int]] = field(default_factory=dict)  # flow id -> flows (ids) reading it
     readers: dict[str, set[int]] = field(default_factory=dict)  # flow id -> deliveries (ids) reading it
+    flow_order: _Sequence = field(default_factory=lambda: _Sequence(ranked=True))
+    delivery_order: _Sequence = field(default_factory=lambda: _Sequence(ranked=False))
     end: float = 0.0  # where the last epoch read ended
 
     def close_all(self) -> None:
@@ -103,26 +193,31 @@ class _Reading:
         self.where.clear()
         self.children.clear()
         self.readers.clear()
+        self.flow_order.reset()
+        self.delivery_order.reset()
 
 
-class Timetable:
-    """The channels and phases of ``plan`` over ``[0, duration)``.
+class _Layout:
+    """Reads a plan into channels, phases and reader entries (the state a :class:`Timetable` drops once it
+    has compiled them)."""
 
-    Raises EmulatorError naming the flow or subscription for an inconsistent plan, and for epochs that are
-    empty, overlap or are out of order.  ``selectors`` replaces the readers (the Spark engine's replay of
-    what its executors computed); a phase then lasts while the selector returned is the same object.
-    """
-
-    def __init__(self, scenario: Scenario, plan: Plan, network: Network, selectors: Selectors | None = None):
+    def __init__(self, scenario: Scenario, network: Network):
         self.scenario, self.network = scenario, network
+        self.duration = float(scenario.duration)
         self.index = Index(scenario)
-        self.custom = selectors
+        self.table = SelectorTable({s.id: s.attribute_names for s in scenario.streams}, scenario.header_bytes)
         self.channels: list[Channel] = []
         self.phases: list[Phase] = []
-        self._numbers: dict[tuple, int] = {}
-        self._memo: dict[tuple, tuple] = {}  # (id(item), parent channel) -> (item, channel, selector)
-        self._selectors: dict[int, tuple[object, Selector]] = {}
         self.uploads: dict[str, int] = {}
+        self._numbers: dict[tuple, int] = {}
+        self._memo: dict[tuple, tuple] = {}  # (id(item), parent channel) -> (item, channel, reader)
+        self._readers: dict[tuple, tuple[int, frozenset[str]]] = {}  # content -> (reader, attributes needed)
+        self._entry_ids: dict[int, dict[tuple, int]] = {}  # id(predicate) -> (id(names), stream) -> trim entry
+        self._kept: list[tuple] = []  # what is looked up by id, so the ids stay their own
+        self._entry_numbers: dict[tuple, int] = {}  # (stream, predicate, names) -> trim entry
+        self._entry_dims: list[frozenset[str]] = []  # per trim entry: the attributes its predicate constrains
+        self._carried: dict[int, frozenset[str]] = {}  # channel -> the attributes it carries
+        self._linked: set[tuple[str, ...]] = set()  # paths found to be links
         for stream in scenario.streams:
             home = self.index.homes[stream.source]
             number = self._channel(
@@ -135,11 +230,7 @@ class Timetable:
                 f"raw stream {stream.id}",
             )
             self.uploads[stream.id] = number
-            self.phases.append(Phase(number, 0.0, float(scenario.duration), None))
-        self._read(plan)
-        self._compile()
-
-    # -- reading the plan -------------------------------------------------------------------------------
+            self.phases.append(Phase(number, 0.0, self.duration, -1))
 
     def _channel(
         self,
@@ -157,44 +248,42 @@ class Timetable:
         if number is None:
             number = self._numbers[definition] = len(self.channels)
             self.channels.append(Channel(number, stream, route, parent, tap, carries, describe, sink, attrs))
+            self._carried[number] = frozenset(carries)
         return number
 
-    def _read(self, plan: Plan) -> None:
+    def read(self, plan: Plan) -> None:
         """The phases of every flow and delivery.
 
-        Consecutive epochs mostly hold the same objects, so an epoch costs set differences over the
-        identities of its flows and deliveries plus work for what changed: new objects, and whatever reads a
-        flow whose channel changed or went (laid out again, and so validated again, in epoch order)."""
-        duration = float(self.scenario.duration)
+        An epoch costs the diff of its objects against the previous epoch's (:class:`_Sequence`) plus
+        work for what changed: new objects, and whatever reads a flow whose channel changed or went (laid
+        out again, and so validated again, in epoch order)."""
         state = _Reading()
         previous_end = -np.inf
-        for k, epoch in enumerate(plan.epochs):
+        for epoch in plan.epochs:
             if not epoch.start < epoch.end or epoch.start < previous_end:
                 raise EmulatorError(
                     f"plan {plan.strategy}: epoch [{epoch.start:g}, {epoch.end:g}) is empty or overlaps an earlier one"
                 )
-            start, end = max(epoch.start, 0.0), min(epoch.end, duration)
+            start, end = max(epoch.start, 0.0), min(epoch.end, self.duration)
             previous_end = epoch.end
             if start >= end:
                 continue
-            if start != state.end or self.custom is not None:
-                # a gap between epochs (or stand-in selectors, asked per epoch): every phase is cut
+            if start != state.end:  # a gap between epochs: every phase is cut
                 state.close_all()
             state.end = end
-            moved = self._flows(k, epoch, start, state)
-            self._deliveries(k, epoch, start, moved, state)
+            moved = self._flows(epoch.flows, epoch.start, start, state)
+            self._deliveries(epoch.deliveries, start, moved, state)
         state.close_all()
 
-    def _flows(self, k: int, epoch: Epoch, start: float, state: _Reading) -> set[str]:
-        """Lay out the flows of ``epoch`` that changed; the ids of flows whose channel changed, came or went."""
-        duration = float(self.scenario.duration)
-        current = dict(zip(map(id, epoch.flows), epoch.flows, strict=True))
-        if len(current) != len(epoch.flows):  # the same object twice
-            twice = next(f for i, f in enumerate(epoch.flows) if f in epoch.flows[:i])
-            raise EmulatorError(f"flow {twice.id} is defined twice in the epoch starting at {epoch.start:g}")
+    def _flows(self, flows: tuple[Flow, ...], epoch_start: float, start: float, state: _Reading) -> set[str]:
+        """Lay out the flows of the epoch that changed; the ids of flows whose channel changed, came or went."""
+        gone_ids, fresh, twice = state.flow_order.advance(flows)
+        if twice:  # the same object twice
+            again = next(f for i, f in enumerate(flows) if f in flows[:i])
+            raise EmulatorError(f"flow {again.id} is defined twice in the epoch starting at {epoch_start:g}")
         moved: set[str] = set()
         left: dict[str, int] = {}  # flow id -> its channel, for the flows whose object went
-        for gone in state.flows.keys() - current.keys():
+        for gone in gone_ids:
             phase, flow = state.flows.pop(gone)
             phase.end = start
             if state.by_id.get(flow.id) is flow:
@@ -202,34 +291,33 @@ class Timetable:
                 left[flow.id] = state.where.pop(flow.id)
             if flow.parent is not None:
                 state.children.get(flow.parent, set()).discard(gone)
-        fresh = current.keys() - state.flows.keys()
         if not fresh and not left:
             return moved
-        position = dict(zip(current, range(len(current)), strict=True))
-        queue = [position[i] for i in fresh]
-        named = Counter(current[i].id for i in fresh)
-        for i in sorted(fresh, key=position.__getitem__):
-            flow = current[i]
-            held = state.by_id.get(flow.id)
-            if named[flow.id] > 1 or (held is not None and id(held) in current):
-                raise EmulatorError(f"flow {flow.id} is defined twice in the epoch starting at {epoch.start:g}")
+        rank = state.flow_order.rank
+        named = Counter(flows[p].id for p in fresh) if len(fresh) > 1 else None
+        for p in fresh:
+            flow = flows[p]
+            # an object kept from the epoch before under the same id is listed in this epoch too
+            if (named is not None and named[flow.id] > 1) or flow.id in state.by_id:
+                raise EmulatorError(f"flow {flow.id} is defined twice in the epoch starting at {epoch_start:g}")
+        came = {id(flows[p]): flows[p] for p in fresh}
+        queue = [(rank[ident], ident) for ident in came]
         for flow_id in left:  # read again: a flow replaced by a new object may now come after them
-            queue.extend(position[c] for c in state.children.get(flow_id, ()) if c in position)
+            queue.extend((rank[c], c) for c in state.children.get(flow_id, ()))
         heapq.heapify(queue)
         done: set[int] = set()
         while queue:
-            p = heapq.heappop(queue)
-            if p in done:
+            place, ident = heapq.heappop(queue)
+            if ident in done:
                 continue
-            done.add(p)
-            flow = epoch.flows[p]
-            ident = id(flow)
+            done.add(ident)
+            flow = came[ident] if ident in came else state.flows[ident][1]
             parent_flow = None
             if flow.parent is None:
                 parent = self.uploads.get(flow.stream)
             else:
                 parent_flow = state.by_id.get(flow.parent)
-                if parent_flow is not None and position.get(id(parent_flow), p) >= p:
+                if parent_flow is not None and rank[id(parent_flow)] >= place:
                     parent_flow = None  # listed later: not an earlier flow of the epoch
                 parent = None if parent_flow is None else state.where[flow.parent]
             hit = self._memo.get((ident, parent))
@@ -243,72 +331,77 @@ class Timetable:
                 was[0].end = start
             if state.where.get(flow.id, left.get(flow.id)) != number:
                 moved.add(flow.id)
-                queue_children = [position[c] for c in state.children.get(flow.id, ()) if c in position]
-                for c in queue_children:
-                    if c < p:
-                        child = epoch.flows[c]
+                for c in state.children.get(flow.id, ()):
+                    if rank[c] < place:
+                        child = state.flows[c][1]
                         raise EmulatorError(f"flow {child.id}: parent {flow.id} is not an earlier flow of the epoch")
-                    heapq.heappush(queue, c)
+                    heapq.heappush(queue, (rank[c], c))
             state.where[flow.id] = number
             state.by_id[flow.id] = flow
             if flow.parent is not None:
                 state.children.setdefault(flow.parent, set()).add(ident)
-            phase = Phase(number, start, duration, self._selector(k, flow_key(flow.id), flow, hit[2]))
+            phase = Phase(number, start, self.duration, hit[2])
             self.phases.append(phase)
             state.flows[ident] = (phase, flow)
         # a flow that went and did not come back: its readers are laid out again (and fail)
         moved.update(flow_id for flow_id in left if flow_id not in state.where)
         return moved
 
-    def _deliveries(self, k: int, epoch: Epoch, start: float, moved: set[str], state: _Reading) -> None:
-        """Lay out the deliveries of ``epoch`` that are new or read a flow in ``moved``."""
-        duration = float(self.scenario.duration)
-        current = dict(zip(map(id, epoch.deliveries), epoch.deliveries, strict=True))
-        for gone in state.deliveries.keys() - current.keys():
+    def _deliveries(self, deliveries: tuple[Delivery, ...], start: float, moved: set[str], state: _Reading) -> None:
+        """Lay out the deliveries of the epoch that are new or read a flow in ``moved``."""
+        gone_ids, fresh, _ = state.delivery_order.advance(deliveries)
+        for gone in gone_ids:
             phase, delivery = state.deliveries.pop(gone)
             phase.end = start
             if delivery.flow is not None:
                 state.readers.get(delivery.flow, set()).discard(gone)
-        again = current.keys() - state.deliveries.keys()
+        again = {id(deliveries[p]): p for p in fresh}
+        position = None
         for flow_id in moved:
-            again.update(state.readers.get(flow_id, set()) & current.keys())
-        if len(again) > 1:  # in epoch order: channel numbers must not depend on object addresses
-            again = [ident for ident in current if ident in again]
-        for ident in again:
-            delivery = current[ident]
+            for ident in state.readers.get(flow_id, ()):
+                if ident not in again:
+                    position = state.delivery_order.positions() if position is None else position
+                    again[ident] = position[ident]
+        # in epoch order: channel numbers must not depend on object addresses
+        for p in sorted(again.values()) if position is not None else again.values():
+            delivery = deliveries[p]
+            ident = id(delivery)
             flow = None if delivery.flow is None else state.by_id.get(delivery.flow)
             parent = None if flow is None else state.where[flow.id]
-            target = ("delivery", delivery.subscription, ident)
             hit = self._memo.get((ident, parent))
             if hit is None:
+                target = ("delivery", delivery.subscription, ident)
                 hit = self._memo[(ident, parent)] = (delivery, *self._delivery(target, delivery, flow, parent))
             was = state.deliveries.get(ident)
             if was is not None:
                 if was[0].channel == hit[1]:
                     continue
                 was[0].end = start
-            phase = Phase(hit[1], start, duration, self._selector(k, target, delivery, hit[2]))
+            phase = Phase(hit[1], start, self.duration, hit[2])
             self.phases.append(phase)
             state.deliveries[ident] = (phase, delivery)
             if delivery.flow is not None:
                 state.readers.setdefault(delivery.flow, set()).add(ident)
 
-    def _flow(self, flow: Flow, parent_flow: Flow | None, parent: int | None) -> tuple[int, Selector | None]:
-        """The channel of ``flow`` (validated) and its selector, checked against what its input carries."""
+    def _flow(self, flow: Flow, parent_flow: Flow | None, parent: int | None) -> tuple[int, int]:
+        """The channel of ``flow`` (validated) and its reader, checked against what its input carries."""
         flow_input(self.index, flow, parent_flow)  # raises for a missing, later or misplaced parent
-        for a, b in flow.hops:
-            try:
-                self.network.link(a, b)
-            except KeyError:
-                raise EmulatorError(
-                    f"flow {flow.id}: path {flow.path} crosses {a} -> {b}, which is not a link"
-                ) from None
+        if flow.path not in self._linked:
+            for a, b in pairwise(flow.path):
+                try:
+                    self.network.link(a, b)
+                except KeyError:
+                    raise EmulatorError(
+                        f"flow {flow.id}: path {flow.path} crosses {a} -> {b}, which is not a link"
+                    ) from None
+            self._linked.add(flow.path)
         assert parent is not None  # flow_input found the parent (the raw stream or an earlier flow)
         above = self.channels[parent]
         carries = above.carries if flow.trim else flow.attrs
         tap = above.route.index(flow.origin)
+        key = flow_key(flow.id)
         number = self._channel(
-            (flow_key(flow.id), flow.stream, flow.path, carries, parent, tap),
+            (key, flow.stream, flow.path, carries, parent, tap),
             flow.stream,
             flow.path,
             parent,
@@ -316,11 +409,10 @@ class Timetable:
             carries,
             f"flow {flow.id}",
         )
-        return number, self._checked(flow, flow_key(flow.id), flow.origin, above)
+        reader = self._reader(flow.stream, flow.predicate, flow.attrs, flow.trim, f"flow {flow.id}", flow.origin, above)
+        return number, reader
 
-    def _delivery(
-        self, target: Hashable, delivery: Delivery, flow: Flow | None, parent: int | None
-    ) -> tuple[int, Selector | None]:
+    def _delivery(self, target: Hashable, delivery: Delivery, flow: Flow | None, parent: int | None) -> tuple[int, int]:
         home, _ = delivery_input(self.index, flow, delivery)  # raises for a delivery it cannot read
         stream = self.index.subscriptions[delivery.subscription].stream
         above = self.channels[self.uploads[stream] if parent is None else parent]
@@ -337,53 +429,80 @@ class Timetable:
             delivery.subscription,
             delivery.attrs,
         )
-        return number, self._checked(delivery, target, home, above)
+        name = f"delivery of {delivery.subscription}"
+        return number, self._reader(stream, delivery.predicate, delivery.attrs, (), name, home, above)
 
-    def _checked(self, item: Flow | Delivery, target: Hashable, node: str, above: Channel) -> Selector | None:
-        """The selector of ``item`` (one per object), checked against what ``above`` carries; ``None`` when
-        stand-ins replace the selectors."""
-        if self.custom is not None:
-            return None
-        hit = self._selectors.get(id(item))
+    def _reader(
+        self, stream: str, predicate, attrs: tuple[str, ...], trim: tuple, name: str, node: str, above: Channel
+    ) -> int:
+        """The table entry of a reader with this content (added on first use), checked against what
+        ``above`` carries: raises EmulatorError, as :class:`~peers.superpeer.FlowOperator` does, when the
+        input lacks an attribute the reader needs."""
+        entries = tuple(self._entry(stream, p, names) for p, names in trim) if trim else ()
+        content = (stream, predicate, attrs, entries)
+        hit = self._readers.get(content)
         if hit is None:
-            reader = flow_reader(item) if isinstance(item, Flow) else delivery_reader(target, item)
-            hit = self._selectors[id(item)] = (item, Selector(reader, self.scenario.header_bytes))
-        hit[1].check(node, above.describe, frozenset(above.carries))
-        return hit[1]
+            needs = self.table.dims(predicate, stream).union(attrs, *(self._entry_dims[e] for e in entries))
+            hit = self._readers[content] = (self.table.add(stream, predicate, attrs, entries), needs)
+        missing = hit[1] - self._carried[above.number]
+        if missing:
+            raise EmulatorError(
+                f"{name} at {node} needs attribute {min(missing)!r}, which {above.describe} does not carry there"
+            )
+        return hit[0]
 
-    def _selector(self, k: int, target: Hashable, item: Flow | Delivery, selector: Selector | None) -> Selector:
-        return self.custom(k, target, item) if self.custom is not None else selector
+    def _entry(self, stream: str, predicate, names: tuple[str, ...]) -> int:
+        """The table's trim entry for ``predicate`` and ``names`` (objects a plan shares between the flows
+        listing them, so they are looked up by identity first, then by content)."""
+        by_names = self._entry_ids.get(id(predicate))
+        number = None if by_names is None else by_names.get((id(names), stream))
+        if number is None:
+            number = self._entry_numbers.get((stream, predicate, names))
+            if number is None:
+                number = self._entry_numbers[(stream, predicate, names)] = self.table.entry(stream, predicate, names)
+                self._entry_dims.append(self.table.dims(predicate, stream))
+            self._entry_ids.setdefault(id(predicate), {})[(id(names), stream)] = number
+            self._kept.append((predicate, names))
+        return number
+
+
+class Timetable:
+    """The channels and phases of ``plan`` over ``[0, duration)``, compiled for :meth:`window`.
+
+    Raises EmulatorError naming the flow or subscription for an inconsistent plan, and for epochs that are
+    empty, overlap or are out of order.  Once built it holds only what :meth:`window` and :meth:`routes`
+    need (none of the plan's objects), so it pickles small (the Spark engine ships it to its executors).
+    """
+
+    def __init__(self, scenario: Scenario, plan: Plan, network: Network):
+        self.scenario = scenario
+        layout = _Layout(scenario, network)
+        layout.read(plan)
+        self.channels = layout.channels
+        self.uploads = layout.uploads
+        self._compile(layout)
 
     # -- windows ----------------------------------------------------------------------------------------
-
-    _READING_ONLY = ("network", "index", "phases", "_numbers", "_memo", "_selectors", "custom")
-
-    def __getstate__(self) -> dict:
-        """What :meth:`window` and :meth:`routes` need: the Spark engine ships a timetable to its
-        executors, and the reading state (which holds the plan's own objects) stays behind."""
-        return {k: v for k, v in vars(self).items() if k not in self._READING_ONLY}
-
 
     def routes(self) -> list[Route]:
         """The channels as the queues see them (numbered alike)."""
         return [Route(c.hops, c.parent, c.tap, c.sink, c.attrs) for c in self.channels]
 
-    def _compile(self) -> None:
+    def _compile(self, layout: _Layout) -> None:
         """The phases and readers as arrays for :func:`~peers.selection.select_window` (once, after reading)."""
         streams = [s.id for s in self.scenario.streams]
         self.stream_number = {s: k for k, s in enumerate(streams)}
         self.attributes = {s.id: s.attribute_names for s in self.scenario.streams}
-        table = SelectorTable(self.attributes)
-        phases = sorted(self.phases, key=lambda p: (p.channel, p.start))
+        phases = layout.phases
+        channel = np.fromiter((p.channel for p in phases), np.int64, len(phases))
+        start = np.fromiter((p.start for p in phases), np.float64, len(phases))
+        order = np.lexsort((start, channel))  # stable: by channel, then start
+        self._ph_channel = channel[order]
+        self._ph_start = start[order]
+        self._ph_end = np.fromiter((p.end for p in phases), np.float64, len(phases))[order]
+        self._ph_reader = np.fromiter((p.reader for p in phases), np.int64, len(phases))[order]
+        self._readers = layout.table.arrays()
         chans = self.channels
-        self._ph_channel = np.array([p.channel for p in phases], dtype=np.int64)
-        self._ph_start = np.array([p.start for p in phases], dtype=np.float64)
-        self._ph_end = np.array([p.end for p in phases], dtype=np.float64)
-        self._ph_reader = np.array(
-            [-1 if p.selector is None else table.add(p.selector, chans[p.channel].stream) for p in phases],
-            dtype=np.int64,
-        )
-        self._readers = table
         self._ch_parent = np.array([c.parent for c in chans], dtype=np.int64)
         self._ch_stream = np.array([self.stream_number[c.stream] for c in chans], dtype=np.int64)
         header = self.scenario.header_bytes
@@ -393,8 +512,7 @@ class Timetable:
         """Every channel's tuples emitted in ``[start, end)``.
 
         ``values(stream, first, stop)`` gives the columns of tuples ``first..stop-1``; ``times[stream]`` the
-        emission times of all of the stream's tuples.  Raises EngineError (from a stand-in reader) when a
-        stand-in names a tuple its input does not carry."""
+        emission times of all of the stream's tuples."""
         live = np.flatnonzero((self._ph_start < end) & (self._ph_end > start))
         n_streams = len(self.stream_number)
         first = np.zeros(n_streams, np.int64)
@@ -422,7 +540,7 @@ class Timetable:
         flat_values = np.concatenate(window_values) if window_values else np.zeros(0)
         ch_first = np.empty(len(self.channels), np.int64)
         ch_count = np.empty(len(self.channels), np.int64)
-        indices, emitted, parents, wire, bad = select_window(
+        indices, emitted, parents, wire = select_window(
             self._ph_channel[live],
             np.maximum(self._ph_start[live], start),
             np.minimum(self._ph_end[live], end),
@@ -437,11 +555,9 @@ class Timetable:
             n_attrs,
             flat_times,
             flat_values,
-            self._readers.arrays(),
+            self._readers,
             self.scenario.header_bytes,
             ch_first,
             ch_count,
         )
-        if bad >= 0:
-            self._readers.selector(int(bad)).fail()
         return Blocks(indices, emitted, parents, wire, ch_first, ch_count)

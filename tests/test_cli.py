@@ -158,9 +158,9 @@ def test_a_terminated_run_leaves_nothing_half_written(tmp_path):
 
 
 def test_a_worker_error_or_death_stops_the_parallel_run(tmp_path):
-    from topologies.expected import expected_results
     from reports.runner import simulate_parallel
     from topologies.errors import EmulatorError, InputError
+    from topologies.expected import expected_results
     from topologies.loader import load_scenario
 
     scenario = load_scenario(FIGURE1)
@@ -213,3 +213,12 @@ def test_unusable_out_is_exit_2_before_any_work(tmp_path, where):
     assert f"--out {where}" in result.stderr and "Traceback" not in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "notes.txt"]
     assert (tmp_path / "a-file").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("setting", ["spark.driver.memory", "driver.memory=1g", "spark.x=", "=1g"])
+def test_a_malformed_spark_setting_is_exit_2_before_any_work(tmp_path, setting):
+    out = tmp_path / "out"
+    result = cli("run", FIGURE1, "--engine", "spark", "--spark-conf", setting, "--out", str(out), "--quiet")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "--spark-conf" in result.stderr and repr(setting) in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from peers.local import run_local
-from peers.superpeer import Selector, delivery_reader, flow_reader
 from sharing.plan import Delivery, Epoch, Flow, Plan
 from tests.peers.test_local_engine import (
     LINKS,
@@ -83,27 +82,6 @@ def test_merged_epochs_count_and_deliver_as_the_plain_recomputation(changing, wi
     assert {s: v.tolist() for s, v in run.delivered.items()} == delivered
     assert all(len(run.latencies[s]) == len(v) and np.all(run.latencies[s] > 0) for s, v in delivered.items())
     assert sum(int(t.sum()) for t in run.timeline.values()) == run.backbone_bytes
-
-
-def test_readers_asked_per_epoch_give_the_same_run(changing):
-    # as the Spark engine's stand-ins are asked: a new selector object per epoch, so every phase is cut at
-    # every epoch; the phases' tuples are joined into the same batches
-    scenario, plan, values = changing
-    cached = run_local(scenario, plan, window=1.0, values=values)
-    made = []
-
-    def selectors(k, target, item):
-        reader = flow_reader(item) if isinstance(item, Flow) else delivery_reader(target, item)
-        made.append(k)
-        return Selector(reader, scenario.header_bytes)
-
-    rebuilt = run_local(scenario, plan, window=1.0, values=values, selectors=selectors)
-    assert len(set(made)) == len(plan.epochs)
-    assert rebuilt.link_bytes == cached.link_bytes and rebuilt.access_bytes == cached.access_bytes
-    assert all(np.array_equal(rebuilt.timeline[d], cached.timeline[d]) for d in cached.timeline)
-    for sub in cached.delivered:
-        assert np.array_equal(rebuilt.delivered[sub], cached.delivered[sub])
-        assert np.array_equal(rebuilt.latencies[sub], cached.latencies[sub])
 
 
 def test_one_window_over_identical_epochs_keeps_per_tuple_fifo_latencies():

@@ -1,0 +1,182 @@
+"""The timetable's reading of a plan: epochs diffed by identity, readers shared by content, the compiled
+selection against the plain one-reader reference, and the checks a plan must pass."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from network.routing import Network
+from peers.local import run_local
+from peers.selection import SelectorTable, select_rows
+from peers.superpeer import Rows, Selector, flow_reader
+from peers.timetable import Timetable, _Sequence
+from sharing.plan import Delivery, Epoch, Flow, Plan
+from tests.peers.test_local_engine import LINKS, PEERS, STREAMS, SUBS, _scenario, _true, _values, _where
+from tests.peers.test_local_windows import _changing_plan
+from topologies.errors import EmulatorError
+
+
+@pytest.fixture
+def changing():
+    scenario = _scenario(LINKS, PEERS, STREAMS, SUBS, duration=6.0)
+    return scenario, _changing_plan(scenario), _values(scenario)
+
+
+def _copied(plan: Plan) -> Plan:
+    """The same plan with every flow and delivery a new object in every epoch (equal content)."""
+    epochs = [
+        replace(e, flows=tuple(replace(f) for f in e.flows), deliveries=tuple(replace(d) for d in e.deliveries))
+        for e in plan.epochs
+    ]
+    return replace(plan, epochs=tuple(epochs))
+
+
+def test_readers_equal_in_content_share_one_table_entry(changing):
+    scenario, plan, _ = changing
+    network = Network.of(scenario)
+    original, copied = Timetable(scenario, plan, network), Timetable(scenario, _copied(plan), network)
+    stream = {s.id: s.stream for s in scenario.subscriptions}
+    contents = {(f.stream, f.predicate, f.attrs, f.trim) for e in plan.epochs for f in e.flows}
+    contents |= {(stream[d.subscription], d.predicate, d.attrs, ()) for e in plan.epochs for d in e.deliveries}
+    for timetable in (original, copied):
+        assert len(set(timetable._ph_reader[timetable._ph_reader >= 0].tolist())) == len(contents)
+
+
+def test_readers_shared_by_content_select_as_one_reader_per_object(changing):
+    # a new object per epoch: a new phase, and a new channel per delivery, but the same tuples and bytes
+    scenario, plan, values = changing
+    shared = run_local(scenario, plan, window=1.0, values=values)
+    copied = run_local(scenario, _copied(plan), window=1.0, values=values)
+    assert copied.link_bytes == shared.link_bytes and copied.link_tuples == shared.link_tuples
+    assert copied.access_bytes == shared.access_bytes
+    assert all(np.array_equal(copied.timeline[d], shared.timeline[d]) for d in shared.timeline)
+    for sub in shared.delivered:
+        assert np.array_equal(copied.delivered[sub], shared.delivered[sub])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compiled_selection_equals_the_one_reader_reference(seed):
+    rng = np.random.default_rng(seed)
+    names = ("a", "b", "c", "d")
+    values = rng.integers(0, 10, size=(len(names), 300)).astype(np.float64)
+    values[rng.random(values.shape) < 0.05] = np.nan
+    rows = np.flatnonzero(rng.random(300) < 0.6)
+    wheres = [_where(w) for w in ("a < 5", "b >= 3 AND c < 8", "a = 2 OR d > 6", "c >= 5", "a > 1 AND a < 9 OR b = 4")]
+    wheres.append(_true())
+    table = SelectorTable({"s": names}, 16)
+    readers = []
+    for k in range(12):
+        where = wheres[k % len(wheres)]
+        attrs = tuple(n for n in names if rng.random() < 0.5) or ("a",)
+        trim = ()
+        if k % 3 == 0:  # a trim reader: entries sharing attributes, so widths fill up before the last entry
+            picks = rng.choice(len(wheres), size=3, replace=False).tolist()
+            trim = tuple((wheres[p], names[p % 3 : p % 3 + 2]) for p in picks)
+        flow = Flow(f"F{k}", "s", None, "SP0", ("SP0",), where, attrs, trim)
+        entries = [table.entry("s", p, a) for p, a in trim]
+        readers.append((Selector(flow_reader(flow), 16), table.add("s", where, attrs, entries)))
+    for selector, number in readers:
+        positions, wire = selector.pick(Rows(names, 0, values, rows))
+        compiled, compiled_wire = select_rows(table, number, names, values, rows)
+        assert np.array_equal(compiled, positions)
+        assert np.array_equal(compiled_wire, wire)
+
+
+def _diff_by_sets(previous: tuple, items: tuple) -> tuple[set[int], list[int]]:
+    before = {id(x) for x in previous}
+    first: dict[int, int] = {}
+    for p, x in enumerate(items):
+        first.setdefault(id(x), p)
+    return before - set(first), sorted(p for i, p in first.items() if i not in before)
+
+
+def test_epochs_diffed_by_identity_equal_full_set_differences():
+    rng = random.Random(7)
+    pool = [object() for _ in range(60)]
+    for ranked in (True, False):
+        order = _Sequence(ranked)
+        items: tuple = ()
+        for _ in range(400):
+            change = list(items)
+            for _ in range(rng.choice([0, 1, 1, 2, 5])):
+                kind = rng.random()
+                if kind < 0.35 or not change:
+                    change.insert(rng.randrange(len(change) + 1), rng.choice(pool))
+                elif kind < 0.7:
+                    del change[rng.randrange(len(change))]
+                elif kind < 0.9:
+                    change[rng.randrange(len(change))] = rng.choice(pool)
+                else:
+                    rng.shuffle(change)
+            if rng.random() < 0.05:
+                change = list(dict.fromkeys(change))  # sometimes drop every object listed twice
+            gone, fresh, twice = order.advance(tuple(change))
+            expect_gone, expect_fresh = _diff_by_sets(items, tuple(change))
+            assert set(gone) == expect_gone and fresh == expect_fresh
+            assert twice == (len({id(x) for x in change}) < len(change))
+            first = {}
+            for p, x in enumerate(change):
+                first.setdefault(id(x), p)
+            if ranked:  # ranks follow each object's first listing
+                assert sorted(first, key=order.rank.__getitem__) == sorted(first, key=first.__getitem__)
+            else:
+                assert order.positions() == first
+            items = tuple(change)
+
+
+def _plan(scenario, *epochs) -> Plan:
+    return Plan("p", scenario.name, tuple(Epoch(k * 1.0, k * 1.0 + 1.0, f, d) for k, (f, d) in enumerate(epochs)))
+
+
+@pytest.fixture
+def tree():
+    return _scenario(LINKS, PEERS, STREAMS, SUBS, duration=4.0)
+
+
+def _flows():
+    f1 = Flow("F1", "S", None, "SP0", ("SP0", "SP1", "SP2"), _where("a < 5"), ("a", "b"))
+    f2 = Flow("F2", "S", "F1", "SP1", ("SP1", "SP3"), _where("b >= 3"), ("a", "b"))
+    return f1, f2
+
+
+def test_a_flow_object_listed_twice_is_a_plan_bug(tree):
+    f1, f2 = _flows()
+    plan = _plan(tree, ((f1, f2), ()), ((f1, f2, f1), ()))
+    with pytest.raises(EmulatorError, match="flow F1 is defined twice in the epoch starting at 1"):
+        Timetable(tree, plan, Network.of(tree))
+
+
+def test_a_flow_id_kept_and_listed_again_is_a_plan_bug(tree):
+    f1, f2 = _flows()
+    again = replace(f1, predicate=_where("a < 7"))
+    plan = _plan(tree, ((f1, f2), ()), ((f1, f2, again), ()))
+    with pytest.raises(EmulatorError, match="flow F1 is defined twice in the epoch starting at 1"):
+        Timetable(tree, plan, Network.of(tree))
+
+
+def test_a_parent_listed_after_its_child_is_a_plan_bug(tree):
+    f1, f2 = _flows()
+    plan = _plan(tree, ((f1, f2), ()), ((f2, replace(f1)), ()))
+    with pytest.raises(EmulatorError, match="flow F2: parent F1 is not an earlier flow of the epoch"):
+        Timetable(tree, plan, Network.of(tree))
+
+
+def test_a_delivery_whose_flow_went_is_a_plan_bug(tree):
+    f1, f2 = _flows()
+    qb = Delivery("QB", "PB", "SP3", "F2", _where("a <= 4"), ("a",))
+    plan = _plan(tree, ((f1, f2), (qb,)), ((f1,), (qb,)))
+    with pytest.raises(EmulatorError, match="delivery of QB: flow F2 is not available at SP3"):
+        Timetable(tree, plan, Network.of(tree))
+
+
+def test_a_delivery_listed_twice_is_laid_out_once(tree):
+    f1, f2 = _flows()
+    qb = Delivery("QB", "PB", "SP3", "F2", _where("a <= 4"), ("a",))
+    once = Timetable(tree, _plan(tree, ((f1, f2), (qb,)), ((f1, f2), (qb,))), Network.of(tree))
+    twice = Timetable(tree, _plan(tree, ((f1, f2), (qb,)), ((f1, f2), (qb, qb))), Network.of(tree))
+    assert once.channels == twice.channels
+    assert np.array_equal(once._ph_channel, twice._ph_channel)
