@@ -208,27 +208,52 @@ class TrafficMeter:
 
 
 @njit(cache=True)
+def _bin(departure, bin_s, max_bins):
+    return int(min(np.floor(departure / bin_s), max_bins - 1))
+
+
+@njit(cache=True)
 def _last_bin(link, first, count, departures, row, bin_s, max_bins):
-    """The last timeline bin any backbone departure falls in (-1: none)."""
+    """The last timeline bin any backbone departure falls in (-1: none).  A run's departures ascend (one
+    channel served FIFO at one link), so only its last one is looked at."""
     last = -1
     for r in range(len(link)):
-        if row[link[r]] < 0:
+        if row[link[r]] < 0 or count[r] == 0:
             continue
-        for i in range(first[r], first[r] + count[r]):
-            b = int(min(np.floor(departures[i] / bin_s), max_bins - 1))
-            if b > last:
-                last = b
+        b = _bin(departures[first[r] + count[r] - 1], bin_s, max_bins)
+        if b > last:
+            last = b
     return last
 
 
 @njit(cache=True)
 def _accumulate(link, first, count, first_wire, wire, departures, row, bin_s, max_bins, sums, counts, timeline):
+    """Add the runs to the per-direction sums and timeline.  A run's departures ascend, so its bytes are
+    summed per bin before they are added to the timeline (whole numbers: the float sums are exact)."""
     for r in range(len(link)):
         k = link[r]
         counts[k] += count[r]
         w = first_wire[r]
         line = row[k]
+        total = 0
+        if line < 0:
+            for i in range(count[r]):
+                total += wire[w + i]
+            sums[k] += total
+            continue
+        current = -1
+        in_bin = 0
         for i in range(count[r]):
-            sums[k] += wire[w + i]
-            if line >= 0:
-                timeline[line, int(min(np.floor(departures[first[r] + i] / bin_s), max_bins - 1))] += wire[w + i]
+            size = wire[w + i]
+            total += size
+            b = _bin(departures[first[r] + i], bin_s, max_bins)
+            if b != current:
+                if b >= timeline.shape[1]:
+                    raise IndexError("a run's departures do not ascend")
+                if current >= 0:
+                    timeline[line, current] += in_bin
+                current, in_bin = b, 0
+            in_bin += size
+        if current >= 0:
+            timeline[line, current] += in_bin
+        sums[k] += total

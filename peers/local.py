@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
@@ -80,6 +83,7 @@ class Simulation:
         all free); returns the queues, whose ``busy`` and ``first_arrival`` tell where the stretch ended
         and how it depended on ``busy``."""
         scenario = self.scenario
+        keep_freed_memory()
         if values is None:
 
             def values(stream_id: str, start: int, stop: int) -> dict[str, np.ndarray]:
@@ -103,6 +107,25 @@ def _play(env, timetable: Timetable, queues: Queues, windows, values, times, pro
         queues.serve(timetable.window(start, end, values, times))
         if progress is not None:
             progress(sum(int(np.searchsorted(t, end, side="left")) for t in times.values()), total)
+
+
+@functools.cache
+def keep_freed_memory() -> None:
+    """Let this process's malloc keep large freed blocks for reuse (glibc only; elsewhere nothing).
+
+    Every window allocates arrays of hundreds of megabytes on a big run (a row per tuple-hop) and frees them
+    again; glibc serves such blocks with mmap and returns them to the system on free, so every window pays
+    its page faults anew (about a tenth of a data-shipping run's time).  Kept in the heap, they are reused."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 1 << 30)
+    mallopt(m_trim_threshold, 1 << 31)
 
 
 def _windows(window: float, duration: float) -> Iterator[tuple[float, float]]:
