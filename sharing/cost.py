@@ -17,7 +17,7 @@ The estimate is the expected value of what the simulator will count on the backb
 during one second: every tuple crossing a link costs its wire size once per link direction, and only
 tuples satisfying ``P`` cross.  The raw stream at its source's super-peer crosses no link and costs 0.
 
-The planner (sharing.planner) ranks an option (reuse a flow, or widen one and branch from it) by the
+The planner (:mod:`sharing.search`) ranks an option (reuse a flow, or widen one and branch from it) by the
 tuple-hops per second of the *sum of the changes* it makes, the new branch flow plus, for every widened
 flow, after minus before, and bounds its plans by their bytes.  Widening never lowers a flow's
 selectivity, so a branch from super-peer ``v`` to the subscriber's super-peer adds at least
@@ -54,6 +54,10 @@ class CostModel:
 
     def rate(self, stream: str) -> float:
         return self._rates[stream]
+
+    def tuple_hops(self, stream: str, selectivity: float, hops: int) -> float:
+        """Tuples per second a flow makes cross links (see the module docstring): what options are ranked by."""
+        return self._rates[stream] * selectivity * hops
 
     def selectivity(self, stream: str, predicate: Predicate) -> float:
         """P(a tuple of ``stream`` satisfies ``predicate``), cached per (stream, predicate)."""
