@@ -7,15 +7,17 @@ path of ``h`` hops (links) costs
 
 where ``sel(P)`` is the probability that a tuple of ``X`` satisfies ``P``, and ``rate(X) * sel(P) * h``
 tuple-hops per second.  ``sel`` is exact under the stream's per-attribute distributions (attributes
-independent, SPEC section 1): the predicate's boxes are cut, box by box, against the boxes before them
-that overlap them, and the disjoint pieces' probabilities add.  A replayed stream has no declared
-distribution; its dimensions count as unconstrained (probability 1), an upper bound.
+independent): the selectivity kernel of :mod:`matcher.selectivity` cuts the predicate's boxes, box by
+box, against the boxes before them that overlap them, and the disjoint pieces' probabilities add.  This
+model caches the kernel's results (per predicate, and per box and the boxes it is cut against) and prices
+a widening by what it adds, cutting only the added boxes against the boxes near them.  A replayed stream
+has no declared distribution; its dimensions count as unconstrained (probability 1), an upper bound.
 
 The estimate is the expected value of what the simulator will count on the backbone for that flow
 during one second: every tuple crossing a link costs its wire size once per link direction, and only
 tuples satisfying ``P`` cross.  The raw stream at its source's super-peer crosses no link and costs 0.
 
-The planner (sharing.planner) ranks an option (reuse a flow, or widen one and branch from it) by the
+The planner (:mod:`sharing.search`) ranks an option (reuse a flow, or widen one and branch from it) by the
 tuple-hops per second of the *sum of the changes* it makes, the new branch flow plus, for every widened
 flow, after minus before, and bounds its plans by their bytes.  Widening never lowers a flow's
 selectivity, so a branch from super-peer ``v`` to the subscriber's super-peer adds at least
@@ -31,7 +33,7 @@ import numpy as np
 
 from matcher import Box, Interval, Predicate
 from matcher.distributions import Distribution
-from matcher.predicate import CellGrid, uncovered_breadth_first
+from matcher.selectivity import box_probability, outside_probabilities
 from topologies.model import Scenario
 
 
@@ -52,6 +54,10 @@ class CostModel:
 
     def rate(self, stream: str) -> float:
         return self._rates[stream]
+
+    def tuple_hops(self, stream: str, selectivity: float, hops: int) -> float:
+        """Tuples per second a flow makes cross links (see the module docstring): what options are ranked by."""
+        return self._rates[stream] * selectivity * hops
 
     def selectivity(self, stream: str, predicate: Predicate) -> float:
         """P(a tuple of ``stream`` satisfies ``predicate``), cached per (stream, predicate)."""
@@ -80,7 +86,7 @@ class CostModel:
             key = (stream, box, tuple(others))
             pieces = self._pieces.get(key)
             if pieces is None:
-                pieces = self._pieces[key] = self._outside(dists, box, others)
+                pieces = self._pieces[key] = outside_probabilities(box, others, dists)
             terms.extend(pieces)
             done.append(box)
         return math.fsum(terms)
@@ -90,7 +96,7 @@ class CostModel:
         key = (stream, box)
         cached = self._box_selectivity.get(key)
         if cached is None:
-            cached = _box_probability(self._distributions[stream], self._known(stream, box))
+            cached = box_probability(self._known(stream, box), self._distributions[stream])
             self._box_selectivity[key] = cached
         return cached
 
@@ -112,50 +118,6 @@ class CostModel:
             return box
         return Box((d, iv) for d, iv in box.items() if d in dists)
 
-    @staticmethod
-    def _outside(dists: Mapping[str, Distribution], box: Box, others: list[Box]) -> list[float]:
-        """The probabilities of disjoint pieces making up ``box`` minus the union of ``others``."""
-        # Overlaps of zero probability (boxes touching at a bound of a continuous attribute) change no
-        # probability, so they are not cut at all; the others go largest overlap first, which leaves the
-        # fewest pieces to cut against the rest.
-        weighted = []
-        for k, other in enumerate(others):
-            weight = _box_probability(dists, box.intersect(other))
-            if weight > 0.0:
-                weighted.append((-weight, k, other))
-        if not weighted:
-            return [_box_probability(dists, box)]
-        weighted.sort()
-        if weighted[0][2].contains(box):
-            return []
-        grid = CellGrid((box, *(other for *_, other in weighted)))
-        constraints = [grid.constraint(other) for *_, other in weighted]
-        pieces = uncovered_breadth_first(grid.encode(box), constraints)
-        if not pieces:
-            return []
-        # a piece's probability from its cell ranges, each range's probability computed once
-        values, top = grid.values, grid.top
-        ranges: dict[tuple[str, int, int], float] = {}
-        terms = []
-        for piece in pieces:
-            p = 1.0
-            for k, dim in enumerate(grid.dims):
-                lo, hi = piece[2 * k], piece[2 * k + 1]
-                if lo == 0 and hi == top:
-                    continue
-                key = (dim, lo, hi)
-                q = ranges.get(key)
-                if q is None:
-                    lower = -math.inf if lo == 0 else values[(lo - 1) // 2]
-                    upper = math.inf if hi == top else values[hi // 2]
-                    q = dists[dim].prob(Interval(lower, upper, lo % 2 == 1, hi % 2 == 1))
-                    ranges[key] = q
-                p *= q
-                if p == 0.0:
-                    break
-            terms.append(p)
-        return terms
-
     def tuple_bytes(self, n_attributes: int) -> int:
         return self.header_bytes + 8 * n_attributes
 
@@ -167,8 +129,8 @@ class CostModel:
         return self.flow_cost(stream, self.selectivity(stream, predicate), n_attributes, hops)
 
     def _compute(self, stream: str, predicate: Predicate) -> float:
-        # box by box, each cut against the boxes before it that overlap it: the pieces are disjoint and
-        # the work grows with the overlaps, not with a decomposition of the whole predicate on one grid
+        # the pieces matcher.selectivity.selectivity adds up (it then clamps the sum to 1), taken through
+        # the cache the widenings share: a predicate and its widenings are cut against the same boxes
         return self.added_selectivity(stream, predicate, lambda box: [])
 
 
@@ -224,16 +186,6 @@ _SCAN_BELOW = 12  # below this many boxes a plain loop beats building numpy mask
 def _touch(a: Interval, b: Interval) -> bool:
     """The closures of ``a`` and ``b`` meet (the filter's test: open ends count as closed)."""
     return a.lo <= b.hi and b.lo <= a.hi
-
-
-def _box_probability(dists: Mapping[str, Distribution], box: Box) -> float:
-    """P(a tuple lies in ``box``); every dimension of ``box`` has a distribution."""
-    p = 1.0
-    for d, iv in box.items():
-        p *= dists[d].prob(iv)
-        if p == 0.0:
-            break
-    return p
 
 
 def _overlap_probability(dists: Mapping[str, Distribution], box: Box, other: Box) -> float:

@@ -37,6 +37,15 @@ def test_added_selectivity_equals_the_difference_of_full_decompositions(before, 
 
 
 @settings(max_examples=150, deadline=None)
+@given(pred=predicates)
+def test_the_cost_model_caches_the_matcher_kernel(pred):
+    # the same pieces, summed the same way: equal to the last bit (the matcher clamps its sum to 1)
+    model = _model()
+    assert min(1.0, model.selectivity("s", pred)) == selectivity(pred, DISTS)
+    assert model.selectivity("s", pred) == model.selectivity("s", Predicate(pred.boxes))  # from the cache
+
+
+@settings(max_examples=150, deadline=None)
 @given(before=predicates, box=boxes())
 def test_outside_bound_and_hull_filter_never_overstate(before, box):
     model = _model()

@@ -23,13 +23,13 @@ def _full_snapshot(planner: Planner) -> tuple[list, list]:
     """The snapshot walked afresh: every stream's tree depth-first, every subscription's delivery checked."""
     flows = []
     for stream in planner.scenario.streams:
-        pending = list(reversed(planner._roots[stream.id].children))
+        pending = list(reversed(planner.trees.roots[stream.id].children))
         while pending:
             flow = pending.pop()
-            flows.append(planner._freeze(flow))
+            flows.append(planner.snapshots.freeze(flow))
             pending.extend(reversed(flow.children))
-    subs = [planner._subs[s.id] for s in planner.scenario.subscriptions if s.id in planner._subs]
-    return flows, [planner._delivery(sub) for sub in subs]
+    subs = [planner.subs[s.id] for s in planner.scenario.subscriptions if s.id in planner.subs]
+    return flows, [planner.snapshots.delivery(sub) for sub in subs]
 
 
 def _check_every_snapshot(scenario: Scenario, strategy: str) -> int:

@@ -1,0 +1,145 @@
+"""Every stream's tree of installed flows, where each flow is available, and what the flows cost.
+
+A tree is rooted at the raw stream, available at its source's super-peer; a flow is available at every
+super-peer of its path.  :class:`FlowTrees` installs, splits, reshapes and removes flows, keeping each
+stream's estimated bytes and tuple-hops per second (:mod:`sharing.cost`) and telling the snapshots what
+changed (:mod:`sharing.snapshots`); which flows to install or change is the planner's business.
+"""
+
+from __future__ import annotations
+
+from itertools import count
+
+from matcher import Predicate
+from sharing.cost import CostModel
+from sharing.snapshots import Snapshots
+from sharing.state import InstalledFlow
+from topologies.model import Scenario
+
+
+class FlowTrees:
+    """The installed flows of one scenario's streams."""
+
+    def __init__(self, scenario: Scenario, cost: CostModel, snapshots: Snapshots):
+        self._cost = cost
+        self._snapshots = snapshots
+        self._ids = count(1)
+        self._seq = count()
+        self.roots: dict[str, InstalledFlow] = {}
+        self.available: dict[str, dict[str, list[InstalledFlow]]] = {}  # stream -> super-peer -> flows there
+        self.bytes_per_s: dict[str, float] = {}  # stream -> estimated bytes/s of its flows
+        self.tuple_hops: dict[str, float] = {}  # stream -> estimated tuple-hops/s of its flows
+        for s in scenario.streams:
+            source = scenario.home(s.source)
+            everything = (1 << len(s.attributes)) - 1
+            root = InstalledFlow(None, s.id, None, source, (source,), Predicate.TRUE, 1.0, everything, everything, -1)
+            self.roots[s.id] = root
+            self.available[s.id] = {source: [root]}
+            self.bytes_per_s[s.id] = self.tuple_hops[s.id] = 0.0
+
+    def _count(self, flow: InstalledFlow, sign: int) -> None:
+        """Count ``flow`` as it is now in (+1) or out (-1) of its stream's totals."""
+        stream = flow.stream
+        self.bytes_per_s[stream] += sign * self._cost.flow_cost(stream, flow.sel, flow.attrs.bit_count(), flow.hops)
+        self.tuple_hops[stream] += sign * self._cost.tuple_hops(stream, flow.sel, flow.hops)
+
+    def install(
+        self,
+        parent: InstalledFlow,
+        path: tuple[str, ...],
+        predicate: Predicate,
+        sel: float,
+        attrs: int,
+        full_needs: int,
+    ) -> InstalledFlow:
+        """A new flow reading ``parent`` at ``path[0]`` and carried along ``path``."""
+        stream = parent.stream
+        flow = InstalledFlow(
+            f"F{next(self._ids)}", stream, parent, path[0], path, predicate, sel, attrs, full_needs, next(self._seq)
+        )
+        parent.children.append(flow)
+        self._snapshots.tree_changed(parent)
+        for node in path:
+            self.available[stream].setdefault(node, []).append(flow)
+        self._count(flow, +1)
+        return flow
+
+    def uninstall(self, flow: InstalledFlow) -> None:
+        """Remove ``flow``, which nothing reads any more."""
+        stream = flow.stream
+        flow.parent.children.remove(flow)
+        self._snapshots.tree_changed(flow.parent)
+        for node in flow.path:
+            self.available[stream][node].remove(flow)
+        self._count(flow, -1)
+
+    def reshape(
+        self,
+        flow: InstalledFlow,
+        predicate: Predicate,
+        sel: float,
+        attrs: int,
+        full_needs: int,
+        path: tuple[str, ...],
+    ) -> None:
+        """Give ``flow`` a new predicate, attributes and path; the path may only be cut short.  The caller
+        tells the snapshots what the change means for them."""
+        self._count(flow, -1)
+        for node in flow.path[len(path) :]:
+            self.available[flow.stream][node].remove(flow)
+        flow.predicate, flow.sel, flow.attrs, flow.full_needs, flow.path = predicate, sel, attrs, full_needs, path
+        self._count(flow, +1)
+
+    def split(self, flow: InstalledFlow, cut: int) -> InstalledFlow:
+        """Cut ``flow`` after ``cut`` hops; the rest becomes a child flow with the same predicate and
+        attributes that takes over the consumers downstream of the cut.  The total cost is unchanged."""
+        stream = flow.stream
+        tail = flow.path[cut:]
+        downstream = set(tail[1:])
+        part = InstalledFlow(
+            f"F{next(self._ids)}",
+            stream,
+            flow,
+            tail[0],
+            tail,
+            flow.predicate,
+            flow.sel,
+            flow.attrs,
+            flow.full_needs,  # an upper bound until the planner narrows the part to its consumers
+            next(self._seq),
+        )
+        part.children = [c for c in flow.children if c.origin in downstream]
+        part.deliveries = [s for s in flow.deliveries if s.home in downstream]
+        flow.children = [c for c in flow.children if c.origin not in downstream] + [part]
+        flow.deliveries = [s for s in flow.deliveries if s.home not in downstream]
+        for child in part.children:
+            child.parent = part
+            self._snapshots.flow_changed(child)  # its snapshot names its parent
+        for s in part.deliveries:
+            s.flow = part
+        self._snapshots.recheck(part.deliveries)
+        self._snapshots.tree_changed(flow)
+        flow.path = flow.path[: cut + 1]
+        at = self.available[stream]
+        at[tail[0]].append(part)
+        for node in tail[1:]:
+            flows = at[node]
+            flows[flows.index(flow)] = part
+        return part
+
+    def clear(self, stream: str) -> list[str]:
+        """Uninstall every flow of ``stream``; their ids in creation order."""
+        root = self.roots[stream]
+        replaced = []
+        pending = [root]
+        while pending:
+            flow = pending.pop()
+            pending.extend(flow.children)
+            if flow.id is not None:
+                replaced.append(flow.id)
+        root.children.clear()
+        self._snapshots.tree_changed(root)
+        root.deliveries.clear()
+        self.available[stream] = {root.origin: [root]}
+        self.bytes_per_s[stream] = self.tuple_hops[stream] = 0.0
+        return sorted(replaced, key=lambda i: int(i[1:]))
