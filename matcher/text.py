@@ -56,9 +56,13 @@ def box_to_text(box: Box) -> str:
     return " AND ".join(interval_to_text(d, iv) for d, iv in box.items())
 
 
-def predicate_to_text(predicate: Predicate) -> str:
+def predicate_to_text(predicate: Predicate, memo: dict[Box, str] | None = None) -> str:
+    """The canonical text; ``memo`` keeps each box's text for the next call (predicates of one plan share
+    most of their boxes)."""
     if not predicate.boxes:
         return "FALSE"
-    if len(predicate.boxes) == 1:
-        return box_to_text(predicate.boxes[0])
-    return " OR ".join(f"({box_to_text(b)})" for b in predicate.boxes)
+    if memo is None:
+        texts = [box_to_text(b) for b in predicate.boxes]
+    else:
+        texts = [memo.get(b) or memo.setdefault(b, box_to_text(b)) for b in predicate.boxes]
+    return texts[0] if len(texts) == 1 else " OR ".join(f"({t})" for t in texts)

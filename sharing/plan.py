@@ -18,6 +18,7 @@ from itertools import pairwise
 from typing import Any, TextIO
 
 from matcher import Predicate
+from matcher.text import predicate_to_text
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,11 @@ class Plan:
 
         Consecutive epochs share most flows and deliveries, so each distinct flow, delivery and predicate
         text is written once, in the tables ``flow_table``, ``delivery_table`` and ``texts``, and each epoch
-        lists indices into them.  :func:`plan_from_wire` reads it back.
+        gives its flows and deliveries as indices into them, as a change to the epoch before: ``{"keep":
+        [head, tail], "put": [...]}`` is the previous epoch's list with its first ``head`` and last ``tail``
+        entries kept and ``put`` between them (the first epoch keeps nothing).  An epoch that changes one
+        subscription therefore costs a few numbers, not the whole list.  :func:`plan_from_wire` reads it
+        back.
         """
         texts: dict[str, int] = {}
         flow_docs: list[dict] = []
@@ -225,11 +230,12 @@ class Plan:
         by_id: dict[int, int] = {}  # id of an object already written -> its index (epochs share objects)
 
         by_predicate: dict[Predicate, int] = {}  # rendering a predicate costs more than looking it up
+        box_texts: dict = {}
 
         def text(p: Predicate) -> int:
             index = by_predicate.get(p)
             if index is None:
-                index = by_predicate[p] = texts.setdefault(p.to_text(), len(texts))
+                index = by_predicate[p] = texts.setdefault(predicate_to_text(p, box_texts), len(texts))
             return index
 
         def entry(item: Flow | Delivery, docs: list[dict]) -> int:
@@ -245,13 +251,18 @@ class Plan:
 
         dump = partial(json.dumps, separators=(",", ":"))
         out.write(f'{{"strategy":{dump(self.strategy)},"scenario":{dump(self.scenario)},"epochs":[')
+        flows: list[int] = []
+        deliveries: list[int] = []
         for k, e in enumerate(self.epochs):
+            now_flows = [entry(f, flow_docs) for f in e.flows]
+            now_deliveries = [entry(d, delivery_docs) for d in e.deliveries]
             doc = {
                 "start": e.start,
                 "end": e.end,
-                "flows": [entry(f, flow_docs) for f in e.flows],
-                "deliveries": [entry(d, delivery_docs) for d in e.deliveries],
+                "flows": _change(flows, now_flows),
+                "deliveries": _change(deliveries, now_deliveries),
             }
+            flows, deliveries = now_flows, now_deliveries
             out.write(("," if k else "") + "\n" + dump(doc))
         out.write('],\n"texts":' + dump(list(texts)))
         out.write(',\n"flow_table":[' + ",\n".join(dump(d) for d in flow_docs) + "]")
@@ -275,14 +286,33 @@ def plan_from_wire(doc: dict) -> Plan:
         Delivery(d["subscription"], d["peer"], d["home"], d["flow"], predicates[d["where"]], tuple(d["attrs"]))
         for d in doc["delivery_table"]
     ]
-    epochs = tuple(
-        Epoch(
-            float(e["start"]),
-            float(e["end"]),
-            tuple(flows[k] for k in e["flows"]),
-            tuple(deliveries[k] for k in e["deliveries"]),
-        )
-        for e in doc["epochs"]
-    )
+    epochs = []
+    flow_list: tuple[Flow, ...] = ()
+    delivery_list: tuple[Delivery, ...] = ()
+    for e in doc["epochs"]:
+        flow_list = _changed(flow_list, e["flows"], flows)
+        delivery_list = _changed(delivery_list, e["deliveries"], deliveries)
+        epochs.append(Epoch(float(e["start"]), float(e["end"]), flow_list, delivery_list))
     decisions = tuple(Decision.from_json(d) for d in doc.get("decisions", ()))
-    return Plan(doc["strategy"], doc["scenario"], epochs, decisions)
+    return Plan(doc["strategy"], doc["scenario"], tuple(epochs), decisions)
+
+
+def _change(before: list[int], after: list[int]) -> dict:
+    """``after`` as a change to ``before``: the common head and tail kept, the middle put anew."""
+    short = min(len(before), len(after))
+    head = 0
+    while head < short and before[head] == after[head]:
+        head += 1
+    tail = 0
+    while tail < short - head and before[-1 - tail] == after[-1 - tail]:
+        tail += 1
+    return {"keep": [head, tail], "put": after[head : len(after) - tail]}
+
+
+def _changed(before: tuple, change: dict, table: list) -> tuple:
+    """The inverse of :func:`_change` over the objects of ``table``; ValueError for a change that does not
+    fit ``before``."""
+    head, tail = change["keep"]
+    if not (type(head) is int and type(tail) is int and head >= 0 and tail >= 0 and head + tail <= len(before)):
+        raise ValueError(f"epoch change keeps {head!r} + {tail!r} of {len(before)} entries")
+    return before[:head] + tuple(table[k] for k in change["put"]) + before[len(before) - tail :]
