@@ -246,7 +246,7 @@ def _best_fixed_order(labelled, columns, args):
     """The best single fixed ASC order over the WHOLE stream (all drift phases), found offline."""
     import numpy as np
 
-    from matcher.asc import ASCMatcher, fixed_order_costs, local_search_order
+    from matcher.filters.asc import ASCMatcher, fixed_order_costs, local_search_order
 
     probe = ASCMatcher(labelled, ordering="macro")
     if len(probe.dims) <= 12:
@@ -260,10 +260,10 @@ def _filter_workload(name, labelled, columns, args) -> dict:
     """Every engine, fresh for each of ``args.repeats`` repetitions over the same stream, taking turns per batch."""
     import numpy as np
 
-    from matcher import MultiMatcher
-    from matcher.adaptive import ASC_SETTINGS, AdaptiveMultiMatcher
-    from matcher.asc import ASCMatcher
-    from matcher.grouped import GroupedFilter
+    from matcher.filters.adaptive import ASC_SETTINGS, AdaptiveMultiMatcher
+    from matcher.filters.asc import ASCMatcher
+    from matcher.filters.grouped import GroupedFilter
+    from matcher.filters.multi import MultiMatcher
 
     best_order, search, p_attributes = _best_fixed_order(labelled, columns, args)
     asc_args = {"period": args.period, "threshold": args.threshold, "seed": args.seed}
@@ -368,9 +368,10 @@ def _warm_up() -> None:
     """Load numba's compiled kernels once, so that no engine's first timing includes it."""
     import numpy as np
 
-    from matcher import Box, Interval, MultiMatcher, Predicate
-    from matcher.asc import ASCMatcher
-    from matcher.grouped import GroupedFilter
+    from matcher import Box, Interval, Predicate
+    from matcher.filters.asc import ASCMatcher
+    from matcher.filters.grouped import GroupedFilter
+    from matcher.filters.multi import MultiMatcher
 
     labelled = [(f"q{i}", Predicate([Box({"a": Interval.above(float(i))})])) for i in range(8)]
     for engine in (MultiMatcher(labelled), GroupedFilter(labelled), ASCMatcher(labelled, ordering="hybrid")):
@@ -382,7 +383,7 @@ def _agreedy_workload(args) -> dict:
     import numpy as np
 
     from matcher import Box, Interval
-    from matcher.agreedy import PipelinedFilter, optimal_order, order_cost
+    from matcher.filters.agreedy import PipelinedFilter, optimal_order, order_cost
 
     rng = np.random.default_rng(args.seed)
     n, filters, copy = args.tuples, 8, np.sqrt(0.6)  # agreement 0.5 + 0.5 copy^2 = 0.8

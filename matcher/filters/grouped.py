@@ -177,7 +177,7 @@ class GroupedFilter:
 
     def match(self, columns: Mapping[str, np.ndarray], *, out: np.ndarray | None = None) -> np.ndarray:
         """``(n_tuples, n_labels)`` bool, into ``out`` when given (zeroed, C-contiguous: see MultiMatcher.match)."""
-        from matcher._filter_kernels import grouped_kernel
+        from matcher.filters._filter_kernels import grouped_kernel
 
         n = row_count(columns)
         table = self.table
@@ -191,7 +191,7 @@ class GroupedFilter:
         return out
 
     def _flatten(self) -> tuple[np.ndarray, ...]:
-        """The attribute indexes as the kernel reads them (see :func:`matcher._filter_kernels.grouped_kernel`)."""
+        """The attribute indexes as :func:`~matcher.filters._filter_kernels.grouped_kernel` reads them."""
         words = len(self.all_conjuncts)
         constants, bitmaps, coff, boff = [], [], [], []
         size = rows = 0

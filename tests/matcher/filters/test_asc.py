@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matcher import Box, Interval, Predicate, interval
-from matcher.asc import OPTIMAL_MAX_ASCS, ASCMatcher, fixed_order_costs, local_search_order, order_cost
-from tests.matcher.test_grouped import as_columns, reference, tuples, workloads
+from matcher.filters.asc import OPTIMAL_MAX_ASCS, ASCMatcher, fixed_order_costs, local_search_order, order_cost
+from tests.matcher.filters.test_grouped import as_columns, reference, tuples, workloads
 
 
 @settings(max_examples=80, deadline=None)
@@ -107,7 +107,7 @@ def test_above_the_dp_limit_the_greedy_sequence_is_used(monkeypatch):
     def no_dp(alive, costs):
         raise AssertionError(f"subset DP run over {len(costs)} ASCs")
 
-    monkeypatch.setattr("matcher.asc.best_order", no_dp)
+    monkeypatch.setattr("matcher.filters.asc.best_order", no_dp)
     optimal.relearn(regions)
     greedy.relearn(regions)
     assert optimal.macro == greedy.macro

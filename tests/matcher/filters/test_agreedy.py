@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from matcher import Box, Interval
-from matcher.agreedy import AGreedy, PipelinedFilter, optimal_order, order_cost
+from matcher.filters.agreedy import AGreedy, PipelinedFilter, optimal_order, order_cost
 
 
 def correlated(n_tuples, n_filters=8, seed=1):

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from matcher.ordering import best_order
+from matcher.filters.ordering import best_order
 from matcher.predicate import Box
 
 VARIANTS = ("agreedy", "sweep", "independent")

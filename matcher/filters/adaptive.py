@@ -2,7 +2,7 @@
 
 A super-peer keeps one matcher per incoming stream.  Which engine is cheapest depends on the workload and
 on the machine's load: the region-bitmap evaluator (:class:`MultiMatcher`) drops a tuple after its fixed
-attribute order, the CACQ grouped filter and ASC (numba kernels, :mod:`matcher._filter_kernels`) after the
+attribute order, the CACQ grouped filter and ASC (numba kernels, :mod:`matcher.filters._filter_kernels`) after the
 attribute order they learn, and the region-bitmap kernel alone has a thread pool, which on the shared 2-core
 machine is about 2x the serial kernels by wall clock at low load and 2.5-4x *slower* per tuple under load.
 :class:`AdaptiveMultiMatcher` measures each engine on the live stream and runs the cheapest.
@@ -68,9 +68,9 @@ from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 
 import numpy as np
 
-from matcher.asc import ASCMatcher
-from matcher.grouped import ConjunctTable, GroupedFilter, row_count
-from matcher.multi import PARALLEL_MIN_TUPLES, MultiMatcher
+from matcher.filters.asc import ASCMatcher
+from matcher.filters.grouped import ConjunctTable, GroupedFilter, row_count
+from matcher.filters.multi import PARALLEL_MIN_TUPLES, MultiMatcher
 from matcher.predicate import Box, Predicate, interval
 
 WHOLE = "multi-batch"  # the region-bitmap engine called on whole batches (its thread pool from 8,192 rows)
@@ -776,7 +776,7 @@ def _pool_loaded(engine) -> bool:
     cache, the worker threads): that batch is matched untimed, as its time would be the loading."""
     if getattr(engine, "strategy", "") != "bitmap":
         return True  # the numpy scan has no thread pool to load
-    from matcher._eval_kernels import dense_kernel
+    from matcher.filters._filter_kernels import dense_kernel
 
     return bool(dense_kernel.signatures)
 

@@ -110,7 +110,8 @@ class MultiMatcher:
         if not self._bitmap.dims:  # only TRUE and FALSE labels: the kernel needs a dimension
             out[:, np.unique(self.table.owner)] = True
             return out
-        from matcher._eval_kernels import bitmap_tuple, dense_kernel, dense_kernel_serial
+        from matcher._eval_kernels import bitmap_tuple
+        from matcher.filters._filter_kernels import dense_kernel, dense_kernel_serial
 
         if parallel is None:
             parallel = values.shape[1] >= PARALLEL_MIN_TUPLES
@@ -130,7 +131,8 @@ class MultiMatcher:
             indptr = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
             return indptr, labels.astype(np.int64)
-        from matcher._eval_kernels import bitmap_tuple, csr_kernel
+        from matcher._eval_kernels import bitmap_tuple
+        from matcher.filters._filter_kernels import csr_kernel
 
         values = stack_columns(columns, self._bitmap.dims)
         return csr_kernel(values, bitmap_tuple(self._bitmap), self.table.owner, len(self.labels))

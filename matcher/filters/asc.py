@@ -35,8 +35,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from matcher.grouped import ConjunctTable, pack, row_count
-from matcher.ordering import alive_fractions, best_order
+from matcher.filters.grouped import ConjunctTable, pack, row_count
+from matcher.filters.ordering import alive_fractions, best_order
 from matcher.predicate import Predicate
 
 ORDERINGS = ("hybrid", "macro", "fixed")
@@ -184,7 +184,7 @@ class ASCMatcher:
 
     def match(self, columns: Mapping[str, np.ndarray], *, out: np.ndarray | None = None) -> np.ndarray:
         """``(n_tuples, n_labels)`` bool, into ``out`` when given (zeroed, C-contiguous: see MultiMatcher.match)."""
-        from matcher._filter_kernels import asc_kernel
+        from matcher.filters._filter_kernels import asc_kernel
 
         n = row_count(columns)
         values = np.empty((len(self.dims), n))

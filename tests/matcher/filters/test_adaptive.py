@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matcher import Box, Interval, MultiMatcher, Predicate
-from matcher.adaptive import (
+from matcher import Box, Interval, Predicate
+from matcher.filters.adaptive import (
     ADAPTIVE_MIN_BOXES,
     STATISTICS_WINDOW,
     WARM_ROWS,
@@ -20,15 +20,16 @@ from matcher.adaptive import (
     matcher_for,
     pool_crowded,
 )
-from matcher.asc import ASCMatcher
-from matcher.grouped import GroupedFilter
-from tests.matcher.test_grouped import DIMS, reference, workloads
+from matcher.filters.asc import ASCMatcher
+from matcher.filters.grouped import GroupedFilter
+from matcher.filters.multi import MultiMatcher
+from tests.matcher.filters.test_grouped import DIMS, reference, workloads
 
 
 @pytest.fixture(autouse=True)
 def idle_machine(monkeypatch):
     """The machine's load as the probes read it (pool_crowded) is fixed: idle, unless a test says otherwise."""
-    monkeypatch.setattr("matcher.adaptive.pool_crowded", lambda: False)
+    monkeypatch.setattr("matcher.filters.adaptive.pool_crowded", lambda: False)
 
 
 @settings(max_examples=40, deadline=None)
@@ -423,7 +424,7 @@ def test_re_probes_wait_for_the_probing_budget():
 
 
 def test_a_sliced_winner_close_to_the_whole_batch_engine_is_timed_beside_it_on_one_batch(monkeypatch):
-    monkeypatch.setattr("matcher.adaptive.CLOSE", 1e9)  # every verified sliced winner counts as close
+    monkeypatch.setattr("matcher.filters.adaptive.CLOSE", 1e9)  # every verified sliced winner counts as close
     labelled = threshold_workload()
     engine = AdaptiveMultiMatcher(
         labelled, engines=("multi", "multi-batch"), sample=64, repeats=1, period=10**6, chunk=100, margin=0.0
@@ -446,7 +447,7 @@ def test_a_sliced_winner_close_to_the_whole_batch_engine_is_timed_beside_it_on_o
 
 
 def test_sliced_engines_close_to_the_winner_are_timed_beside_it_at_the_live_size(monkeypatch):
-    monkeypatch.setattr("matcher.adaptive.CLOSE", 1e9)  # every sliced engine counts as close to the winner ...
+    monkeypatch.setattr("matcher.filters.adaptive.CLOSE", 1e9)  # every sliced engine counts as close to the winner ...
     labelled = threshold_workload()
     engine = AdaptiveMultiMatcher(
         labelled,
@@ -532,7 +533,7 @@ def test_a_choice_slower_than_measured_on_the_same_data_is_probed_again():
 def test_on_a_crowded_machine_the_thread_pool_is_left_out_of_probes(monkeypatch):
     labelled = threshold_workload()
     crowded = [True]
-    monkeypatch.setattr("matcher.adaptive.pool_crowded", lambda: crowded[0])
+    monkeypatch.setattr("matcher.filters.adaptive.pool_crowded", lambda: crowded[0])
     engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1, period=2_000, budget=1.0, chunk=100)
     columns = {"a": np.arange(400, dtype=float) % 7}
     for _ in range(10):
@@ -548,7 +549,7 @@ def test_on_a_crowded_machine_the_thread_pool_is_left_out_of_probes(monkeypatch)
 def test_a_thread_pool_choice_is_re_made_among_the_serial_engines_when_the_machine_gets_crowded(monkeypatch):
     labelled = threshold_workload()
     crowded = [False]
-    monkeypatch.setattr("matcher.adaptive.pool_crowded", lambda: crowded[0])
+    monkeypatch.setattr("matcher.filters.adaptive.pool_crowded", lambda: crowded[0])
     engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1, period=2_000, budget=1.0, chunk=100)
     engine.choice, engine.history = "multi-batch", [(0, "multi-batch")]
     engine.cost = {"multi-batch": 1e-12, "multi": 1.0, "grouped": 1.0, "asc": 1.0}  # the pool won on a quiet machine
@@ -565,7 +566,7 @@ def test_a_thread_pool_choice_is_re_made_among_the_serial_engines_when_the_machi
 
 def test_engines_that_lost_against_a_thread_pool_choice_get_a_full_round_when_it_cannot_run(monkeypatch):
     labelled = threshold_workload()
-    monkeypatch.setattr("matcher.adaptive.pool_crowded", lambda: True)
+    monkeypatch.setattr("matcher.filters.adaptive.pool_crowded", lambda: True)
     engine = AdaptiveMultiMatcher(labelled, sample=64, repeats=1, period=2_000, budget=1.0, chunk=100)
     engine.choice, engine.history = "multi-batch", [(0, "multi-batch")]
     engine.cost = {"multi-batch": 1e-12, "multi": 1.0, "grouped": 1.0, "asc": 1.0}
@@ -581,8 +582,8 @@ def test_the_pool_is_crowded_when_every_reading_leaves_it_no_core(monkeypatch, r
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     monkeypatch.setattr("numba.get_num_threads", lambda: 2)  # 2 cores, 2 pool threads: no core to spare
     left = list(readings)
-    monkeypatch.setattr("matcher.adaptive._LOAD.read", lambda: None)  # no interval measured yet
-    monkeypatch.setattr("matcher.adaptive._others_running", lambda: left.pop(0))
+    monkeypatch.setattr("matcher.filters.adaptive._LOAD.read", lambda: None)  # no interval measured yet
+    monkeypatch.setattr("matcher.filters.adaptive._others_running", lambda: left.pop(0))
     assert pool_crowded() is crowded
     assert not left  # readings stop at the first that leaves a core
 
@@ -606,8 +607,8 @@ def test_runnable_threads_of_other_processes_are_counted():
 def test_the_pool_is_crowded_when_other_processes_kept_its_cores_busy(monkeypatch, others, crowded):
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     monkeypatch.setattr("numba.get_num_threads", lambda: 2)
-    monkeypatch.setattr("matcher.adaptive._LOAD.read", lambda: others)
-    monkeypatch.setattr("matcher.adaptive._others_running", lambda: 5)  # not read once an interval is measured
+    monkeypatch.setattr("matcher.filters.adaptive._LOAD.read", lambda: others)
+    monkeypatch.setattr("matcher.filters.adaptive._others_running", lambda: 5)  # not read once an interval is measured
     assert pool_crowded() is crowded
 
 
