@@ -260,8 +260,9 @@ def _filter_workload(name, labelled, columns, args) -> dict:
     """Every engine, fresh for each of ``args.repeats`` repetitions over the same stream, taking turns per batch."""
     import numpy as np
 
-    from matcher.filters.adaptive import ASC_SETTINGS, AdaptiveMultiMatcher
+    from matcher.filters.adaptive import AdaptiveMultiMatcher
     from matcher.filters.asc import ASCMatcher
+    from matcher.filters.candidates import ASC_SETTINGS
     from matcher.filters.grouped import GroupedFilter
     from matcher.filters.multi import MultiMatcher
 

@@ -11,9 +11,9 @@ bool matrix, exactly as :meth:`matcher.Predicate.evaluate` would tuple by tuple:
 * :mod:`~matcher.filters.agreedy`: ``PipelinedFilter`` ordered by ``AGreedy``, Babu's adaptive ordering of
   pipelined filters (one conjunctive box);
 * :mod:`~matcher.filters.adaptive`: ``AdaptiveMultiMatcher``, which measures the engines on the live stream
-  and runs the cheapest, and ``matcher_for``, which says when a super-peer uses it.
+  and runs the cheapest; :mod:`~matcher.filters.policy` says when a super-peer uses it.
 
 Their numba kernels (:mod:`~matcher.filters._filter_kernels`) are imported on an engine's first match, and
-:mod:`~matcher.filters.adaptive` reads /proc when imported: import the module you need.
+:mod:`~matcher.filters.machine_load` reads /proc when imported: import the module you need.
 docs/FILTERS.md describes the engines and where each wins.
 """

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from matcher.predicate import Predicate
+from matcher.predicate import Box, Predicate, interval
 
 ARRAY_KEYS = ("owner", "lo", "hi", "lo_closed", "hi_closed")
 
@@ -74,6 +74,18 @@ class ConjunctTable:
             "lo_closed": self.lo_closed,
             "hi_closed": self.hi_closed,
         }
+
+    def labelled(self) -> tuple[tuple[str, Predicate], ...]:
+        """The labelled predicates the table was compiled from (a label's boxes in their order)."""
+        boxes: list[list[Box]] = [[] for _ in self.labels]
+        for r, owner in enumerate(self.owner):
+            box = Box(
+                (dim, interval(self.lo[r, k], self.hi[r, k], self.lo_closed[r, k], self.hi_closed[r, k]))
+                for k, dim in enumerate(self.dims)
+                if np.isfinite(self.lo[r, k]) or np.isfinite(self.hi[r, k])
+            )
+            boxes[int(owner)].append(box)
+        return tuple((label, Predicate(b)) for label, b in zip(self.labels, boxes, strict=True))
 
     @property
     def n_conjuncts(self) -> int:
