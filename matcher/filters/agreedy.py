@@ -1,4 +1,4 @@
-"""Adaptive ordering of the pipelined conjunctive filters of one operator (seed 002, chapter 4).
+"""Adaptive ordering of the pipelined conjunctive filters of one operator: A-Greedy (Babu's thesis, ch. 4).
 
 A conjunctive box is a pipeline of filters (one interval test per attribute) that stops at the first
 filter dropping a tuple.  The best order depends on the data, and with correlated filters on

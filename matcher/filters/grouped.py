@@ -1,13 +1,13 @@
-"""CACQ grouped filters (seed 003, section 3.2.6): one predicate index per attribute, shared by all labels.
+"""CACQ grouped filters (Madden et al., section 3.2.6): one predicate index per attribute, shared by all labels.
 
-Every label's predicate is a disjunction of boxes; each box (conjunct) is one entry, and a label matches
-when any of its conjuncts survives.  A grouped filter indexes the bounds of all conjuncts on one attribute
-in sorted arrays (the greater-than and less-than "trees") and a sorted array of equality constants (the
-equality "hash").  Probing with a value yields the set of conjuncts that *fail* on that attribute, as a
-precomputed prefix/suffix OR of bitmaps.  The failure formulation is what keeps AND semantics when one
-conjunct constrains an attribute twice (``a > 10 AND a < 50``): a "passes" mask keyed by query would OR
-the two bounds (the trap the CACQ digest describes).  ``a != c`` reaches us as two boxes (``a < c`` OR
-``a > c``), so the inequality hash of the paper is not needed.
+Every label's predicate is a disjunction of boxes; each box (conjunct) is one entry, and a label matches when
+any of its conjuncts survives.  A grouped filter indexes the bounds of all conjuncts on one attribute in
+sorted arrays (the greater-than and less-than "trees") and a sorted array of equality constants (the equality
+"hash").  Probing with a value yields the set of conjuncts that *fail* on that attribute, as a precomputed
+prefix/suffix OR of bitmaps.  The failure formulation is what keeps AND semantics when one conjunct constrains
+an attribute twice (``a > 10 AND a < 50``): a "passes" mask keyed by query would OR the two bounds (the paper
+does not say how it handles two predicates of one query on one attribute).  ``a != c`` reaches us as two boxes
+(``a < c`` OR ``a > c``), so the inequality hash of the paper is not needed.
 
 The kernel shared with the ASC engine lives here too: :class:`ConjunctTable` (the compiled boxes) and the
 packed-bitmap helpers.
@@ -92,7 +92,7 @@ class ConjunctTable:
         return len(self.owner)
 
     def uses(self, k: int) -> np.ndarray:
-        """Bool per conjunct: it constrains dimension ``k`` (the query-usage bitmap of seed 001)."""
+        """Bool per conjunct: it constrains dimension ``k`` (the query-usage bitmap of Lee & Lee's ASC)."""
         return np.isfinite(self.lo[:, k]) | np.isfinite(self.hi[:, k])
 
     def contains(self, k: int, values: np.ndarray) -> np.ndarray:

@@ -1,11 +1,12 @@
 """Multi-predicate batch matching: for each tuple, every labelled predicate it satisfies.
 
 A super-peer evaluates, per incoming batch, the predicates of all the flows and deliveries that read that
-batch.  ``MultiMatcher`` compiles the labelled predicates into one table of boxes and picks a strategy
-by size: a handful of boxes is cheapest as a plain numpy scan (one vectorised comparison per bound);
-more boxes go to the region bitmaps of :mod:`matcher._eval_bitmap`, evaluated by the compiled numba
-kernels (one binary search per dimension and a few word ANDs per tuple, whatever the number of boxes
-up to the table budget).  ``python run.py bench pubsub`` measures the bitmap path on 20,000 labels.
+batch.  ``MultiMatcher`` compiles the labelled predicates into one table of boxes and picks a strategy by
+size: a handful of boxes is cheapest as a plain numpy scan (one vectorised comparison per bound); more boxes
+go to the region bitmaps of :mod:`matcher._eval_bitmap`, evaluated by the compiled numba kernels of
+:mod:`matcher.filters._filter_kernels` (one binary search per dimension and a few word ANDs per tuple,
+whatever the number of boxes up to the table budget).  ``python run.py bench pubsub`` measures the bitmap path
+on 20,000 labels.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ SCAN_MAX_BOXES = 4
 
 PARALLEL_MIN_TUPLES = 8192
 """From this many tuples the bitmap kernel runs on numba's thread pool (chunks of 4096 tuples); below, one
-chunk or two cannot gain from threads and the hand-off dominates: measured (CPU time per call, 2 loaded
-cores) 30-700 us parallel against 3-50 us serial for 10-100 tuples and 5-200 labels."""
+chunk or two cannot gain from threads and the hand-off dominates (on small batches a parallel call cost
+about ten times a serial one)."""
 
 
 class MultiMatcher:
