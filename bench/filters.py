@@ -1,17 +1,22 @@
-"""Shared multi-subscription filtering engines on the workloads of seeds 000-004.
+"""The shared-filter engines of :mod:`matcher.filters` on the workloads of the papers they come from.
 
-For each workload every engine matches the same tuples in the same batches: the R-tree/box evaluator
-``MultiMatcher`` (also as ``multi-serial``, its serial kernel on whole batches, as the adaptive engine calls
-it), the CACQ grouped filter, ASC as the adaptive matcher configures it (``asc``: macro order, long
-period), ASC with the papers' settings, macro and hybrid sequence (optimal per-window base sequence, and the
-paper's greedy one as ``asc-hybrid-greedy``), ASC with the best fixed order (found offline by exhaustive
-search over the whole workload), and the cost-based ``AdaptiveMultiMatcher``.  The engines take turns on
-every batch, so that the machine's load falls on all of them alike; only their calls are timed, and each
-output is checked against a reference matched once beforehand, then dropped.  Reported per engine:
-tuples/s, evaluations per tuple in the unit of its paper (box-bound comparisons, grouped filters, ASCs), the
-adaptive choice's ratio to the best engine measured in this run, and the hybrid sequence's ASCs per tuple
-relative to the best fixed order.  A separate table runs A-Greedy, Sweep and Independent on seed
-002's correlated filters against the optimal order.
+Workloads: query sets with the counts of Lee & Lee's Table 2 (attribute selection constructs, KIPS 2007) over
+their Table 1 distributions and drifts between them, CACQ's random queries (Madden et al.), and disjunctions
+of boxes as in Kuntschke & Kemper (TUM-I0615).  For each workload every engine matches the same tuples in the
+same batches: the region-bitmap matcher ``MultiMatcher`` (also as ``multi-serial``, its serial kernel on whole
+batches, as the adaptive engine calls it), the CACQ grouped filter, ASC as the adaptive matcher configures it
+(``asc``: macro order, long period), ASC with the papers' settings, macro and hybrid sequence (optimal
+per-window base sequence, and the paper's greedy one as ``asc-hybrid-greedy``), ASC with the best fixed order
+(found offline by exhaustive search over the whole workload), and the cost-based ``AdaptiveMultiMatcher``.
+The engines take turns on every batch, so that the machine's load falls on all of them alike; only their calls
+are timed, and each output is checked against a reference matched once beforehand, then dropped.  Reported per
+engine: tuples/s, evaluations per tuple in the unit of its paper (box-bound comparisons, grouped filters,
+ASCs), the adaptive choice's ratio to the best engine measured in this run, and the hybrid sequence's ASCs per
+tuple relative to the best fixed order.  A separate table runs A-Greedy, Sweep and Independent on the
+correlated filters of Babu's thesis (Table 4.1) against the optimal order.
+
+``--record [PATH]`` also writes the results with their parameters and the machine's facts to
+``bench/results/filters.json`` (or PATH) and a Markdown summary beside it (``.md``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
+
+from bench.record import RESULTS, load_average, machine_facts, write_record
+
+RECORD = RESULTS / "filters.json"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,11 +48,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="repetitions (engines take turns on every batch); tuples/s is their median",
     )
     parser.add_argument("--workload", action="append", default=None, help="run only this workload (repeatable)")
+    parser.add_argument(
+        "--record",
+        nargs="?",
+        const=str(RECORD),
+        default=None,
+        metavar="PATH",
+        help="also write the results, parameters and machine facts to PATH (default bench/results/filters.json)"
+        " and a Markdown summary beside it",
+    )
 
 
 # -- workloads ----------------------------------------------------------------------------------------------
 def _table2_queries(rng, queries: int, p_attrs: int, predicates: int, cover_sets: int, cover_size: int):
-    """A query set with seed 001 Table 2's counts: conjunctive queries over 20 attributes valued 0-99.
+    """A query set with the counts of Lee & Lee's Table 2 (KIPS 2007): conjunctive queries over 20 attributes
+    valued 0-99.
 
     The minimum attribute cover set(s) are forced: queries are split into ``cover_size`` groups and each
     cover set gives group g its g-th attribute.
@@ -92,7 +112,8 @@ def _table2_queries(rng, queries: int, p_attrs: int, predicates: int, cover_sets
 
 
 def _cacq_queries(rng, queries: int):
-    """Seed 003 section 3.2.8: each of a..e gets a predicate with probability 1/2, op from < > <= >=."""
+    """CACQ's random queries (Madden et al., section 3.2.8): each of a..e gets a predicate with probability
+    1/2, its operator one of < > <= >=."""
     from matcher import Box, Interval, Predicate
 
     names = list("abcde")
@@ -111,7 +132,8 @@ def _cacq_queries(rng, queries: int):
 
 
 def _box_queries(rng, queries: int):
-    """Seed 004 style: disjunctions of 1-3 boxes over 2-4 of 6 real-valued dimensions in [0, 100)."""
+    """Disjunctive predicates as in Kuntschke & Kemper: 1-3 boxes over 2-4 of 6 real-valued dimensions in
+    [0, 100)."""
     import numpy as np
 
     from matcher import Box, Interval, Predicate
@@ -132,7 +154,7 @@ def _box_queries(rng, queries: int):
 
 
 def _data(rng, names, n: int, kind: str, drift_every: int, integer: bool = True) -> dict:
-    """Seed 001 Table 1 distributions (uniform, normal-like, pulse) and drifts between them."""
+    """The distributions of Lee & Lee's Table 1 (uniform, normal-like, pulse) and drifts between them."""
     import numpy as np
 
     def block(kind: str, size: int) -> np.ndarray:
@@ -196,8 +218,8 @@ def _interleaved(engines: dict, columns, batch: int, reference, seed: int) -> di
     Every batch is matched by every engine in turn, so that a change in the machine's load (another process,
     a busy core, the clock's frequency) falls on all the engines alike instead of on whichever ran during it.
     The order of the turns is drawn afresh for every batch (from ``seed``): a call depends on the call before
-    it (after a 13 ms serial call the thread pool's next call took 1.08 ms, after another pool call 0.87 ms),
-    and a fixed rotation gave some engines the slow predecessors more often than others.
+    it (the thread pool's call takes longer after a long serial call than after another pool call), and a
+    fixed rotation gave some engines the slow predecessors more often than others.
 
     Only the engines' calls are timed.  Each output is compared with ``reference`` (the same rows) and then
     dropped, as a super-peer drops a batch's matrix once it has routed it.  Keeping every engine's outputs
@@ -246,7 +268,7 @@ def _best_fixed_order(labelled, columns, args):
     """The best single fixed ASC order over the WHOLE stream (all drift phases), found offline."""
     import numpy as np
 
-    from matcher.asc import ASCMatcher, fixed_order_costs, local_search_order
+    from matcher.filters.asc import ASCMatcher, fixed_order_costs, local_search_order
 
     probe = ASCMatcher(labelled, ordering="macro")
     if len(probe.dims) <= 12:
@@ -260,10 +282,11 @@ def _filter_workload(name, labelled, columns, args) -> dict:
     """Every engine, fresh for each of ``args.repeats`` repetitions over the same stream, taking turns per batch."""
     import numpy as np
 
-    from matcher import MultiMatcher
-    from matcher.adaptive import ASC_SETTINGS, AdaptiveMultiMatcher
-    from matcher.asc import ASCMatcher
-    from matcher.grouped import GroupedFilter
+    from matcher.filters.adaptive import AdaptiveMultiMatcher
+    from matcher.filters.asc import ASCMatcher
+    from matcher.filters.candidates import ASC_SETTINGS
+    from matcher.filters.grouped import GroupedFilter
+    from matcher.filters.multi import MultiMatcher
 
     best_order, search, p_attributes = _best_fixed_order(labelled, columns, args)
     asc_args = {"period": args.period, "threshold": args.threshold, "seed": args.seed}
@@ -368,9 +391,10 @@ def _warm_up() -> None:
     """Load numba's compiled kernels once, so that no engine's first timing includes it."""
     import numpy as np
 
-    from matcher import Box, Interval, MultiMatcher, Predicate
-    from matcher.asc import ASCMatcher
-    from matcher.grouped import GroupedFilter
+    from matcher import Box, Interval, Predicate
+    from matcher.filters.asc import ASCMatcher
+    from matcher.filters.grouped import GroupedFilter
+    from matcher.filters.multi import MultiMatcher
 
     labelled = [(f"q{i}", Predicate([Box({"a": Interval.above(float(i))})])) for i in range(8)]
     for engine in (MultiMatcher(labelled), GroupedFilter(labelled), ASCMatcher(labelled, ordering="hybrid")):
@@ -378,11 +402,11 @@ def _warm_up() -> None:
 
 
 def _agreedy_workload(args) -> dict:
-    """Seed 002 Table 4.1: 8 filters, 50% selectivity, groups of 2 agreeing on 80% of tuples."""
+    """Babu's thesis, Table 4.1: 8 filters, 50% selectivity, groups of 2 agreeing on 80% of tuples."""
     import numpy as np
 
     from matcher import Box, Interval
-    from matcher.agreedy import PipelinedFilter, optimal_order, order_cost
+    from matcher.filters.agreedy import PipelinedFilter, optimal_order, order_cost
 
     rng = np.random.default_rng(args.seed)
     n, filters, copy = args.tuples, 8, np.sqrt(0.6)  # agreement 0.5 + 0.5 copy^2 = 0.8
@@ -416,6 +440,7 @@ def _agreedy_workload(args) -> dict:
 
 
 def main(args: argparse.Namespace) -> int:
+    load_before = load_average()
     workloads = _workloads(args)
     chosen = args.workload or list(workloads)
     unknown = [w for w in chosen if w not in workloads and w != "agreedy"]
@@ -431,6 +456,11 @@ def main(args: argparse.Namespace) -> int:
     parameters = {
         k: getattr(args, k) for k in ("tuples", "batch", "drift_every", "period", "threshold", "seed", "repeats")
     }
+    if args.record:
+        path = Path(args.record)
+        recorded = {**parameters, "adaptive_tuples": args.adaptive_tuples, "workload": chosen}
+        write_record(path, "filters", recorded, {"workloads": results, "agreedy": agreedy}, machine_facts(load_before))
+        path.with_suffix(".md").write_text(_markdown(json.loads(path.read_text()), path.name))
     if args.json:
         print(json.dumps({"parameters": parameters, "workloads": results, "agreedy": agreedy}))
         return 0
@@ -462,3 +492,51 @@ def main(args: argparse.Namespace) -> int:
             rate = f"{row['tuples_per_s']:,.0f}" if row["tuples_per_s"] else "offline"
             print(f"  {e:<14}{row['evals_per_tuple']:>12.3f}{row['profile_per_tuple']:>11.3f}{rate:>12}")
     return 0
+
+
+def _markdown(record: dict, name: str) -> str:
+    """The record ``name`` as a page: where and how it was measured, one row per workload, A-Greedy's line."""
+    machine, parameters = record["machine"], record["parameters"]
+    lines = [
+        f"# `bench filters`, recorded {record['recorded_utc']}",
+        "",
+        f"`{record['command']}` at commit `{record['commit']}`, written by the benchmark (`--record`); every"
+        f" figure of the run is in `{name}` beside this page.",
+        "",
+        f"Machine: {machine['cpus']} CPUs ({machine['cpu_model']}), numba {machine['numba']} with"
+        f" {machine['numba_threads']} threads, numpy {machine['numpy']}, Python {machine['python']};"
+        f" load average {machine['load_average_before']} before the run, {machine['load_average_after']} after.",
+        "",
+        "Parameters: " + ", ".join(f"{k}={v}" for k, v in parameters.items()) + ".",
+        "",
+        "Tuples per wall second (median of the repetitions), the engines taking turns on every batch; ASCs per"
+        " tuple and the adaptive choices' ratios as the benchmark prints them.",
+        "",
+    ]
+    engines = ["multi", "multi-serial", "grouped", "asc", "asc-macro", "asc-hybrid", "asc-best-fixed", "adaptive"]
+    header = ["workload", "match rate", *engines, "best", "adaptive/best wall (CPU)", "long stream", "hybrid/fixed"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in record["workloads"]:
+        long = r["long_stream"]
+        rates = [f"{r['engines'][e]['tuples_per_s'] / 1e3:,.0f} k" for e in engines]
+        cells = [
+            r["workload"],
+            f"{r['match_rate']:.3f}",
+            *rates,
+            r["best_engine"],
+            f"{r['adaptive_vs_best']:.2f} ({r['adaptive_vs_best_cpu']:.2f})",
+            f"{long['adaptive_vs_best']:.2f} ({long['adaptive_vs_best_cpu']:.2f}) over {long['tuples']:,}",
+            f"{r['hybrid_vs_best_fixed']:.3f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    agreedy = record["agreedy"]
+    if agreedy:
+        rows = agreedy["engines"]
+        lines += [
+            "",
+            f"A-Greedy on correlated filters: {rows['agreedy']['evals_per_tuple']:.3f} filter evaluations per tuple"
+            f" against the optimal order's {rows['optimal']['evals_per_tuple']:.3f}"
+            f" ({agreedy['agreedy_vs_optimal']:.3f}x); Sweep {rows['sweep']['evals_per_tuple']:.3f},"
+            f" Independent {rows['independent']['evals_per_tuple']:.3f}.",
+        ]
+    return "\n".join(lines) + "\n"

@@ -103,7 +103,8 @@ def read_workload(path: str | Path) -> Workload:
 
 
 def matcher_of(workload: Workload):
-    from matcher import Box, Interval, MultiMatcher, Predicate
+    from matcher import Box, Interval, Predicate
+    from matcher.filters.multi import MultiMatcher
 
     return MultiMatcher(
         [

@@ -1,5 +1,9 @@
 """Numba kernels over a :class:`matcher._eval_bitmap.RegionBitmap` (compiled once, cached on disk).
 
+:func:`hits` finds the boxes holding one item; :func:`any_kernel` is the batch evaluator's (does any box
+hold it), and the shared-filter engines' region-bitmap matcher builds its label kernels on :func:`hits`
+(:mod:`matcher.filters._filter_kernels`).
+
 Imported lazily: numba costs about half a second to import, which only batch evaluation should pay.
 Bit arithmetic stays in uint64 throughout (mixing uint64 and int64 would make numba promote to float).
 """
@@ -9,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-CHUNK = 4096
+CHUNK = 4096  # items per task of numba's thread pool
 ONE = np.uint64(1)
 ZERO = np.uint64(0)
 
@@ -46,7 +50,7 @@ def _inside(values, i, b, lo, hi, lo_closed, hi_closed):
 
 
 @njit(cache=True, inline="always")
-def _hits(values, i, bm, acc, sure, regions, complete):
+def hits(values, i, bm, acc, sure, regions, complete):
     """Leave in ``acc`` the boxes containing item ``i``; returns whether there is one.
 
     With ``complete`` false it stops at the first box found (short-circuit), so ``acc`` may be partial.
@@ -102,86 +106,7 @@ def any_kernel(values, bm, out):
         sure = np.empty(words, dtype=np.uint64)
         regions = np.empty(values.shape[0], dtype=np.int64)
         for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
-            out[i] = _hits(values, i, bm, acc, sure, regions, False)
-
-
-@njit(cache=True, inline="always")
-def emit_bits(bits, owner, out, i):
-    """Set ``out[i, owner[b]]`` for every set bit ``b`` of the bitmap ``bits`` (words of 64 boxes or conjuncts)."""
-    for w in range(bits.shape[0]):
-        word = bits[w]
-        bit = 0
-        while word != ZERO:
-            if word & ONE:
-                out[i, owner[w * 64 + bit]] = True
-            word >>= ONE
-            bit += 1
-
-
-@njit(cache=True, inline="always")
-def _dense_rows(values, bm, owner, out, first, stop, acc, sure, regions):
-    """Items ``first..stop-1`` of :func:`dense_kernel`."""
-    for i in range(first, stop):
-        if _hits(values, i, bm, acc, sure, regions, True):
-            emit_bits(acc, owner, out, i)
-
-
-@njit(cache=True, parallel=True)
-def dense_kernel(values, bm, owner, out):
-    """``out[i, owner[b]]`` set for every box ``b`` containing item ``i`` (parallel over chunks of items)."""
-    n = values.shape[1]
-    words = bm[5].shape[0]
-    for c in prange((n + CHUNK - 1) // CHUNK):
-        acc = np.empty(words, dtype=np.uint64)
-        sure = np.empty(words, dtype=np.uint64)
-        regions = np.empty(values.shape[0], dtype=np.int64)
-        _dense_rows(values, bm, owner, out, c * CHUNK, min(n, (c + 1) * CHUNK), acc, sure, regions)
-
-
-@njit(cache=True)
-def dense_kernel_serial(values, bm, owner, out):
-    """:func:`dense_kernel` in the calling thread: no thread-pool hand-off, which dominates small batches."""
-    words = bm[5].shape[0]
-    acc = np.empty(words, dtype=np.uint64)
-    sure = np.empty(words, dtype=np.uint64)
-    regions = np.empty(values.shape[0], dtype=np.int64)
-    _dense_rows(values, bm, owner, out, 0, values.shape[1], acc, sure, regions)
-
-
-@njit(cache=True)
-def csr_kernel(values, bm, owner, n_labels):
-    """Satisfied labels per item as CSR: ``indices[indptr[i]:indptr[i+1]]`` ascending, no repeats."""
-    n = values.shape[1]
-    words = bm[5].shape[0]
-    acc = np.empty(words, dtype=np.uint64)
-    sure = np.empty(words, dtype=np.uint64)
-    regions = np.empty(values.shape[0], dtype=np.int64)
-    seen = np.full(n_labels, -1, dtype=np.int64)
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    indices = np.empty(max(16, n), dtype=np.int64)
-    size = 0
-    for i in range(n):
-        start = size
-        if _hits(values, i, bm, acc, sure, regions, True):
-            for w in range(words):
-                word = acc[w]
-                bit = 0
-                while word != ZERO:
-                    if word & ONE:
-                        label = owner[w * 64 + bit]
-                        if seen[label] != i:
-                            seen[label] = i
-                            if size == len(indices):
-                                grown = np.empty(2 * size, dtype=np.int64)
-                                grown[:size] = indices
-                                indices = grown
-                            indices[size] = label
-                            size += 1
-                    word >>= ONE
-                    bit += 1
-            indices[start:size].sort()
-        indptr[i + 1] = size
-    return indptr, indices[:size].copy()
+            out[i] = hits(values, i, bm, acc, sure, regions, False)
 
 
 def bitmap_tuple(bitmap) -> tuple:

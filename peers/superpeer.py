@@ -1,7 +1,7 @@
 """The in-network operators a super-peer installs for one epoch of a Plan.
 
 For each incoming flow (or raw stream) a super-peer runs ONE :class:`FlowOperator`: a single matcher
-(``matcher.adaptive.matcher_for``: ``MultiMatcher``, or the cost-based ``AdaptiveMultiMatcher`` from
+(``matcher.filters.policy.matcher_for``: ``MultiMatcher``, or the cost-based ``AdaptiveMultiMatcher`` from
 ``ADAPTIVE_MIN_BOXES`` boxes on) over every child flow and delivery reading that input there (and the
 ``trim`` entries of ``ideal`` flows), then, per reader, filter and project.  The class is plain numpy
 over column batches, no clock: Spark tasks and the MQTT services call :meth:`FlowOperator.process`.  The
@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from matcher import Predicate
-from matcher.adaptive import matcher_for
+from matcher.filters.policy import matcher_for
 from peers.selection import in_boxes
 from sharing.plan import Delivery, Epoch, Flow
 from topologies.errors import EmulatorError

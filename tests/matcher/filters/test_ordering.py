@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matcher.ordering import alive_fractions, best_order, best_order_reference
+from matcher.filters.ordering import alive_fractions, best_order, best_order_reference
 
 
 @settings(max_examples=60, deadline=None)

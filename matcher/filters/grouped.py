@@ -1,13 +1,13 @@
-"""CACQ grouped filters (seed 003, section 3.2.6): one predicate index per attribute, shared by all labels.
+"""CACQ grouped filters (Madden et al., section 3.2.6): one predicate index per attribute, shared by all labels.
 
-Every label's predicate is a disjunction of boxes; each box (conjunct) is one entry, and a label matches
-when any of its conjuncts survives.  A grouped filter indexes the bounds of all conjuncts on one attribute
-in sorted arrays (the greater-than and less-than "trees") and a sorted array of equality constants (the
-equality "hash").  Probing with a value yields the set of conjuncts that *fail* on that attribute, as a
-precomputed prefix/suffix OR of bitmaps.  The failure formulation is what keeps AND semantics when one
-conjunct constrains an attribute twice (``a > 10 AND a < 50``): a "passes" mask keyed by query would OR
-the two bounds (the trap the CACQ digest describes).  ``a != c`` reaches us as two boxes (``a < c`` OR
-``a > c``), so the inequality hash of the paper is not needed.
+Every label's predicate is a disjunction of boxes; each box (conjunct) is one entry, and a label matches when
+any of its conjuncts survives.  A grouped filter indexes the bounds of all conjuncts on one attribute in
+sorted arrays (the greater-than and less-than "trees") and a sorted array of equality constants (the equality
+"hash").  Probing with a value yields the set of conjuncts that *fail* on that attribute, as a precomputed
+prefix/suffix OR of bitmaps.  The failure formulation is what keeps AND semantics when one conjunct constrains
+an attribute twice (``a > 10 AND a < 50``): a "passes" mask keyed by query would OR the two bounds (the paper
+does not say how it handles two predicates of one query on one attribute).  ``a != c`` reaches us as two boxes
+(``a < c`` OR ``a > c``), so the inequality hash of the paper is not needed.
 
 The kernel shared with the ASC engine lives here too: :class:`ConjunctTable` (the compiled boxes) and the
 packed-bitmap helpers.
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from matcher.predicate import Predicate
+from matcher.predicate import Box, Predicate, interval
 
 ARRAY_KEYS = ("owner", "lo", "hi", "lo_closed", "hi_closed")
 
@@ -75,12 +75,24 @@ class ConjunctTable:
             "hi_closed": self.hi_closed,
         }
 
+    def labelled(self) -> tuple[tuple[str, Predicate], ...]:
+        """The labelled predicates the table was compiled from (a label's boxes in their order)."""
+        boxes: list[list[Box]] = [[] for _ in self.labels]
+        for r, owner in enumerate(self.owner):
+            box = Box(
+                (dim, interval(self.lo[r, k], self.hi[r, k], self.lo_closed[r, k], self.hi_closed[r, k]))
+                for k, dim in enumerate(self.dims)
+                if np.isfinite(self.lo[r, k]) or np.isfinite(self.hi[r, k])
+            )
+            boxes[int(owner)].append(box)
+        return tuple((label, Predicate(b)) for label, b in zip(self.labels, boxes, strict=True))
+
     @property
     def n_conjuncts(self) -> int:
         return len(self.owner)
 
     def uses(self, k: int) -> np.ndarray:
-        """Bool per conjunct: it constrains dimension ``k`` (the query-usage bitmap of seed 001)."""
+        """Bool per conjunct: it constrains dimension ``k`` (the query-usage bitmap of Lee & Lee's ASC)."""
         return np.isfinite(self.lo[:, k]) | np.isfinite(self.hi[:, k])
 
     def contains(self, k: int, values: np.ndarray) -> np.ndarray:
@@ -177,7 +189,7 @@ class GroupedFilter:
 
     def match(self, columns: Mapping[str, np.ndarray], *, out: np.ndarray | None = None) -> np.ndarray:
         """``(n_tuples, n_labels)`` bool, into ``out`` when given (zeroed, C-contiguous: see MultiMatcher.match)."""
-        from matcher._filter_kernels import grouped_kernel
+        from matcher.filters._filter_kernels import grouped_kernel
 
         n = row_count(columns)
         table = self.table
@@ -191,7 +203,7 @@ class GroupedFilter:
         return out
 
     def _flatten(self) -> tuple[np.ndarray, ...]:
-        """The attribute indexes as the kernel reads them (see :func:`matcher._filter_kernels.grouped_kernel`)."""
+        """The attribute indexes as :func:`~matcher.filters._filter_kernels.grouped_kernel` reads them."""
         words = len(self.all_conjuncts)
         constants, bitmaps, coff, boff = [], [], [], []
         size = rows = 0

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matcher import Box, Interval, Predicate, interval
-from matcher.asc import OPTIMAL_MAX_ASCS, ASCMatcher, fixed_order_costs, local_search_order, order_cost
-from tests.matcher.test_grouped import as_columns, reference, tuples, workloads
+from matcher.filters.asc import OPTIMAL_MAX_ASCS, ASCMatcher, fixed_order_costs, local_search_order, order_cost
+from tests.matcher.filters.test_grouped import as_columns, reference, tuples, workloads
 
 
 @settings(max_examples=80, deadline=None)
@@ -34,20 +34,20 @@ def test_asc_equals_reference_while_relearning(labelled, batches, ordering, base
     assert np.array_equal(copy.match(columns), reference(labelled, columns))
 
 
-def seed001_example():
-    """Seed 001 Fig. 2 (A2's strings coded as numbers: 'C02' = 2, 'C04' = 4)."""
+def attribute_selection_example():
+    """Lee & Lee's worked example (KIPS 2007, Fig. 2; A2's strings coded as numbers: 'C02' = 2, 'C04' = 4)."""
     q1 = Box({"A1": Interval.point(20), "A2": Interval.point(2), "A3": Interval.point(50)})
     q2 = Box({"A1": Interval.above(10), "A2": Interval.point(4)})
     q3 = Box({"A1": Interval.point(30), "A3": interval(30, 50)})
     return [(name, Predicate([b])) for name, b in (("q1", q1), ("q2", q2), ("q3", q3))]
 
 
-def test_seed001_worked_example():
-    labelled = seed001_example()
+def test_the_papers_worked_example():
+    labelled = attribute_selection_example()
     engine = ASCMatcher(labelled, ordering="fixed", order=["A1", "A2", "A3"])
     a1 = engine.constructs[0]
     assert a1.constants.tolist() == [10, 20, 30]
-    # qrb per region (q1 q2 q3): 000, 000, 010, 110, 010, 011, 010 (the digest's hand check), then the NaN
+    # qrb per region (q1 q2 q3): 000, 000, 010, 110, 010, 011, 010 (worked out by hand from the paper), then the NaN
     # region: every query uses A1, so none survives a missing A1
     bits = [[int(b) for b in row] for row in np.unpackbits(a1.qrb.view(np.uint8), axis=1, bitorder="little")[:, :3]]
     assert ["".join(map(str, b)) for b in bits] == ["000", "000", "010", "110", "010", "011", "010", "000"]
@@ -107,14 +107,15 @@ def test_above_the_dp_limit_the_greedy_sequence_is_used(monkeypatch):
     def no_dp(alive, costs):
         raise AssertionError(f"subset DP run over {len(costs)} ASCs")
 
-    monkeypatch.setattr("matcher.asc.best_order", no_dp)
+    monkeypatch.setattr("matcher.filters.asc.best_order", no_dp)
     optimal.relearn(regions)
     greedy.relearn(regions)
     assert optimal.macro == greedy.macro
 
 
 def test_hybrid_beats_best_fixed_order_on_region_dependent_workload():
-    # even queries need a0 < 50 and are tight on a1; odd ones need a0 >= 50 and are tight on a2 (digest 2.6)
+    # even queries need a0 < 50 and are tight on a1; odd ones need a0 >= 50 and are tight on a2: the attribute
+    # best tested next depends on a0's region
     rng = np.random.default_rng(7)
     labelled = []
     for i in range(40):
@@ -138,7 +139,7 @@ def test_hybrid_beats_best_fixed_order_on_region_dependent_workload():
 
 
 def test_bad_ordering_and_order_are_rejected():
-    labelled = seed001_example()
+    labelled = attribute_selection_example()
     with pytest.raises(ValueError, match="ordering"):
         ASCMatcher(labelled, ordering="random")
     with pytest.raises(ValueError, match="base 'exact'"):

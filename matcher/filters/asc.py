@@ -1,32 +1,33 @@
-"""Attribute Selection Constructs with adaptive two-level ordering (seeds 001 and 000).
+"""Lee & Lee's attribute selection constructs (ASC) with their adaptive two-level ordering.
 
-One ASC per p-attribute (seed 001, Definition 1): the sorted distinct constants of all conjuncts on that
+One ASC per p-attribute (Lee & Lee, KIPS 2007, Definition 1): the sorted distinct constants of all conjuncts on that
 attribute split its domain into ``2m+1`` regions (``(-inf,c1), [c1], (c1,c2), ..., [cm], (cm,inf)``), and
 each region stores the precomputed query-result bitmap (one bit per conjunct: can a value of this region
 satisfy the conjunct's constraint on this attribute; 1 when the conjunct does not use it).  A tuple is
 evaluated by AND-ing the bitmaps of the regions its values fall in into the global result bitmap, and is
-dropped as soon as that bitmap is zero (seed 000, section 3.2).  Disjunctive predicates get one bit per
+dropped as soon as that bitmap is zero (Lee & Lee, JIIS 2012, section 3.2).  Disjunctive predicates get one bit per
 conjunct (box); a label matches when any of its bits survives.
 
-The order of the ASCs is learned at run time (seed 000, sections 4-5):
+The order of the ASCs is learned at run time (Lee & Lee's two-level ordering, JIIS 2012, sections 4-5):
 
 * the **macro-sequence** (``base``): ``"optimal"`` (default) is the order with the fewest ASC
   evaluations on the monitor sample of the period just seen, found exactly by the subset DP of
-  :mod:`matcher.ordering` up to ``OPTIMAL_MAX_ASCS`` ASCs; ``"greedy"`` (and above that limit) is the
+  :mod:`matcher.filters.ordering` up to ``OPTIMAL_MAX_ASCS`` ASCs; ``"greedy"`` (and above that limit) is the
   paper's: first the minimal cover set, greedily by conditional selectivity over the conjuncts not yet
   covered, then the remaining ASCs by tuple dropping ratio (ties: lowest individual selectivity).  The
-  greedy sequence lands 1-9 % above the optimum on the Table 2 workloads (docs/FILTERS.md);
+  greedy sequence lands a few per cent above the optimum on the KIPS paper's Table 2 query sets;
 * the **hybrid sequence**: the macro-sequence plus **micro-arrows** from single regions to the ASC after
   which the sample tuples landing there cost the fewest evaluations (candidates from the region's
   candidate-arrow bitmap), kept only when cheaper than the macro-arrow on the same tuples.  A per-tuple
   evaluated-ASC bitmap (the paper's GEB) makes a micro-arrow to an already evaluated ASC fall back to the
   macro order.
 
-Statistics come from a monitor sample of about ``sample`` tuples per period of ``period`` tuples (lambda);
-at the end of each period the sequence is rebuilt when the tuple dropping ratio or the cost (ASCs per
-tuple) moved by at least ``threshold`` (mu) relative to their values after the last rebuild.  The
-paper's drop-ratio trigger alone cannot see a drift that keeps the overall drop rate (digest 2.5), hence
-the cost term.  ``threshold=0`` rebuilds every period, as in the paper's main experiments.
+Statistics come from a monitor sample of about ``sample`` tuples per period of ``period`` tuples (lambda); at
+the end of each period the sequence is rebuilt when the tuple dropping ratio or the cost (ASCs per tuple)
+moved by at least ``threshold`` (mu) relative to their values after the last rebuild.  The paper's drop-ratio
+trigger alone cannot see a drift that keeps the overall drop rate (the drop ratio of a complete sequence does
+not depend on its order), hence the cost term.  ``threshold=0`` rebuilds every period, as in the paper's main
+experiments.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from matcher.grouped import ConjunctTable, pack, row_count
-from matcher.ordering import alive_fractions, best_order
+from matcher.filters.grouped import ConjunctTable, pack, row_count
+from matcher.filters.ordering import alive_fractions, best_order
 from matcher.predicate import Predicate
 
 ORDERINGS = ("hybrid", "macro", "fixed")
@@ -184,7 +185,7 @@ class ASCMatcher:
 
     def match(self, columns: Mapping[str, np.ndarray], *, out: np.ndarray | None = None) -> np.ndarray:
         """``(n_tuples, n_labels)`` bool, into ``out`` when given (zeroed, C-contiguous: see MultiMatcher.match)."""
-        from matcher._filter_kernels import asc_kernel
+        from matcher.filters._filter_kernels import asc_kernel
 
         n = row_count(columns)
         values = np.empty((len(self.dims), n))
@@ -234,7 +235,7 @@ class ASCMatcher:
         take = start + np.flatnonzero(self._rng.random(stop - start) < self.sample / self.period)
         if len(take):
             # the sampled values are kept; their regions are looked up once per period, at the relearn (per
-            # call, the lookup was ~100 us of numpy calls whatever the sample's size)
+            # call, the lookup's numpy calls cost more than the kernel on small batches, whatever the sample's size)
             self._monitor.append(values[:, take])
             self.monitor_evaluations += len(take) * len(self.constructs)
         if self._period_tuples < self.period:
@@ -330,8 +331,8 @@ class ASCMatcher:
 
         A route's cost is counted exactly on the sample tuples of ``group``: the candidate, then the macro
         order over the ASCs still unevaluated, each tuple stopping when dropped.  Scoring by the immediate
-        drops alone (the greedy rule) picked arrows that cost more later (measured: +1-3 % ASCs per tuple
-        against the optimal macro order on table2-50q).
+        drops alone (the greedy rule) picked arrows that cost more later (a few per cent more ASCs per tuple
+        than the optimal macro order on the ``table2-50q`` workloads of ``bench filters``).
         """
         group_evaluated = evaluated[group]
         evaluated_by_any = int(np.bitwise_or.reduce(group_evaluated))

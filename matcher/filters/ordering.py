@@ -1,7 +1,7 @@
 """The optimal order of filters that drop tuples, by dynamic programming over subsets.
 
-Shared by A-Greedy's offline optimum (seed 002) and ASC's best fixed order and per-window base sequence
-(seeds 000/001): in all of them, the cost of running filter ``f`` after the set ``S`` is
+Shared by A-Greedy's offline optimum (Babu's adaptive filter ordering) and the best fixed order and
+per-window base sequence of Lee & Lee's ASC: in all of them, the cost of running filter ``f`` after the set ``S`` is
 ``cost[f] * alive[S]``, where ``alive[S]`` is the fraction of tuples no filter of ``S`` dropped, which does
 not depend on the order inside ``S``.  So all ``n!`` orders are searched exactly in ``O(2^n n)``.
 """

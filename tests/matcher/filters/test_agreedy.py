@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from matcher import Box, Interval
-from matcher.agreedy import AGreedy, PipelinedFilter, optimal_order, order_cost
+from matcher.filters.agreedy import AGreedy, PipelinedFilter, optimal_order, order_cost
 
 
 def correlated(n_tuples, n_filters=8, seed=1):
-    """Seed 002 Table 4.1: 50% selectivity, groups of two filters agreeing on 80% of tuples."""
+    """Babu's thesis, Table 4.1: 50% selectivity, groups of two filters agreeing on 80% of tuples."""
     rng = np.random.default_rng(seed)
     columns = {}
     for g in range(0, n_filters, 2):
@@ -35,7 +35,7 @@ def plain_view(window, order):
 
 
 def test_example_421_costs_and_optimum():
-    # drop sets of seed 002 Example 4.2.1 (filters 0-based): 1 none, 2 {F3}, 4 {F2,F3,F4}, 7 {F1}, 5 {F1,F2,F4}
+    # drop sets of the thesis's Example 4.2.1 (filters 0-based): 1 none, 2 {F3}, 4 {F2,F3,F4}, 7 {F1}, 5 {F1,F2,F4}
     drop_sets = {1: (), 2: (2,), 4: (1, 2, 3), 7: (0,), 5: (0, 1, 3)}
     stream = [1, 2, 1, 4, 7, 2, 5, 4]
     drops = np.array([[f in drop_sets[v] for f in range(4)] for v in stream])

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matcher import Box, Interval, Predicate, interval
-from matcher.grouped import ConjunctTable, GroupedFilter, pack, unpack
+from matcher.filters.grouped import ConjunctTable, GroupedFilter, pack, unpack
 
 DIMS = ("a", "b", "c")
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matcher import Box, Interval, MultiMatcher, Predicate, interval
+from matcher import Box, Interval, Predicate, interval
 from matcher.evaluation import evaluate_reference
-from matcher.multi import PARALLEL_MIN_TUPLES, SCAN_MAX_BOXES
+from matcher.filters.multi import PARALLEL_MIN_TUPLES, SCAN_MAX_BOXES, MultiMatcher
 
 
 def random_labelled(rng, n_labels, dims, float_bounds=False):

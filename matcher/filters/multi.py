@@ -1,11 +1,12 @@
 """Multi-predicate batch matching: for each tuple, every labelled predicate it satisfies.
 
 A super-peer evaluates, per incoming batch, the predicates of all the flows and deliveries that read that
-batch.  ``MultiMatcher`` compiles the labelled predicates into one table of boxes and picks a strategy
-by size: a handful of boxes is cheapest as a plain numpy scan (one vectorised comparison per bound);
-more boxes go to the region bitmaps of :mod:`matcher._eval_bitmap`, evaluated by the compiled numba
-kernels (one binary search per dimension and a few word ANDs per tuple, whatever the number of boxes
-up to the table budget).  ``python run.py bench pubsub`` measures the bitmap path on 20,000 labels.
+batch.  ``MultiMatcher`` compiles the labelled predicates into one table of boxes and picks a strategy by
+size: a handful of boxes is cheapest as a plain numpy scan (one vectorised comparison per bound); more boxes
+go to the region bitmaps of :mod:`matcher._eval_bitmap`, evaluated by the compiled numba kernels of
+:mod:`matcher.filters._filter_kernels` (one binary search per dimension and a few word ANDs per tuple,
+whatever the number of boxes up to the table budget).  ``python run.py bench pubsub`` measures the bitmap path
+on 20,000 labels.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ SCAN_MAX_BOXES = 4
 
 PARALLEL_MIN_TUPLES = 8192
 """From this many tuples the bitmap kernel runs on numba's thread pool (chunks of 4096 tuples); below, one
-chunk or two cannot gain from threads and the hand-off dominates: measured (CPU time per call, 2 loaded
-cores) 30-700 us parallel against 3-50 us serial for 10-100 tuples and 5-200 labels."""
+chunk or two cannot gain from threads and the hand-off dominates (on small batches a parallel call cost
+about ten times a serial one)."""
 
 
 class MultiMatcher:
@@ -110,7 +111,8 @@ class MultiMatcher:
         if not self._bitmap.dims:  # only TRUE and FALSE labels: the kernel needs a dimension
             out[:, np.unique(self.table.owner)] = True
             return out
-        from matcher._eval_kernels import bitmap_tuple, dense_kernel, dense_kernel_serial
+        from matcher._eval_kernels import bitmap_tuple
+        from matcher.filters._filter_kernels import dense_kernel, dense_kernel_serial
 
         if parallel is None:
             parallel = values.shape[1] >= PARALLEL_MIN_TUPLES
@@ -130,7 +132,8 @@ class MultiMatcher:
             indptr = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
             return indptr, labels.astype(np.int64)
-        from matcher._eval_kernels import bitmap_tuple, csr_kernel
+        from matcher._eval_kernels import bitmap_tuple
+        from matcher.filters._filter_kernels import csr_kernel
 
         values = stack_columns(columns, self._bitmap.dims)
         return csr_kernel(values, bitmap_tuple(self._bitmap), self.table.owner, len(self.labels))

@@ -1,4 +1,4 @@
-"""Adaptive ordering of the pipelined conjunctive filters of one operator (seed 002, chapter 4).
+"""Adaptive ordering of the pipelined conjunctive filters of one operator: A-Greedy (Babu's thesis, ch. 4).
 
 A conjunctive box is a pipeline of filters (one interval test per attribute) that stops at the first
 filter dropping a tuple.  The best order depends on the data, and with correlated filters on
@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from matcher.ordering import best_order
+from matcher.filters.ordering import best_order
 from matcher.predicate import Box
 
 VARIANTS = ("agreedy", "sweep", "independent")

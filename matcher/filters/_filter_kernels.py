@@ -1,25 +1,108 @@
-"""Numba kernels of the early-drop engines: ASC (seeds 000/001) and the CACQ grouped filter (seed 003).
+"""Numba kernels of the shared-filter engines: one loop per tuple, writing the labels it satisfies.
 
-One loop per tuple in the calling thread: evaluate one attribute's construct, AND (ASC) or OR (grouped
-filter, failing conjuncts) its bitmap into the tuple's global bitmap, stop as soon as no conjunct can
-survive, and write the surviving conjuncts' labels into the output matrix.  The numpy formulation they
-replace compacted the live rows after every attribute; its 0.3-0.7 ms of per-call overhead (a dozen numpy
-calls per attribute) made both engines lose to the region-bitmap kernel whatever their early drop saved,
-and made every probe of them cost as much as a whole thread-pool batch of the region-bitmap engine.
+* the region-bitmap matcher (:class:`~matcher.filters.multi.MultiMatcher`): the region bitmaps of the
+  batch evaluator (:mod:`matcher._eval_kernels` finds the boxes holding a tuple), with every label of a box
+  set in the output matrix, on numba's thread pool or in the calling thread, or as CSR rows;
+* Lee & Lee's attribute selection constructs (ASC) and the CACQ grouped filter (Madden et al.): evaluate
+  one attribute's construct, AND (ASC) or OR (grouped filter, failing conjuncts) its bitmap into the
+  tuple's global bitmap, stop as soon as no conjunct can survive.  The numpy formulation they replace
+  compacted the live rows after every attribute; its per-call overhead (a dozen numpy calls per attribute)
+  made both engines lose to the region-bitmap kernel whatever their early drop saved.
 
 Binary searches follow :func:`numpy.searchsorted` exactly, NaN included (it sorts after every constant),
 so the kernels return what the numpy formulation returned (the differential tests compare both with
-``Predicate.evaluate``).  Imported lazily, like :mod:`matcher._eval_kernels`.
+``Predicate.evaluate``).  Imported lazily, like :mod:`matcher._eval_kernels`: numba costs about half a
+second to import.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
-from matcher._eval_kernels import emit_bits as _emit
+from matcher._eval_kernels import CHUNK, hits
 
+ONE = np.uint64(1)
 ZERO = np.uint64(0)
+
+
+@njit(cache=True, inline="always")
+def emit_bits(bits, owner, out, i):
+    """Set ``out[i, owner[b]]`` for every set bit ``b`` of the bitmap ``bits`` (words of 64 boxes or conjuncts)."""
+    for w in range(bits.shape[0]):
+        word = bits[w]
+        bit = 0
+        while word != ZERO:
+            if word & ONE:
+                out[i, owner[w * 64 + bit]] = True
+            word >>= ONE
+            bit += 1
+
+
+@njit(cache=True, inline="always")
+def _dense_rows(values, bm, owner, out, first, stop, acc, sure, regions):
+    """Items ``first..stop-1`` of :func:`dense_kernel`."""
+    for i in range(first, stop):
+        if hits(values, i, bm, acc, sure, regions, True):
+            emit_bits(acc, owner, out, i)
+
+
+@njit(cache=True, parallel=True)
+def dense_kernel(values, bm, owner, out):
+    """``out[i, owner[b]]`` set for every box ``b`` containing item ``i`` (parallel over chunks of items)."""
+    n = values.shape[1]
+    words = bm[5].shape[0]
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        acc = np.empty(words, dtype=np.uint64)
+        sure = np.empty(words, dtype=np.uint64)
+        regions = np.empty(values.shape[0], dtype=np.int64)
+        _dense_rows(values, bm, owner, out, c * CHUNK, min(n, (c + 1) * CHUNK), acc, sure, regions)
+
+
+@njit(cache=True)
+def dense_kernel_serial(values, bm, owner, out):
+    """:func:`dense_kernel` in the calling thread: no thread-pool hand-off, which dominates small batches."""
+    words = bm[5].shape[0]
+    acc = np.empty(words, dtype=np.uint64)
+    sure = np.empty(words, dtype=np.uint64)
+    regions = np.empty(values.shape[0], dtype=np.int64)
+    _dense_rows(values, bm, owner, out, 0, values.shape[1], acc, sure, regions)
+
+
+@njit(cache=True)
+def csr_kernel(values, bm, owner, n_labels):
+    """Satisfied labels per item as CSR: ``indices[indptr[i]:indptr[i+1]]`` ascending, no repeats."""
+    n = values.shape[1]
+    words = bm[5].shape[0]
+    acc = np.empty(words, dtype=np.uint64)
+    sure = np.empty(words, dtype=np.uint64)
+    regions = np.empty(values.shape[0], dtype=np.int64)
+    seen = np.full(n_labels, -1, dtype=np.int64)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    indices = np.empty(max(16, n), dtype=np.int64)
+    size = 0
+    for i in range(n):
+        start = size
+        if hits(values, i, bm, acc, sure, regions, True):
+            for w in range(words):
+                word = acc[w]
+                bit = 0
+                while word != ZERO:
+                    if word & ONE:
+                        label = owner[w * 64 + bit]
+                        if seen[label] != i:
+                            seen[label] = i
+                            if size == len(indices):
+                                grown = np.empty(2 * size, dtype=np.int64)
+                                grown[:size] = indices
+                                indices = grown
+                            indices[size] = label
+                            size += 1
+                    word >>= ONE
+                    bit += 1
+            indices[start:size].sort()
+        indptr[i + 1] = size
+    return indptr, indices[:size].copy()
 
 
 @njit(cache=True, inline="always")
@@ -92,7 +175,7 @@ def asc_kernel(values, first, stop, constants, coff, qrb, roff, micro, macro, hy
             elif step + 1 < n_asc:
                 a = macro[step + 1]
         if alive:
-            _emit(grb, owner, out, i)
+            emit_bits(grb, owner, out, i)
         else:
             dropped += 1
     return evaluations, dropped
@@ -151,5 +234,5 @@ def grouped_kernel(values, order, constants, coff, bits, boff, eq_all, uses, all
         if alive:
             for w in range(words):
                 completed[w] = all_bits[w] & ~completed[w]
-            _emit(completed, owner, out, i)
+            emit_bits(completed, owner, out, i)
     return evaluations
