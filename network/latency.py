@@ -25,6 +25,7 @@ import numpy as np
 QUANTILES = (50, 99)  # the percentiles a report gives
 MANTISSA_BITS = 53
 _SUM_BLOCK = 1 << 9  # mantissas below 2**53 summed 512 at a time stay below 2**63
+_HALF_BITS = 26
 
 Sum = dict[int, int]  # exponent -> the exact sum of the integer mantissas of that exponent
 
@@ -45,6 +46,29 @@ def exact_sum(values: np.ndarray) -> Sum:
         blocks = np.add.reduceat(mantissa[a:b], np.arange(0, b - a, _SUM_BLOCK))
         total[e] = sum(blocks.tolist())
     return total
+
+
+def exact_sums_by_owner(owners: np.ndarray, values: np.ndarray, n: int) -> list[Sum]:
+    """:func:`exact_sum` of each owner's values: ``[exact_sum(values[owners == k]) for k in range(n)]``,
+    in a few passes over the arrays however many owners there are."""
+    sums: list[Sum] = [{} for _ in range(n)]
+    values = np.asarray(values, dtype=np.float64)
+    if not len(values):
+        return sums
+    fraction, exponent = np.frexp(values)
+    mantissa = np.ldexp(fraction, MANTISSA_BITS).astype(np.int64)
+    low, span = int(exponent.min()), int(exponent.max() - exponent.min()) + 1
+    key = np.asarray(owners, np.int64) * span + (exponent - low)
+    order = np.argsort(key, kind="stable")
+    key, mantissa = key[order], mantissa[order]
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    # two halves of at most 27 bits each: a group's half-sums stay far below 2**63
+    high = np.add.reduceat(mantissa >> _HALF_BITS, starts).tolist()
+    rest = np.add.reduceat(mantissa & ((1 << _HALF_BITS) - 1), starts).tolist()
+    for k, h, r in zip(key[starts].tolist(), high, rest, strict=True):
+        owner, e = divmod(k, span)
+        sums[owner][e + low] = (h << _HALF_BITS) + r
+    return sums
 
 
 def add_sums(parts: Iterable[Sum]) -> Sum:

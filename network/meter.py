@@ -162,16 +162,19 @@ class TrafficMeter:
         """The attributes of each subscription delivered to so far (by :meth:`received_attrs`)."""
         return dict(self._attrs)
 
-    def result(self, strategy: str, engine: str) -> StrategyRun:
+    def deliveries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every delivered copy so far as flat arrays ``(subscription number, tuple index, latency)``, by
+        subscription, then tuple index (copies of a tuple in the order they came); the meter forgets them."""
         parts, self._parts = self._parts, []
-        owner = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        owner = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
         indices = np.concatenate([p[1] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
         times = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
         del parts
-        # by subscription, then tuple index; stable, so copies of a tuple stay in the order they came
         order = np.lexsort((indices, owner))
-        owner, indices, times = owner[order], indices[order], times[order]
-        del order
+        return owner[order], indices[order], times[order]
+
+    def result(self, strategy: str, engine: str) -> StrategyRun:
+        owner, indices, times = self.deliveries()
         cuts = np.searchsorted(owner, np.arange(len(self.subscriptions) + 1))
         delivered, latencies = {}, {}
         for k, sub in enumerate(self.subscriptions):

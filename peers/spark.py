@@ -31,6 +31,7 @@ import numpy as np
 from network.latency import LatencyStats, Sum, add_sums, ranks_needed
 from network.meter import StrategyRun, SubscriptionSummary
 from peers.local import Simulation
+from peers.spark_select import OVERALL, order_statistics
 from peers.spark_session import parse_master, spark_session
 from peers.spark_tasks import RECORD_SCHEMA, SUMMARY_SUB, Chunk, ChunkJob, ChunkSummary, run_chunks
 from sharing.plan import Plan
@@ -39,8 +40,7 @@ from topologies.errors import EngineError
 from topologies.model import Scenario
 
 CHUNKS_PER_CORE = 4  # smaller chunks balance better; each chunk boundary may cost a recomputation
-OVERALL = -1  # the key of the latency selection over every delivery
-DIGIT_BITS = 32  # the exact selection reads a latency's 64 bits in two halves
+WARM_UP_S = 2.0  # a chunk run from a guess first plays this much emission time before it, uncounted
 
 Progress = Callable[[int, int], None]
 _job_numbers = count()
@@ -92,12 +92,13 @@ def run_spark(
             frames.append(_launch(session, broadcast, chunks))
             return _summaries(frames[-1])
 
-        runs = chain(simulate, cuts, len(simulation.queues.directions))
+        warm = _warm_up_windows(windows)
+        runs = chain(simulate, cuts, len(simulation.queues.directions), warm)
         totals = _Totals(simulation)
         for summary in runs:
             totals.add(summary)
         rows = _latency_rows(frames, runs)
-        ranked = _order_statistics(rows, totals.targets())
+        ranked = order_statistics(rows, totals.targets())
         return totals.run(plan.strategy, ranked)
     except EngineError:
         raise
@@ -140,33 +141,46 @@ def cut_windows(emitted: np.ndarray, wanted: int) -> list[tuple[int, int]]:
 
 
 def chain(
-    simulate: Callable[[tuple[Chunk, ...]], Iterable[ChunkSummary]], cuts: list[tuple[int, int]], links: int
+    simulate: Callable[[tuple[Chunk, ...]], Iterable[ChunkSummary]],
+    cuts: list[tuple[int, int]],
+    links: int,
+    warm: int = 0,
 ) -> list[ChunkSummary]:
     """Simulate the chunks ``cuts`` (``simulate(chunks)`` runs them, attempt ``a`` being the ``a``-th call)
     until each one's run started from the true state of the queues: per chunk, in order, the run that holds.
 
-    The first pass runs every chunk from all links free.  Walking the chunks in order carries the true
-    state from one to the next (:func:`_holds`); a chunk whose runs all fail is run again, from the state
-    the walk reached, in one job with the other failed chunks of the pass.  That state is exact for the
-    first failed chunk and, past it, a guess that the backlog drained inside the failed chunk (which the
-    next pass checks), so every pass settles at least one chunk, and one usually settles them all.
+    The first pass runs every chunk at once, each but the first from a guess: all links free ``warm``
+    windows before it, played uncounted up to its start (the backlogs those windows build up are the
+    guess).  Walking the chunks in order carries the true state from one to the next (:func:`_holds`).  The
+    first chunk whose runs all fail is run again from the true state, which is exact; the walk then goes
+    on, since the chunks after it may hold from the state that run ends in.  A network whose backlogs
+    outlive the warm-up everywhere (a link loaded beyond its bandwidth for the whole run) is so settled one
+    chunk at a time: exact, but no longer parallel.
     """
     runs: list[list[ChunkSummary]] = [[] for _ in cuts]
-    pending = [Chunk(k, 0, a, b, np.zeros(links)) for k, (a, b) in enumerate(cuts)]
+    free = np.zeros(links)
+    pending = [Chunk(k, 0, a, b, free, max(0, a - warm) if k else a) for k, (a, b) in enumerate(cuts)]
     for attempt in count(1):
         for summary in simulate(tuple(pending)):
             runs[summary.number].append(summary)
-        busy, pending, chosen = np.zeros(links), [], []
+        busy, chosen, pending = free, [], []
         for k, tried in enumerate(runs):
             found = next((run for run in reversed(tried) if _holds(run, busy)), None)
             if found is None:
-                pending.append(Chunk(k, attempt, *cuts[k], busy.copy()))
-                found = tried[-1]
+                first, stop = cuts[k]
+                pending = [Chunk(k, attempt, first, stop, busy.copy(), first)]
+                break
             chosen.append(found)
             busy = np.where(np.isinf(found.first_arrival), busy, found.busy)
         if not pending:
             return chosen
     raise AssertionError("unreachable")
+
+
+def _warm_up_windows(windows: list[tuple[float, float]]) -> int:
+    """How many windows make :data:`WARM_UP_S` of emission time (at least one)."""
+    length = windows[0][1] - windows[0][0] if windows else 1.0
+    return max(1, int(np.ceil(WARM_UP_S / length)))
 
 
 def _holds(run: ChunkSummary, busy: np.ndarray) -> bool:
@@ -284,53 +298,6 @@ class _Totals:
             summary=summary,
             latency=overall,
         )
-
-
-def _order_statistics(rows, targets: dict[int, set[int]]) -> dict[tuple[int, int], float]:
-    """The latency at each wanted rank (0-based, ascending) of each key: a subscription number, or
-    :data:`OVERALL` for all rows.
-
-    An exact radix selection on the executors: a positive double's 64 bits sort as its value does, so
-    each of two passes counts the rows per 32-bit digit under the prefix found so far (per key and rank)
-    and keeps the digit whose cumulative count reaches the rank.  The counting stays on the executors; the
-    driver sees one row per key and rank per pass.
-    """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    if not targets:
-        return {}
-    session = rows.sparkSession
-    keyed = rows.unionByName(rows.select(F.lit(OVERALL).alias("sub"), "bits")) if OVERALL in targets else rows
-    state = {(key, rank): (0, rank) for key, ranks in targets.items() for rank in ranks}  # prefix, rank left
-    for shift in range(64 - DIGIT_BITS, -1, -DIGIT_BITS):
-        asked = session.createDataFrame(
-            [(key, prefix, rank, left) for (key, rank), (prefix, left) in state.items()],
-            "sub int, prefix long, rank long, remaining long",
-        )
-        prefix = F.lit(0).cast("long") if shift + DIGIT_BITS == 64 else F.shiftrightunsigned("bits", shift + DIGIT_BITS)
-        digit = F.shiftrightunsigned("bits", shift).bitwiseAND((1 << DIGIT_BITS) - 1).alias("digit")
-        counts = (
-            keyed.withColumn("prefix", prefix)
-            .join(F.broadcast(asked.select("sub", "prefix").distinct()), ["sub", "prefix"])
-            .groupBy("sub", "prefix", digit)
-            .count()
-        )
-        running = Window.partitionBy("sub", "prefix").orderBy("digit").rowsBetween(Window.unboundedPreceding, 0)
-        below = F.col("upto") - F.col("count")
-        hits = (
-            counts.withColumn("upto", F.sum("count").over(running))
-            .join(F.broadcast(asked), ["sub", "prefix"])
-            .where((below <= F.col("remaining")) & (F.col("remaining") < F.col("upto")))
-            .select("sub", "rank", "digit", (F.col("remaining") - below).alias("left"))
-            .collect()
-        )
-        if len(hits) != len(state):
-            raise EngineError("the latency selection lost a rank: the executors' rows disagree with the summaries")
-        for hit in hits:
-            prefix_so_far, _ = state[(hit["sub"], hit["rank"])]
-            state[(hit["sub"], hit["rank"])] = ((prefix_so_far << DIGIT_BITS) | hit["digit"], hit["left"])
-    return {where: float(np.array([bits], np.int64).view(np.float64)[0]) for where, (bits, _) in state.items()}
 
 
 class _Watcher:

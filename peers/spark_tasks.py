@@ -28,10 +28,10 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 
-from network.latency import Sum, exact_sum
+from network.latency import Sum, exact_sums_by_owner
 from peers.local import Simulation
 from topologies import workload
-from topologies.expected import expected_in_range, multiset_difference
+from topologies.expected import differences_by_owner, expected_in_range
 
 RECORD_SCHEMA = "chunk int, attempt int, sub int, bits long, summary binary"
 _ARROW_SCHEMA = pa.schema(
@@ -57,14 +57,16 @@ class ChunkJob:
 
 @dataclass(frozen=True)
 class Chunk:
-    """Windows ``first .. stop - 1``, from the queues' state ``busy`` (when each link is next free; the true
-    state, or a guess).  ``attempt`` numbers the runs of a chunk."""
+    """Windows ``first .. stop - 1``, counted from the queues' state ``busy`` (when each link is next free;
+    the true state, or a guess) reached by playing windows ``warm .. first - 1`` from it first, uncounted
+    (``warm == first``: none).  ``attempt`` numbers the runs of a chunk."""
 
     number: int
     attempt: int
     first: int
     stop: int
     busy: np.ndarray
+    warm: int
 
 
 @dataclass
@@ -90,45 +92,52 @@ class ChunkSummary:
 
 
 def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarray, np.ndarray]:
-    """Run one chunk: its summary, and per delivered copy the subscription number and latency (seconds)."""
+    """Run one chunk: its summary, and per delivered copy the subscription number and latency (seconds),
+    by subscription.
+
+    A chunk run from a guess (``chunk.warm < chunk.first``) first plays the windows from ``warm`` on from
+    all links free, uncounted, so that it starts from the backlogs those windows leave (docs/SPARK.md)."""
     simulation = job.simulation
     scenario = simulation.scenario
+    busy = chunk.busy
+    if chunk.warm < chunk.first:
+        warmed = simulation.play(job.windows[chunk.warm : chunk.first], simulation.meter(), busy=busy)
+        busy = warmed.busy.copy()
     meter = simulation.meter()
     windows = job.windows[chunk.first : chunk.stop]
-    queues = simulation.play(windows, meter, busy=chunk.busy)
+    queues = simulation.play(windows, meter, busy=busy)
     received = meter.received
-    run = meter.result("", "spark")
+    owners, indices, latencies = meter.deliveries()
+    traffic = meter.result("", "spark")  # the traffic: its deliveries were taken out above
     start, end = windows[0][0], windows[-1][1]
-    expected: dict[str, np.ndarray] = {}
+    found: dict[str, np.ndarray] = {}
     for stream in scenario.streams:
         times = workload.emission_times(stream, 0, workload.tuple_count(stream, scenario.duration))
         lo, hi = np.searchsorted(times, [start, end], side="left").tolist()
-        expected.update(expected_in_range(scenario, stream.id, lo, hi))
-    subs = [s.id for s in scenario.subscriptions]
+        found.update(expected_in_range(scenario, stream.id, lo, hi))
     none = np.zeros(0, np.int64)
-    counts = np.array([len(run.delivered[s]) for s in subs], np.int64)
-    differences = [multiset_difference(run.delivered[s], expected.get(s, none)) for s in subs]
-    timeline = np.stack(list(run.timeline.values())) if run.timeline else np.zeros((len(run.link_bytes), 0))
+    expected = [found.get(s.id, none) for s in scenario.subscriptions]
+    missing, extra = differences_by_owner(owners, indices, expected)
+    n = len(expected)
+    timeline = np.stack(list(traffic.timeline.values())) if traffic.timeline else np.zeros((len(traffic.link_bytes), 0))
     summary = ChunkSummary(
         number=chunk.number,
         attempt=chunk.attempt,
-        start=np.asarray(chunk.busy, dtype=np.float64),
+        start=np.asarray(busy, dtype=np.float64),
         busy=queues.busy.copy(),
         first_arrival=queues.first_arrival.copy(),
-        link_bytes=np.array(list(run.link_bytes.values()), np.int64),
-        link_tuples=np.array(list(run.link_tuples.values()), np.int64),
+        link_bytes=np.array(list(traffic.link_bytes.values()), np.int64),
+        link_tuples=np.array(list(traffic.link_tuples.values()), np.int64),
         timeline=timeline,
-        access=run.access_link_bytes,
+        access=traffic.access_link_bytes,
         received=received,
-        delivered=counts,
-        expected=np.array([len(expected.get(s, none)) for s in subs], np.int64),
-        missing=np.array([d[0] for d in differences], np.int64),
-        extra=np.array([d[1] for d in differences], np.int64),
-        sums=[exact_sum(run.latencies[s]) for s in subs],
+        delivered=np.bincount(owners, minlength=n)[:n].astype(np.int64) if len(owners) else np.zeros(n, np.int64),
+        expected=np.array([len(e) for e in expected], np.int64),
+        missing=missing,
+        extra=extra,
+        sums=exact_sums_by_owner(owners, latencies, n),
     )
-    owners = np.repeat(np.arange(len(subs), dtype=np.int32), counts)
-    latencies = np.concatenate([run.latencies[s] for s in subs]) if subs else np.zeros(0)
-    return summary, owners, latencies
+    return summary, owners.astype(np.int32), latencies
 
 
 def chunk_records(job: ChunkJob, chunk: Chunk) -> Iterator[pa.RecordBatch]:
