@@ -1,6 +1,6 @@
 """The command line: parse arguments, call one function, print or write its result.
 
-Exit codes (SPEC section 4): 0 success, 2 bad input (one line on stderr, no traceback), 1 internal error.
+Exit codes: 0 success, 2 bad input (one line on stderr, no traceback), 1 internal error.
 """
 
 from __future__ import annotations

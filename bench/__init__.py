@@ -6,9 +6,9 @@ JSON object on stdout.  A benchmark measures; it asserts nothing about time.
 """
 
 BENCHMARKS = {
-    "matching": "predicate matching, seed 004 section 6.2",
-    "evaluation": "predicate evaluation, seed 004 section 6.3",
-    "pubsub": "interval pub/sub matching on SPEC section 6 workloads",
+    "matching": "predicate matching, Kuntschke & Kemper section 6.2",
+    "evaluation": "predicate evaluation, Kuntschke & Kemper section 6.3",
+    "pubsub": "interval pub/sub matching on workload files",
     "planner": "subscriptions planned per second on a transit-stub topology",
     "filters": "shared multi-subscription filtering engines",
     "spark": "Spark data plane vs Catalyst",

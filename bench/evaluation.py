@@ -1,4 +1,4 @@
-"""Predicate evaluation throughput, seed 004 section 6.3 (Figures 16-18, Table 8).
+"""Predicate evaluation throughput, Kuntschke & Kemper section 6.3 (Figures 16-18, Table 8).
 
 Items are uniform in [0, 100]^d.  A predicate of ``n`` closed boxes covers a cube whose volume is the
 selectivity: ``n * (1 - overlap)`` boxes tile it disjointly (k-d splits), the others lie inside it with

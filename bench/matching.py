@@ -1,4 +1,4 @@
-"""Predicate matching benchmark (seed 004 section 6.2): time per pair and matches found, per algorithm.
+"""Predicate matching benchmark (Kuntschke & Kemper, section 6.2): time per pair and matches found, per algorithm.
 
 Default: 60 query x 20 stream predicates (1200 pairs), 6 dimensions, 2 boxes per query predicate and 20 per
 stream predicate; every bound is one of 21 values evenly spread over 0..100, drawn normally (queries) or
@@ -210,7 +210,7 @@ def _sweep(args: argparse.Namespace, names: list[str]) -> int:
         except ValueError:
             raise InputError(f"--points: expected comma-separated integers, got {args.points!r}") from None
     if args.sweep == "large" and args.algorithms is None:
-        # seed 004 Figure 15 leaves EM-BFS out: its pieces outgrow memory beyond ~30 stream boxes
+        # Kuntschke & Kemper's Figure 15 leaves EM-BFS out: its pieces outgrow memory beyond ~30 stream boxes
         names = [n for n in names if not n.startswith("EM-BFS")]
     rows = []
     for point in points:

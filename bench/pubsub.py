@@ -1,4 +1,11 @@
-"""Interval pub/sub matching on SPEC section 6 workloads, with the MultiMatcher (one label per subscription).
+"""Interval pub/sub matching on workload files, with the MultiMatcher (one label per subscription).
+
+A workload file is plain text, whitespace separated.  Line 1 is ``subs pubs atts valDom``; then ``subs``
+lines, one subscription each, ``k att_1 lo_1 hi_1 ... att_k lo_k hi_k`` (closed integer intervals on
+distinct attributes in ``[0, atts)``); then ``pubs`` lines, one event each, ``k att_1 v_1 ... att_k v_k``.
+A subscription matches an event iff every attribute it constrains is present in the event with
+``lo <= v <= hi``.  This is the format the common C++ content-based pub/sub matching benchmarks can dump
+(Rein, Tama, H-Tree, OpIndex workloads).
 
 Events are matched in one batch (CSR output); an attribute an event lacks is NaN, which no constraint
 accepts and an unconstrained dimension ignores, exactly the workload's rule.  The results are checked
@@ -28,7 +35,7 @@ class Workload:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--workload", default=None, help="a SPEC section 6 workload file")
+    source.add_argument("--workload", default=None, help="a workload file (format: bench/pubsub.py)")
     source.add_argument("--generate", action="store_true", help="generate the workload (the default)")
     parser.add_argument("--write", default=None, help="also write the generated workload to this file")
     parser.add_argument("--subs", type=int, default=20000)

@@ -16,7 +16,7 @@ from rtree import core, index
 
 from matcher._eval_boxes import BoxTable
 
-NODE_CAPACITY = 10  # seed 004 section 6.1: minimum 5, maximum 10 entries per node
+NODE_CAPACITY = 10  # Kuntschke & Kemper, section 6.1: minimum 5, maximum 10 entries per node
 
 
 class BoxRTree:

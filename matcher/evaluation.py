@@ -1,4 +1,4 @@
-"""Predicate evaluation (seed 004 section 4, Algorithm 13): does a data item satisfy a disjunctive predicate?
+"""Predicate evaluation (Kuntschke & Kemper, section 4, Algorithm 13): does an item satisfy a disjunction?
 
 Every evaluator has ``evaluate(item) -> bool`` for one item (a mapping from attribute to value) and
 ``evaluate_batch(columns) -> np.ndarray`` of bool for columns (``Mapping[str, np.ndarray]`` of float64).
@@ -41,7 +41,7 @@ def _rows(columns: Mapping[str, np.ndarray], dims: tuple[str, ...]) -> list[dict
 
 
 def _box_order(box: Box) -> tuple[int, float]:
-    """Seed 004 section 6.1: boxes with fewer infinite ends first, then larger (finite) volume first."""
+    """Kuntschke & Kemper, section 6.1: boxes with fewer infinite ends first, then larger (finite) volume first."""
     infinite = sum((iv.lo == -np.inf) + (iv.hi == np.inf) for _, iv in box.items())
     volume = float(np.prod([iv.length for _, iv in box.items() if np.isfinite(iv.length)]))
     return infinite, -volume

@@ -1,4 +1,4 @@
-"""Predicate matching (seed 004 section 3 and appendix A): QC, HSR, HCR and EM.
+"""Predicate matching (Kuntschke & Kemper, section 3 and appendix A; docs/REFERENCES.md): QC, HSR, HCR and EM.
 
 Matching a query predicate ``q`` with a stream predicate ``p`` returns ``(True, p)`` when the algorithm
 finds ``q => p``, else ``(False, relaxed)`` with ``q => relaxed`` and ``p => relaxed``:

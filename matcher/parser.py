@@ -1,4 +1,4 @@
-"""The query language of SPEC section 2, parsed into a :class:`Query` whose condition is in DNF.
+"""The query language (docs/QUERIES.md), parsed into a :class:`Query` whose condition is in DNF.
 
 Grammar (keywords case-insensitive; ``TRUE``/``FALSE`` and ``NOT BETWEEN``/``NOT IN`` are extensions)::
 

@@ -1,11 +1,11 @@
-"""Intervals, conjunctive boxes and disjunctive predicates (seed 004, section 2.1).
+"""Intervals, conjunctive boxes and disjunctive predicates (Kuntschke & Kemper, section 2.1; docs/REFERENCES.md).
 
 An :class:`Interval` has open, closed or unbounded ends; a :class:`Box` is a conjunction of intervals
 over named dimensions (a dimension it does not mention is unbounded); a :class:`Predicate` is a
 disjunction of boxes.  Everything here is immutable and hashable.
 
 Box algebra runs on one exact kernel at the end of this module: :class:`CellGrid` turns boxes into
-tuples of integer cell ranges (open, closed and infinite ends included), :func:`split_cells` is seed 004's
+tuples of integer cell ranges (open, closed and infinite ends included), :func:`split_cells` is Kuntschke & Kemper's
 Compare Dimensions split and :func:`covered_depth_first` / :func:`uncovered_breadth_first` exhaust it.
 ``Box.subtract``, ``Predicate.implies/minus/disjoint`` and the matchers of :mod:`matcher.matching` (QC,
 HSR, HCR, EM) all use it; HCR's widening uses the interval kernels (``covers``, ``hull``).
@@ -101,7 +101,7 @@ class Interval(NamedTuple):
     def minus(self, other: Interval) -> tuple[Interval | None, Interval | None]:
         """The parts of ``self`` below and above ``other`` (each None when empty).
 
-        This is the split step of seed 004's Compare Dimensions (Algorithm 9): ``self`` minus ``other``
+        This is the split step of Kuntschke & Kemper's Compare Dimensions (Algorithm 9): ``self`` minus ``other``
         is the union of the two returned pieces, which are disjoint from ``other`` and each other.
         """
         left = self.intersect(Interval(-INF, other.lo, False, not other.lo_closed))
@@ -149,7 +149,7 @@ class Box:
         return tuple(d for d, _ in self._items)
 
     def size_key(self) -> tuple[int, float]:
-        """Sort key putting larger boxes first (seed 004 section 6.1).
+        """Sort key putting larger boxes first (Kuntschke & Kemper, section 6.1).
 
         A box is smaller than another when it has fewer unbounded ends, or as many and less volume over
         its finite dimensions.  Counting finite ends instead of unbounded ones needs no data space: over
@@ -158,7 +158,7 @@ class Box:
         return (self._profile or self._compute_profile())[0]
 
     def items_by_length(self) -> tuple[tuple[str, Interval], ...]:
-        """The constraining intervals by increasing length, ties by name (seed 004 section 6.1): a short
+        """The constraining intervals by increasing length, ties by name (Kuntschke & Kemper, section 6.1): a short
         interval is the likeliest to be disjoint from another box's, ending a comparison early."""
         return (self._profile or self._compute_profile())[1]
 
@@ -210,7 +210,7 @@ class Box:
         return Box([*((d, v) for d, v in self._items if d != dim), (dim, iv)])
 
     def subtract(self, other: Box, order: Iterable[str] | None = None) -> list[Box]:
-        """``self`` minus ``other`` as disjoint boxes (Compare Dimensions, seed 004 Algorithm 9).
+        """``self`` minus ``other`` as disjoint boxes (Compare Dimensions, Kuntschke & Kemper's Algorithm 9).
 
         Dimensions are split in ``order`` (default: ``other``'s dimensions by name).  Returns
         ``[self]`` when the two do not overlap and ``[]`` when ``other`` covers ``self``.
@@ -241,7 +241,7 @@ class Box:
 
 
 class Predicate:
-    """A disjunction of boxes (seed 004's disjunctive predicate); order of boxes is kept.
+    """A disjunction of boxes (Kuntschke & Kemper's disjunctive predicate); order of boxes is kept.
 
     ``Predicate.TRUE`` is the single universal box, ``Predicate.FALSE`` has no boxes.  Empty boxes are
     dropped on construction.  ``==`` is structural (same boxes, same order); use :meth:`equivalent`
@@ -281,7 +281,7 @@ class Predicate:
     def implies(self, other: Predicate) -> bool:
         """Exact implication ``self => other`` (every point of self lies in some box of other).
 
-        The exact-matching kernel of seed 004 (depth-first split, Algorithm 11) without the relaxation.
+        The exact-matching kernel of Kuntschke & Kemper (depth-first split, Algorithm 11) without the relaxation.
         """
         if not self.boxes:
             return True
@@ -427,7 +427,7 @@ class CellGrid:
 
 
 def split_cells(part: tuple[int, ...], constraint: Constraint) -> list[tuple[int, ...]]:
-    """Compare Dimensions (seed 004 Algorithm 9): the pieces of ``part`` outside ``constraint``.
+    """Compare Dimensions (Kuntschke & Kemper's Algorithm 9): the pieces of ``part`` outside ``constraint``.
 
     Returns ``[part]`` itself when the two are disjoint, ``[]`` when ``constraint`` covers ``part``, else
     the disjoint pieces cut off dimension by dimension in ``constraint``'s order (below, then above).

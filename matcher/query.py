@@ -1,4 +1,4 @@
-"""A parsed subscription query: ``SELECT attrs FROM stream WHERE condition`` (SPEC section 2)."""
+"""A parsed subscription query: ``SELECT attrs FROM stream WHERE condition`` (docs/QUERIES.md)."""
 
 from __future__ import annotations
 

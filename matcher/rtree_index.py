@@ -1,4 +1,5 @@
-"""An R-tree over the boxes of a stream predicate (seed 004 section 3.6), backed by ``rtree`` (libspatialindex).
+"""An R-tree over the boxes of a stream predicate (Kuntschke & Kemper, section 3.6), backed by ``rtree``
+(libspatialindex).
 
 Boxes are indexed in the integer cell coordinates of a :class:`matcher.predicate.CellGrid`: there every
 interval is a closed range of cells, open and infinite ends included, so the R-tree's closed-box
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import rtree
 
-# Node capacities of seed 004 section 6.1 (minimum 5, maximum 10 entries); quadratic split as in its
+# Node capacities of Kuntschke & Kemper's section 6.1 (minimum 5, maximum 10 entries); quadratic split as in its
 # matching benchmark.
 _CAPACITY = 10
 _FILL_FACTOR = 0.5

@@ -1,4 +1,4 @@
-"""Canonical text form of boxes and predicates, in the query language of SPEC section 2.
+"""Canonical text form of boxes and predicates, in the query language (docs/QUERIES.md).
 
 The text parses back to the very same structure: ``parse_condition(predicate.to_text()) == predicate``.
 ``TRUE`` and ``FALSE`` are accepted by the parser as an extension so that every predicate has a text.

@@ -1,4 +1,4 @@
-"""Traffic meters: what an engine measured for one strategy (SPEC section 3 accounting).
+"""Traffic meters: what an engine measured for one strategy (the accounting of docs/ACCOUNTING.md).
 
 :class:`StrategyRun` is the engine-independent result every data plane returns (local simulator, Spark,
 MQTT).  :class:`TrafficMeter` accumulates it: bytes and tuples per backbone link direction, access bytes,
@@ -22,7 +22,7 @@ Direction = tuple[str, str]
 @dataclass(frozen=True)
 class SubscriptionSummary:
     """One subscription's deliveries as a report gives them (``missing``/``extra``: copies expected but not
-    delivered, and delivered but not expected, SPEC section 5)."""
+    delivered, and delivered but not expected, docs/REPORT.md)."""
 
     delivered: int
     expected: int

@@ -1,4 +1,4 @@
-"""The backbone graph and its routes (SPEC section 3).
+"""The backbone graph and its routes (docs/ACCOUNTING.md).
 
 The route between two super-peers is the path of least total latency; ties go to fewer hops, then to
 the lexicographically smallest list of node ids.  Latencies are exact fractions, so ties are real ties.

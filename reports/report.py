@@ -1,4 +1,4 @@
-"""Traffic reports: ``report.json`` (SPEC section 5), ``links.csv``, ``summary.md`` and the console table.
+"""Traffic reports: ``report.json`` (docs/REPORT.md), ``links.csv``, ``summary.md`` and the console table.
 
 Everything in the report is a pure function of the scenario and the runs, so two runs of the same scenario
 give byte-identical files (wall-clock times are printed, never written).

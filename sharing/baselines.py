@@ -1,4 +1,4 @@
-"""The four baselines of SPEC section 3: data-shipping, query-shipping, multicast and the ideal bound.
+"""The four baselines of docs/ACCOUNTING.md: data-shipping, query-shipping, multicast and the ideal bound.
 
 Each is a pure function of the subscriptions active in an epoch, so a flow keeps its id (derived from the
 subscription, or from the tree edge) for as long as it exists.  Every delivery is exact: it applies the

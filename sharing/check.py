@@ -5,7 +5,7 @@ available at its super-peer and carries everything it needs: each flow on the ch
 down to the delivering flow keeps every tuple the subscription's WHERE accepts (the WHERE implies each
 flow's predicate), each flow is produced where its parent is available and crosses only backbone links,
 and the flows carry the attributes their own filters and the delivery need.  If all of that holds, every
-engine delivers exactly the centralized result (SPEC section 3's exactness) whatever the tuples are, so a
+engine delivers exactly the centralized result (the exactness of docs/ACCOUNTING.md) whatever the tuples are, so a
 violation found here is a planner bug, named by epoch, flow and subscription.
 
 The check is cheap enough for any user scenario (``run.py run --check-plans``): frozen flows and

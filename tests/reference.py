@@ -1,8 +1,8 @@
-"""An independent recomputation of SPEC section 3, for the tests only.
+"""An independent recomputation of the routing and accounting rules (docs/ACCOUNTING.md), for the tests only.
 
 Routes come from networkx (not network/routing.py), predicates are evaluated by the plain reference
 evaluation of topologies/expected.py (itself tested point by point), and traffic is counted from the strategy
-definitions in SPEC.md, not from any Plan.
+definitions in docs/ACCOUNTING.md, not from any Plan.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def satisfied_masks(scenario: Scenario, stream_id: str, subs, n: int) -> dict[st
 
 
 def reference_traffic(scenario: Scenario, strategy: str) -> tuple[Counter, Counter]:
-    """``(bytes, tuples)`` per directed backbone link for a deterministic strategy (SPEC section 3).
+    """``(bytes, tuples)`` per directed backbone link for a deterministic strategy (docs/ACCOUNTING.md).
 
     Tuples are grouped by the set of subscriptions active at their emission time; within a group each
     link's count follows the strategy's definition directly.

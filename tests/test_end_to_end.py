@@ -47,7 +47,8 @@ def shipped_report(path: str) -> tuple[Scenario, dict, dict[str, Plan]]:
 
 
 def on_shortest_routes(scenario: Scenario, plan: Plan) -> bool:
-    """Every link a flow crosses lies on the SPEC route from its stream's source to some subscriber of it."""
+    """Every link a flow crosses lies on the route (docs/ACCOUNTING.md) from its stream's source to some
+    subscriber of it."""
     allowed = set()
     for sub in scenario.subscriptions:
         route = spec_route(scenario, scenario.home(scenario.stream(sub.stream).source), scenario.home(sub.peer))

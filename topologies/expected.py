@@ -1,4 +1,4 @@
-"""The centralized answer every strategy is checked against (SPEC section 5).
+"""The centralized answer every strategy is checked against (docs/ACCOUNTING.md, exactness).
 
 ``expected`` is computed by a plain evaluation of each subscription's parsed WHERE over the emitted tuples:
 one numpy comparison per interval end, deliberately independent of the matcher's evaluators and of every

@@ -1,11 +1,11 @@
-"""Load and validate a scenario file (SPEC section 1) into the frozen :class:`Scenario`.
+"""Load and validate a scenario file (docs/SCENARIOS.md) into the frozen :class:`Scenario`.
 
 Validation happens here, once: every error is a :class:`ScenarioError` with one line
 ``<file>: <key path>: <problem>, got <value>``, e.g. ``a.yaml: network.links[3][1]: unknown super-peer
 'SP9'``.  Nothing is auto-created and nothing is silently ignored; a contradictory WHERE is allowed but
 recorded in ``Scenario.warnings``.
 
-Extensions to SPEC section 1: thin-peers may give ``bandwidth``/``latency`` for their access link
+Optional keys and defaults: thin-peers may give ``bandwidth``/``latency`` for their access link
 (default ``network.defaults``, whose own defaults are 100Mbit and 0); an attribute's ``type`` defaults to
 float; ``seed`` defaults to 0, ``header_bytes`` to 16, ``subscriptions`` to none.
 """
@@ -30,7 +30,7 @@ from topologies.replay import ATTRIBUTE_NAME, ReplayFileError, read_replay
 from topologies.units import as_float, parse_bandwidth, parse_latency
 
 PEER_ID = re.compile(r"[A-Za-z0-9_-]+")
-# Words of the query language (SPEC section 2) cannot name a stream or an attribute
+# Words of the query language (docs/QUERIES.md) cannot name a stream or an attribute
 KEYWORDS = frozenset({"select", "from", "where", "and", "or", "not", "between", "in"})
 DEFAULT_BANDWIDTH = 100e6
 DEFAULT_LATENCY = Fraction(0)

@@ -1,4 +1,4 @@
-"""A scenario as plain frozen data (SPEC section 1): what the loader returns and every layer reads.
+"""A scenario as plain frozen data (docs/SCENARIOS.md): what the loader returns and every layer reads.
 
 Nothing here runs anything; the simulator, Spark and MQTT planes each build their runtime from it.
 """
@@ -92,5 +92,5 @@ class Scenario:
         return self.thin_peer(peer_id).attach
 
     def tuple_bytes(self, n_attributes: int) -> int:
-        """Wire size of one tuple carrying ``n_attributes`` attributes (SPEC section 3)."""
+        """Wire size of one tuple carrying ``n_attributes`` attributes (docs/ACCOUNTING.md)."""
         return self.header_bytes + 8 * n_attributes

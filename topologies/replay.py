@@ -1,4 +1,4 @@
-"""Replay files: CSV tables whose rows a stream emits in order (SPEC section 1, ``replay:``).
+"""Replay files: CSV tables whose rows a stream emits in order (``replay:`` in docs/SCENARIOS.md).
 
 The header names the attributes; every cell is a number.  The loader reads a file once to validate it
 and to give each attribute its empirical distribution; the workload reads rows from the same cached

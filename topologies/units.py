@@ -1,9 +1,9 @@
-"""Bandwidth and latency values as scenario files write them (SPEC section 1).
+"""Bandwidth and latency values as scenario files write them (docs/SCENARIOS.md).
 
 Bandwidth: a number is bit/s; a string carries a unit, ``"64Kbit"``, ``"100Mbit"``, ``"1.5Gbit"``
 (decimal prefixes, case-insensitive, an optional ``/s``).  Latency: a number is seconds; a string carries
 ``s``, ``ms`` or ``us``.  Latencies stay exact :class:`fractions.Fraction` values taken from the decimal
-text, because route ties (SPEC section 3) must be decided exactly: ``0.1 + 0.2`` seconds of links must
+text, because route ties (docs/ACCOUNTING.md) must be decided exactly: ``0.1 + 0.2`` seconds of links must
 tie with one ``0.3`` second link.
 """
 

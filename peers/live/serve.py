@@ -4,7 +4,7 @@ Every super-peer and thin-peer is an asyncio service with its own broker connect
 the super-peers are spread over N OS processes (round robin; see peers/live/node.py), with ``--processes``
 alone each runs in its own.  The coordinator plans, keeps the clock and answers the subscription CLI; it
 re-plans around a super-peer whose process died.  Without ``--forever`` the run ends at the scenario's duration,
-with it at SIGINT/SIGTERM; then the report (SPEC section 5, ``"engine": "mqtt"``) is written.
+with it at SIGINT/SIGTERM; then the report (docs/REPORT.md, ``"engine": "mqtt"``) is written.
 """
 
 from __future__ import annotations

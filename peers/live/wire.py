@@ -4,8 +4,8 @@ A message carries one or more batches (parts): ``MAGIC``, a 4-byte little-endian
 header (sender, seq, and per part its plan version, epoch, channel, stream, tuple count and attributes),
 then per part, in order, the arrays raw (little-endian): tuple indices (int64), emission times (float64,
 emulated seconds), one float64 column per attribute in the header's order, and the emulated wire size of
-each tuple (int64; SPEC section 3, what the traffic counters add up, not the MQTT payload size).  Several
-parts per message let a super-peer send every flow crossing one link direction at once.
+each tuple (int64; the wire size of docs/ACCOUNTING.md, what the traffic counters add up, not the MQTT payload
+size).  Several parts per message let a super-peer send every flow crossing one link direction at once.
 """
 
 from __future__ import annotations

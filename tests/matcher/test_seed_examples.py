@@ -1,4 +1,5 @@
-"""The worked examples of seed 004 section 3 (predicates p1, p2, p3 and p1' of Figures 2-5), reproduced exactly."""
+"""The worked examples of Kuntschke & Kemper's section 3 (predicates p1, p2, p3 and p1' of Figures 2-5),
+reproduced exactly."""
 
 import pytest
 

@@ -1,4 +1,5 @@
-"""Routes follow SPEC section 3 exactly: least latency, then fewer hops, then the smallest list of ids."""
+"""Routes follow the rule of docs/ACCOUNTING.md exactly: least latency, then fewer hops, then the smallest list
+of ids."""
 
 from __future__ import annotations
 

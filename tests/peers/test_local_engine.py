@@ -1,4 +1,4 @@
-"""The local engine against plain per-tuple recomputations written here (SPEC section 3 semantics)."""
+"""The local engine against plain per-tuple recomputations written here (the semantics of docs/ACCOUNTING.md)."""
 
 from __future__ import annotations
 

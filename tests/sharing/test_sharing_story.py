@@ -1,4 +1,4 @@
-"""The figure 1 story of seed 004 and the baselines' flows exactly as SPEC section 3 describes them."""
+"""The story of Kuntschke & Kemper's Figure 1, and the baselines' flows exactly as docs/ACCOUNTING.md defines them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The shipped scenarios: they load, match the JSON Schema, stay small, and figure1 tells seed 004's story."""
+"""The shipped scenarios: they load, match the JSON Schema, stay small, and figure1 tells the story of
+Kuntschke & Kemper's Figure 1."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def test_large_yaml_is_what_make_large_writes():
 
 
 def routes_by_brute_force(scenario, source: str) -> dict[str, tuple[str, ...]]:
-    """SPEC section 3 by enumeration: least latency, then fewer hops, then smallest node list."""
+    """The route rule of docs/ACCOUNTING.md by enumeration: least latency, then fewer hops, then smallest node list."""
     graph = nx.Graph()
     for link in scenario.links:
         graph.add_edge(link.a, link.b, latency=link.latency)
