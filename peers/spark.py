@@ -207,8 +207,8 @@ def _summaries(frame):
     """The chunks' summaries in chunk order, one at a time (a partition holds one chunk)."""
     from pyspark.sql import functions as F
 
-    for row in frame.where(F.col("sub") == SUMMARY_SUB).select("summary").toLocalIterator():
-        yield pickle.loads(row["summary"])
+    for row in frame.where(F.col("sub") == SUMMARY_SUB).select("bits").toLocalIterator():
+        yield pickle.loads(row["bits"])
 
 
 def _latency_rows(frames, runs: list[ChunkSummary]):

@@ -1,18 +1,20 @@
 """Exact order statistics of the latencies the Spark engine keeps on its executors.
 
 A report's percentiles need, per subscription and over all deliveries, the latencies at a few ranks of
-the sorted values (:func:`network.latency.ranks_needed`).  The latency rows (subscription number, the
-latency's IEEE bits) stay where the chunk tasks made them; a positive double's bits sort as its value does,
-so ranks are found on the bits, exactly:
+the sorted values (:func:`network.latency.ranks_needed`).  The latency rows (a subscription number and the
+IEEE bits of its latencies in one chunk, as one binary cell) stay where the chunk tasks made them; a
+positive double's bits sort as its value does, so ranks are found on the bits, exactly, in two jobs:
 
-- **per subscription**, the rows are grouped by subscription (one shuffle of the rows) and each group
-  picks its ranks with ``np.partition``;
-- **over every delivery**, a radix selection: four passes over the rows each count, per wanted rank, the
-  rows under the prefix found so far by their next 16 bits; the driver adds the counts of all tasks
-  (65,536 numbers per pass and prefix, whatever the number of rows) and keeps the digit where the running
-  count reaches the rank.
+1. the cells are shuffled by subscription; each task then holds whole subscriptions, picks each one's
+   ranks with ``np.partition``, and also sends a *sample* of all its values: every ``step``-th of them in
+   sorted order (``step`` so that about :data:`SAMPLES` are sent), with its count;
+2. from the samples the driver brackets each overall rank between two sample values ``lo < hi`` whose
+   global counts it knows to within a few steps; every task then counts its values up to ``lo`` and
+   sends those strictly between (at most a few steps of them per task) and how many equal ``hi``.  The
+   value at the rank is among those, exactly.
 
-The driver receives a few rows per subscription and rank, never the latencies themselves.
+The driver receives a few rows per subscription and rank and a bounded sample, never the latencies
+themselves, whatever their number.
 """
 
 from __future__ import annotations
@@ -26,30 +28,43 @@ import pyarrow as pa
 from topologies.errors import EngineError
 
 OVERALL = -1  # the key of the selection over every delivery
-DIGIT_BITS = 16
-_DIGITS = 1 << DIGIT_BITS
-RANK_SCHEMA = "sub int, rank long, bits long"
-COUNT_SCHEMA = "prefix long, counts binary"
+SAMPLES = 4096  # sample values per task for the overall ranks
+PICK_SCHEMA = "sub int, rank long, bits long, sample binary, count long"
+BRACKET_SCHEMA = "rank long, below long, equal long, between binary"
+_PICK_ARROW = pa.schema(
+    [("sub", pa.int32()), ("rank", pa.int64()), ("bits", pa.int64()), ("sample", pa.binary()), ("count", pa.int64())]
+)
+_BRACKET_ARROW = pa.schema(
+    [("rank", pa.int64()), ("below", pa.int64()), ("equal", pa.int64()), ("between", pa.binary())]
+)
+_LOST = "the latency selection lost a rank: the executors' rows disagree with the summaries"
 
 
 def order_statistics(rows, targets: Mapping[int, set[int]]) -> dict[tuple[int, int], float]:
     """The latency at each wanted rank (0-based, ascending) of each key of ``targets``: a subscription
-    number, or :data:`OVERALL` for all ``rows`` (a DataFrame with columns ``sub`` and ``bits``)."""
-    found: dict[tuple[int, int], float] = {}
+    number, or :data:`OVERALL` for all ``rows`` (a DataFrame of columns ``sub`` and ``bits``, a cell of
+    latency bits per row)."""
+    if not any(targets.values()):
+        return {}
     per_sub = {k: sorted(r) for k, r in targets.items() if k != OVERALL and r}
-    if per_sub:
-
-        def pick(table: pa.Table) -> pa.Table:  # a function with type hints: Spark reads its kind from them
-            return _pick(per_sub, table)
-
-        picked = rows.groupBy("sub").applyInArrow(pick, RANK_SCHEMA).collect()
-        for row in picked:
+    parts = max(1, rows.sparkSession.sparkContext.defaultParallelism)
+    picked = rows.repartition(parts, "sub").mapInArrow(partial(_pick, per_sub), PICK_SCHEMA).collect()
+    found: dict[tuple[int, int], float] = {}
+    samples: list[tuple[np.ndarray, int, int]] = []  # per task: sample, step, count
+    for row in picked:
+        if row["sub"] == OVERALL:
+            samples.append((np.frombuffer(row["sample"], np.int64), row["rank"], row["count"]))
+        else:
             found[(row["sub"], row["rank"])] = _value(row["bits"])
-        if len(picked) != sum(len(r) for r in per_sub.values()):
-            raise EngineError("the latency selection lost a rank: the executors' rows disagree with the summaries")
-    if targets.get(OVERALL):
-        for rank, bits in _radix_select(rows.select("bits"), sorted(targets[OVERALL])).items():
-            found[(OVERALL, rank)] = _value(bits)
+    if len(found) != sum(len(r) for r in per_sub.values()):
+        raise EngineError(_LOST)
+    overall = sorted(targets.get(OVERALL, ()))
+    if overall:
+        brackets = {rank: _bracket(samples, rank) for rank in overall}
+        counted = rows.select("bits").mapInArrow(partial(_count_bracket, brackets), BRACKET_SCHEMA).collect()
+        for rank, (lo, hi) in brackets.items():
+            mine = [r for r in counted if r["rank"] == rank]
+            found[(OVERALL, rank)] = _value(_settle(rank, lo, hi, mine))
     return found
 
 
@@ -57,53 +72,102 @@ def _value(bits: int) -> float:
     return float(np.array([bits], np.int64).view(np.float64)[0])
 
 
-def _pick(targets: Mapping[int, list[int]], table: pa.Table) -> pa.Table:
-    """One subscription's rows: its latencies (as bits) at its wanted ranks."""
-    sub = table.column("sub")[0].as_py()
-    ranks = targets.get(sub, [])
-    bits = table.column("bits").to_numpy()
-    if ranks and ranks[-1] >= len(bits):
-        raise EngineError(f"subscription number {sub} has {len(bits)} latency rows, rank {ranks[-1]} wanted")
-    picked = np.partition(bits, ranks)[ranks] if ranks else np.zeros(0, np.int64)
-    return pa.table(
-        {
-            "sub": pa.array([sub] * len(ranks), pa.int32()),
-            "rank": pa.array(ranks, pa.int64()),
-            "bits": pa.array(picked, pa.int64()),
-        }
-    )
-
-
-def _radix_select(bits_frame, ranks: list[int]) -> dict[int, int]:
-    """The bits at each of ``ranks`` over every row of ``bits_frame`` (its one column ``bits``)."""
-    state = {rank: (0, rank) for rank in ranks}  # rank -> (prefix found so far, rank within it)
-    for shift in range(64 - DIGIT_BITS, -1, -DIGIT_BITS):
-        prefixes = sorted({prefix for prefix, _ in state.values()})
-        totals = {p: np.zeros(_DIGITS, np.int64) for p in prefixes}
-        rows = bits_frame.mapInArrow(partial(_count_digits, shift, tuple(prefixes)), COUNT_SCHEMA).collect()
-        for row in rows:
-            totals[row["prefix"]] += np.frombuffer(row["counts"], np.int64)
-        for rank, (prefix, left) in list(state.items()):
-            running = np.cumsum(totals[prefix])
-            digit = int(np.searchsorted(running, left, side="right"))
-            if digit >= _DIGITS:
-                raise EngineError("the latency selection lost a rank: the executors' rows disagree with the summaries")
-            below = int(running[digit - 1]) if digit else 0
-            state[rank] = ((prefix << DIGIT_BITS) | digit, left - below)
-    return {rank: prefix for rank, (prefix, _) in state.items()}
-
-
-def _count_digits(shift: int, prefixes: tuple[int, ...], batches: Iterator[pa.RecordBatch]):
-    """Per prefix, how many rows under it have each value of the 16 bits at ``shift`` (one row per prefix
-    and task)."""
-    counts = {p: np.zeros(_DIGITS, np.int64) for p in prefixes}
+def _pick(targets: Mapping[int, list[int]], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The ranks of the subscriptions in this task, then the task's sample of all its values."""
+    cells: dict[int, list[bytes]] = {}
     for batch in batches:
-        bits = batch.column("bits").to_numpy()
-        digits = (bits >> shift) & (_DIGITS - 1)
-        above = bits >> (shift + DIGIT_BITS) if shift + DIGIT_BITS < 64 else np.zeros(len(bits), np.int64)
-        for p in prefixes:
-            counts[p] += np.bincount(digits[above == p], minlength=_DIGITS)
+        for sub, cell in zip(batch.column("sub").to_pylist(), batch.column("bits").to_pylist(), strict=True):
+            cells.setdefault(sub, []).append(cell)
+    subs, ranks, bits, everything = [], [], [], []
+    for sub, parts in cells.items():
+        values = np.concatenate([np.frombuffer(c, np.int64) for c in parts])
+        everything.append(values)
+        wanted = targets.get(sub, [])
+        if wanted and wanted[-1] >= len(values):
+            raise EngineError(f"subscription number {sub} has {len(values)} latencies, rank {wanted[-1]} wanted")
+        if wanted:
+            subs += [sub] * len(wanted)
+            ranks += wanted
+            bits += np.partition(values, wanted)[wanted].tolist()
+    values = np.sort(np.concatenate(everything)) if everything else np.zeros(0, np.int64)
+    step = max(1, -(-len(values) // SAMPLES))
+    subs.append(OVERALL)
+    ranks.append(step)
+    bits.append(0)
+    samples = [None] * (len(subs) - 1) + [values[step - 1 :: step].tobytes()]
+    counts = [0] * (len(subs) - 1) + [len(values)]
     yield pa.RecordBatch.from_arrays(
-        [pa.array(list(counts), pa.int64()), pa.array([c.tobytes() for c in counts.values()], pa.binary())],
-        names=["prefix", "counts"],
-    )
+        [pa.array(subs, pa.int32()), pa.array(ranks, pa.int64()), pa.array(bits, pa.int64()),
+         pa.array(samples, pa.binary()), pa.array(counts, pa.int64())],
+        schema=_PICK_ARROW,
+    )  # fmt: skip
+
+
+def _bracket(samples: list[tuple[np.ndarray, int, int]], rank: int) -> tuple[int | None, int | None]:
+    """Sample values ``lo < hi`` with at most ``rank`` values at or below ``lo`` and more than ``rank`` at
+    or below ``hi``, as close together as the samples allow.
+
+    Task ``t``'s sample holds its values at sorted positions ``step - 1, 2 step - 1, ...``, so a value ``v``
+    with ``c`` sample values at or below it has at least ``c step`` and fewer than ``(c + 1) step + ...``
+    values at or below it there (at most the task's count)."""
+    pool = np.unique(np.concatenate([s for s, _, _ in samples])) if samples else np.zeros(0, np.int64)
+
+    def bounds(v: int) -> tuple[int, int]:
+        low = high = 0
+        for sample, step, n in samples:
+            c = int(np.searchsorted(sample, v, side="right"))
+            low += c * step
+            high += min(n, (c + 1) * step - 1)
+        return low, high
+
+    lo = hi = None
+    # the largest sample value sure to have at most ``rank`` values at or below it
+    left, right = 0, len(pool) - 1
+    while left <= right:
+        mid = (left + right) // 2
+        if bounds(int(pool[mid]))[1] <= rank:
+            lo, left = int(pool[mid]), mid + 1
+        else:
+            right = mid - 1
+    # the smallest sample value sure to have more than ``rank`` values at or below it
+    left, right = 0, len(pool) - 1
+    while left <= right:
+        mid = (left + right) // 2
+        if bounds(int(pool[mid]))[0] > rank:
+            hi, right = int(pool[mid]), mid - 1
+        else:
+            left = mid + 1
+    return lo, hi
+
+
+def _count_bracket(brackets: Mapping[int, tuple[int | None, int | None]], batches: Iterator[pa.RecordBatch]):
+    """Per wanted overall rank: this task's values at or below ``lo``, equal to ``hi``, and those between."""
+    cells = [c for batch in batches for c in batch.column("bits").to_pylist()]
+    values = np.concatenate([np.frombuffer(c, np.int64) for c in cells]) if cells else np.zeros(0, np.int64)
+    ranks, below, equal, between = [], [], [], []
+    for rank, (lo, hi) in brackets.items():
+        over = values > lo if lo is not None else np.ones(len(values), np.bool_)
+        under = values < hi if hi is not None else np.ones(len(values), np.bool_)
+        ranks.append(rank)
+        below.append(int(len(values) - over.sum()))
+        equal.append(int((values == hi).sum()) if hi is not None else 0)
+        between.append(values[over & under].tobytes())
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(ranks, pa.int64()), pa.array(below, pa.int64()), pa.array(equal, pa.int64()),
+         pa.array(between, pa.binary())],
+        schema=_BRACKET_ARROW,
+    )  # fmt: skip
+
+
+def _settle(rank: int, lo: int | None, hi: int | None, rows) -> int:
+    """The value at ``rank`` from every task's count at or below ``lo``, values strictly between ``lo`` and
+    ``hi`` and count equal to ``hi``."""
+    below = sum(r["below"] for r in rows)
+    between = np.sort(np.concatenate([np.frombuffer(r["between"], np.int64) for r in rows] or [np.zeros(0, np.int64)]))
+    equal = sum(r["equal"] for r in rows)
+    at = rank - below
+    if 0 <= at < len(between):
+        return int(between[at])
+    if hi is not None and len(between) <= at < len(between) + equal:
+        return hi
+    raise EngineError(_LOST)

@@ -12,10 +12,13 @@ next free).  What leaves the task is
   tuples, ``topologies.expected``), the exact latency sum, and the state of the queues (where they ended,
   and the earliest arrival at each link, which tells the driver whether a guessed starting state was
   right, see docs/SPARK.md);
-- one **latency** row per delivered copy: subscription number and the latency's IEEE bits, which stay on
-  the executors for the exact percentile selection.
+- one **latency** row per subscription delivered to: its number and its latencies' IEEE bits,
+  as one binary cell (a positive double's bits sort as its value does).  They stay on the executors for
+  the exact percentile selection (:mod:`peers.spark_select`); a cell per subscription rather than a row
+  per copy keeps Spark's per-row costs out of it.
 
-Rows share one schema (:data:`RECORD_SCHEMA`); a summary row has ``sub == -1`` and a ``summary`` cell.
+Rows share one schema (:data:`RECORD_SCHEMA`); a summary row has ``sub == -1`` and its pickled summary as
+its cell.
 """
 
 from __future__ import annotations
@@ -33,18 +36,10 @@ from peers.local import Simulation
 from topologies import workload
 from topologies.expected import differences_by_owner, expected_in_range
 
-RECORD_SCHEMA = "chunk int, attempt int, sub int, bits long, summary binary"
-_ARROW_SCHEMA = pa.schema(
-    [
-        ("chunk", pa.int32()),
-        ("attempt", pa.int32()),
-        ("sub", pa.int32()),
-        ("bits", pa.int64()),
-        ("summary", pa.binary()),
-    ]
-)
+RECORD_SCHEMA = "chunk int, attempt int, sub int, bits binary"
+_ARROW_SCHEMA = pa.schema([("chunk", pa.int32()), ("attempt", pa.int32()), ("sub", pa.int32()), ("bits", pa.binary())])
 SUMMARY_SUB = -1  # ``sub`` of a summary row
-ROWS_PER_BATCH = 1 << 18  # latency rows per Arrow batch a task yields
+BYTES_PER_BATCH = 1 << 24  # latency bytes per Arrow batch a task yields
 
 
 @dataclass(frozen=True)
@@ -143,27 +138,26 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
 def chunk_records(job: ChunkJob, chunk: Chunk) -> Iterator[pa.RecordBatch]:
     """A chunk's rows of :data:`RECORD_SCHEMA`: its latency rows, then its summary row."""
     summary, owners, latencies = simulate_chunk(job, chunk)
-    bits = latencies.view(np.int64)  # latencies are positive: their bits sort as the values do
-    for at in range(0, len(bits), ROWS_PER_BATCH):
-        part = slice(at, at + ROWS_PER_BATCH)
-        n = len(bits[part])
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array(np.full(n, chunk.number, np.int32)),
-                pa.array(np.full(n, chunk.attempt, np.int32)),
-                pa.array(owners[part]),
-                pa.array(bits[part]),
-                pa.nulls(n, pa.binary()),
-            ],
-            schema=_ARROW_SCHEMA,
-        )
-    yield pa.RecordBatch.from_arrays(
+    cuts = np.flatnonzero(np.concatenate(([True], owners[1:] != owners[:-1], [True])))
+    subs, cells, size = [], [], 0
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        subs.append(int(owners[a]))
+        cells.append(latencies[a:b].view(np.int64).tobytes())
+        size += 8 * (b - a)
+        if size >= BYTES_PER_BATCH or b == len(owners):
+            yield _batch(chunk, subs, cells)
+            subs, cells, size = [], [], 0
+    yield _batch(chunk, [SUMMARY_SUB], [pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)])
+
+
+def _batch(chunk: Chunk, subs: list[int], cells: list[bytes]) -> pa.RecordBatch:
+    n = len(subs)
+    return pa.RecordBatch.from_arrays(
         [
-            pa.array([chunk.number], pa.int32()),
-            pa.array([chunk.attempt], pa.int32()),
-            pa.array([SUMMARY_SUB], pa.int32()),
-            pa.array([0], pa.int64()),
-            pa.array([pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)], pa.binary()),
+            pa.array(np.full(n, chunk.number, np.int32)),
+            pa.array(np.full(n, chunk.attempt, np.int32)),
+            pa.array(subs, pa.int32()),
+            pa.array(cells, pa.binary()),
         ],
         schema=_ARROW_SCHEMA,
     )

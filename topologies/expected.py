@@ -59,10 +59,14 @@ def expected_in_range(scenario: Scenario, stream_id: str, first: int, stop: int)
     times = emission_times(stream, first, stop)
     values = columns(scenario, stream_id, first, stop)
     found = {}
+    none = np.zeros(0, np.int64)
     for sub in scenario.subscriptions:
         if sub.stream != stream_id:
             continue
         until = np.inf if sub.until is None else sub.until
+        if not len(times) or sub.at > times[-1] or until <= times[0]:
+            found[sub.id] = none  # not registered while any of these tuples is emitted
+            continue
         active = (times >= sub.at) & (times < until)
         mask = active & satisfies(sub.query.where, values, len(times))
         found[sub.id] = first + np.flatnonzero(mask).astype(np.int64)
