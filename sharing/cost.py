@@ -10,8 +10,8 @@ tuple-hops per second.  ``sel`` is exact under the stream's per-attribute distri
 independent): the selectivity kernel of :mod:`matcher.selectivity` cuts the predicate's boxes, box by
 box, against the boxes before them that overlap them, and the disjoint pieces' probabilities add.  This
 model caches the kernel's results (per predicate, and per box and the boxes it is cut against) and prices
-a widening by what it adds, cutting only the added boxes against the boxes near them.  A replayed stream
-has no declared distribution; its dimensions count as unconstrained (probability 1), an upper bound.
+a widening by what it adds, cutting only the added boxes against the boxes near them.  A replayed stream's
+attributes have the empirical distribution of the file's columns (the loader builds it).
 
 The estimate is the expected value of what the simulator will count on the backbone for that flow
 during one second: every tuple crossing a link costs its wire size once per link direction, and only

@@ -25,7 +25,7 @@ class LinkSpec:
 class AttributeSpec:
     name: str
     type: str  # "float" or "int"
-    distribution: Distribution | None  # None for replayed streams (values come from the file)
+    distribution: Distribution | None  # for a replayed stream, the empirical distribution of its column
 
 
 @dataclass(frozen=True)

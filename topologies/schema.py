@@ -8,7 +8,7 @@ are the loader's alone.
 from __future__ import annotations
 
 from topologies import generators
-from topologies.loader import KEYWORDS, MAX_ID_LENGTH
+from topologies.loader import KEYWORDS, MAX_HEADER_BYTES, MAX_ID_LENGTH
 from topologies.units import NUMBER_PATTERN
 
 _NUMBER_TEXT = NUMBER_PATTERN.replace("(?P<number>", "(?:")
@@ -169,7 +169,7 @@ def json_schema() -> dict:
             "name": PEER_ID,
             "seed": {"type": "integer", "minimum": 0},
             "duration": {"type": "number", "exclusiveMinimum": 0},
-            "header_bytes": {"type": "integer", "minimum": 0},
+            "header_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_HEADER_BYTES},
             "network": network,
             "thin_peers": {"type": "array", "items": thin_peer},
             "streams": {"type": "array", "items": stream},

@@ -165,7 +165,7 @@ def plan_from_json(doc: dict) -> Plan:
 
 def plan_to_wire(plan: Plan) -> dict:
     """The compact JSON form of ``plan`` (:meth:`Plan.write_json`: each distinct flow, delivery and
-    predicate text once, epochs listing indices), as a document to embed in a control message."""
+    predicate text once, each epoch as a change to the one before), as a document to embed in a control message."""
     out = io.StringIO()
     plan.write_json(out)
     return json.loads(out.getvalue())
