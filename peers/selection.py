@@ -155,6 +155,15 @@ class SelectorTable:
             # laid out predicate by predicate: the kernel scans a reader's boxes as one run of rows
             members = np.array(self.members, np.int64)
             pos, lo, hi, lo_closed, hi_closed = (x[members] for x in (pos, lo, hi, lo_closed, hi_closed))
+            # and after them, per reader of several boxes, their hull: a tuple outside it is in none of them
+            boxes_at, boxes_end = np.array(self.boxes_at, np.int64), np.array(self.boxes_end, np.int64)
+            hull_at = np.where(boxes_end - boxes_at > 1, len(members) + np.arange(len(boxes_at)), -1)
+            hulls = [np.full((len(boxes_at), width), v, x.dtype) for v, x in ((-1, pos), (-np.inf, lo), (np.inf, hi))]
+            hulls += [np.zeros((len(boxes_at), width), np.bool_) for _ in range(2)]
+            _hulls(boxes_at, boxes_end, pos, lo, hi, lo_closed, hi_closed, *hulls)
+            pos, lo, hi, lo_closed, hi_closed = (
+                np.concatenate([x, h]) for x, h in zip((pos, lo, hi, lo_closed, hi_closed), hulls, strict=True)
+            )
 
             def ints(values):
                 return np.array(values, np.int64)
@@ -162,8 +171,9 @@ class SelectorTable:
             entries = ints(self.entry_boxes).reshape(-1, 2)
             attrs_of = ints(self.entry_attrs).reshape(-1, 2)
             self._frozen = (
-                ints(self.boxes_at),
-                ints(self.boxes_end),
+                boxes_at,
+                boxes_end,
+                hull_at,
                 ints(self.width),
                 ints(self.trim_at),
                 ints(self.trim_end),
@@ -182,6 +192,48 @@ class SelectorTable:
                 hi_closed,
             )
         return self._frozen
+
+
+@njit(cache=True)
+def _hulls(boxes_at, boxes_end, pos, lo, hi, lo_closed, hi_closed, h_pos, h_lo, h_hi, h_lo_closed, h_hi_closed):
+    """Per reader ``r`` of several boxes (rows ``boxes_at[r] .. boxes_end[r] - 1``), the smallest box
+    holding them all into row ``r`` of the ``h_*`` arrays: each attribute every box constrains, from the
+    least of their lower bounds to the greatest of their upper ones (an end shared by several is closed if
+    any of them is)."""
+    for r in range(len(boxes_at)):
+        at, end = boxes_at[r], boxes_end[r]
+        if end - at < 2:
+            continue
+        out = 0
+        for k in range(pos.shape[1]):
+            a = pos[at, k]
+            if a < 0:
+                break
+            low, low_closed, high, high_closed = lo[at, k], lo_closed[at, k], hi[at, k], hi_closed[at, k]
+            everywhere = True
+            for b in range(at + 1, end):
+                found = -1
+                for j in range(pos.shape[1]):
+                    if pos[b, j] == a:
+                        found = j
+                        break
+                    if pos[b, j] < 0:
+                        break
+                if found < 0:
+                    everywhere = False
+                    break
+                if lo[b, found] < low:
+                    low, low_closed = lo[b, found], lo_closed[b, found]
+                elif lo[b, found] == low:
+                    low_closed = low_closed or lo_closed[b, found]
+                if hi[b, found] > high:
+                    high, high_closed = hi[b, found], hi_closed[b, found]
+                elif hi[b, found] == high:
+                    high_closed = high_closed or hi_closed[b, found]
+            if everywhere:
+                h_pos[r, out], h_lo[r, out], h_hi[r, out] = a, low, high
+                h_lo_closed[r, out], h_hi_closed[r, out] = low_closed, high_closed
+                out += 1
 
 
 @njit(cache=True)
@@ -250,6 +302,7 @@ def select_window(
     (
         boxes_at,
         boxes_end,
+        hull_at,
         width,
         trim_at,
         trim_end,
@@ -315,8 +368,11 @@ def select_window(
             parents, wire = _grow(parents, n + b - a), _grow(wire, n + b - a)
         base, stride, n_attrs = st_values[s], st_count[s], st_attrs[s]
         trimmed = trim_at[r] < trim_end[r]
+        h = hull_at[r]
         for j in range(a, b):
             col = indices[j] - st_first[s]
+            if h >= 0 and not in_boxes(values, base, stride, col, h, h + 1, pos, lo, hi, lo_closed, hi_closed, n_attrs):
+                continue
             if not in_boxes(
                 values, base, stride, col, boxes_at[r], boxes_end[r], pos, lo, hi, lo_closed, hi_closed, n_attrs
             ):
