@@ -392,12 +392,13 @@ def flow_reader(flow: Flow) -> Reader:
 
 
 class Index:
-    """The scenario's streams, subscriptions and thin-peers by id (one linear pass, not one per lookup)."""
+    """The scenario's streams, subscriptions and thin-peers' homes by id (its maps), an unknown stream an
+    EmulatorError naming what asked for it."""
 
     def __init__(self, scenario: Scenario):
-        self.streams = {s.id: s for s in scenario.streams}
-        self.subscriptions = {s.id: s for s in scenario.subscriptions}
-        self.homes = {p.id: p.attach for p in scenario.thin_peers}
+        self.streams = scenario.streams_by_id
+        self.subscriptions = scenario.subscriptions_by_id
+        self.homes = scenario.homes
 
     def stream(self, stream_id: str, what: str):
         try:

@@ -89,7 +89,7 @@ class Coordinator:
         self.speed = speed
         self.book = book
         self.network = Network.of(scenario)
-        self.thin_peer_ids = frozenset(p.id for p in scenario.thin_peers)
+        self.thin_peer_ids = scenario.thin_peers_by_id.keys()
         self.directions = frozenset(self.network.directions)  # the whole backbone's, failed nodes included
         self.secure = secure  # requests are authorised by identity (the broker authenticates it)
         self.end = end

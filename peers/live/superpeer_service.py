@@ -147,7 +147,7 @@ class SuperPeerService:
         pv = self.book.versions[batch.version]
         columns = set(batch.columns)
         if parts[0] == "up":
-            stream = next((s for s in pv.scenario.streams if s.id == batch.stream), None)
+            stream = pv.scenario.streams_by_id.get(batch.stream)
             check(stream is not None and stream.source == sender, f"an upload of stream {batch.stream!r}", sender)
             check(batch.channel == ("raw", stream.id), f"an upload on channel {batch.channel!r}", sender)
             check(columns == set(stream.attribute_names), f"an upload of {stream.id} without its attributes", sender)

@@ -202,11 +202,11 @@ def subscription_from_json(scenario: Scenario, doc: dict) -> SubscriptionSpec:
     """
     query = parse_query(str(doc["query"]))
     peer = str(doc["peer"])
-    if peer not in {p.id for p in scenario.thin_peers}:
+    if peer not in scenario.thin_peers_by_id:
         raise InputError(f"--peer: unknown thin-peer {peer!r} in scenario {scenario.name}")
     try:
         schema = scenario.stream(query.stream).attribute_names
-    except StopIteration:
+    except KeyError:
         raise InputError(f"query: unknown stream {query.stream!r} in scenario {scenario.name}") from None
     for name in (*(query.select or ()), *query.where.dims):
         if name not in schema:
