@@ -12,6 +12,17 @@ from functools import cached_property
 
 from matcher import Distribution, Query
 
+ATTRIBUTE_BYTES = 8
+"""Wire bytes of one attribute value: every value travels as a float64."""
+
+
+def tuple_bytes(header_bytes, n_attributes):
+    """Wire size in bytes of a tuple carrying ``n_attributes`` attribute values: the scenario's header and
+    :data:`ATTRIBUTE_BYTES` per value.  The one definition of what a tuple weighs on a link, in the
+    planner's estimates and in every engine's counts; ``n_attributes`` may be an int or a numpy array of
+    counts, and the local engine's numba kernel compiles this very function."""
+    return header_bytes + ATTRIBUTE_BYTES * n_attributes
+
 
 @dataclass(frozen=True)
 class LinkSpec:
@@ -115,5 +126,5 @@ class Scenario:
         return self.homes[peer_id]
 
     def tuple_bytes(self, n_attributes: int) -> int:
-        """Wire size of one tuple carrying ``n_attributes`` attributes (SPEC section 3)."""
-        return self.header_bytes + 8 * n_attributes
+        """Wire size of one tuple of this scenario carrying ``n_attributes`` attributes (:func:`tuple_bytes`)."""
+        return tuple_bytes(self.header_bytes, n_attributes)

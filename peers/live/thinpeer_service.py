@@ -108,7 +108,7 @@ class ThinPeerService:
     async def _emit(self, stream_id: str) -> None:
         stream = self.scenario.stream(stream_id)
         topic = self.topics.up(self.peer)
-        header = self.scenario.header_bytes + 8 * len(stream.attribute_names)
+        size = self.scenario.tuple_bytes(len(stream.attribute_names))
         while True:
             doc = self.clock_doc
             if doc is None or doc.get("t0") is None:
@@ -126,7 +126,7 @@ class ThinPeerService:
                     self.peer, 0, doc["version"], -1, ("raw", stream_id), stream_id,
                     np.arange(start, count, dtype=np.int64), times,
                     workload.columns(self.scenario, stream_id, start, count),
-                    np.full(count - start, header, dtype=np.int64),
+                    np.full(count - start, size, dtype=np.int64),
                 )  # fmt: skip
                 self.seq += 1
                 self.counters.count_sent("/".join(self.topics.parse(topic)))
