@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 import yaml
 
 from matcher import Choice, Distribution, Empirical, Normal, Query, QueryError, Uniform
+from matcher.text import is_keyword
 from topologies import generators
 from topologies.errors import ScenarioError, shown
 from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
@@ -30,8 +31,6 @@ from topologies.replay import ATTRIBUTE_NAME, ReplayFileError, read_replay
 from topologies.units import as_float, parse_bandwidth, parse_latency
 
 PEER_ID = re.compile(r"[A-Za-z0-9_-]+")
-# Words of the query language (SPEC section 2) cannot name a stream or an attribute
-KEYWORDS = frozenset({"select", "from", "where", "and", "or", "not", "between", "in"})
 DEFAULT_BANDWIDTH = 100e6
 DEFAULT_LATENCY = Fraction(0)
 DEFAULT_HEADER_BYTES = 16
@@ -118,7 +117,7 @@ class _Reader:
             self.fail(path, f"bad id {shown(value)} (expected {pattern.pattern})")
         if len(value) > MAX_ID_LENGTH:
             self.fail(path, f"bad id {shown(value)} (longer than {MAX_ID_LENGTH} characters)")
-        if pattern is ATTRIBUTE_NAME and value.lower() in KEYWORDS:
+        if pattern is ATTRIBUTE_NAME and is_keyword(value):  # a stream or an attribute: queries name it bare
             self.fail(path, f"bad id {value!r} (a query keyword)")
         return value
 
@@ -475,7 +474,7 @@ class _Reader:
         except (ReplayFileError, UnicodeDecodeError) as err:
             self.fail(path, f"{value}: {err}")
         for name in table.names:
-            if name.lower() in KEYWORDS:
+            if is_keyword(name):
                 self.fail(path, f"{value}: row 1: attribute name {shown(name)} is a query keyword")
             if len(name) > MAX_ID_LENGTH:
                 self.fail(
