@@ -10,9 +10,17 @@ import pytest
 
 from peers.live.malformed import MalformedMessage
 from peers.live.topics import Topics
-from peers.live.wire import Batch, decode_message, encode_message, plan_from_json, plan_from_wire, plan_to_wire
+from peers.live.wire import (
+    Batch,
+    decode_message,
+    encode_message,
+    plan_from_json,
+    plan_from_wire,
+    plan_to_wire,
+    subscription_from_json,
+)
 from sharing import STRATEGIES, make_plan
-from topologies.errors import EngineError
+from topologies.errors import EngineError, InputError
 from topologies.loader import load_scenario
 
 
@@ -133,3 +141,20 @@ def test_compact_plan_round_trip_shares_equal_flows(strategy):
         for f in a.flows:
             if f in b.flows:
                 assert next(g for g in b.flows if g == f) is f
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("SELECT a FROM nowhere", "query: unknown stream 'nowhere' in scenario figure1"),
+        ("SELECT z FROM stream0", "query: unknown attribute 'z' of stream 'stream0'"),
+        ("SELECT a FROM stream0 WHERE b > 1 OR q < 2", "query: unknown attribute 'q' of stream 'stream0'"),
+    ],
+)
+def test_a_run_time_subscription_is_checked_against_the_scenario_as_the_loader_checks(query, message):
+    scenario = load_scenario("topologies/figure1.yaml")
+    with pytest.raises(InputError) as info:
+        subscription_from_json(scenario, {"id": "L1", "peer": "P1", "at": 0.0, "query": query})
+    assert str(info.value) == message
+    spec = subscription_from_json(scenario, {"id": "L1", "peer": "P1", "at": 0.0, "query": "SELECT a FROM stream0"})
+    assert spec.query.stream == "stream0" and spec.until is None
