@@ -28,7 +28,7 @@ class Session:
     def __init__(self, broker: Broker, topics: Topics, name: str, extra: list[str] = (), on_data=None):
         self.topics = topics
         self.identity = broker.username or name
-        self.client_id = f"{self.identity}/{secrets.token_hex(4)}"
+        self.client_id = topics.client_id(self.identity, secrets.token_hex(4))
         self.replies: asyncio.Queue[dict] = asyncio.Queue()
         self.on_data = on_data
         self.connection = Connection(

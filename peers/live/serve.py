@@ -196,7 +196,7 @@ def _malformed(coordinator: Coordinator, topics: Topics) -> dict[str, dict[str, 
     counts: dict[str, dict[str, int]] = {}
     for doc in [{"malformed": coordinator.connection.rejects.to_json()}, *coordinator.stats.values()]:
         merge_counts(counts, doc.get("malformed", {}))
-    return {"/".join(topics.parse(t)) or t: dict(sorted(s.items())) for t, s in sorted(counts.items())}
+    return {topics.key_of(t) or t: dict(sorted(s.items())) for t, s in sorted(counts.items())}
 
 
 def _final_scenario(scenario: Scenario, coordinator: Coordinator, end: float) -> Scenario:

@@ -133,7 +133,7 @@ class SuperPeerService:
         self.pressure.transit(message.wall - batches[0].sent)
         tuples = sum(len(b) for b in batches)
         nbytes = sum(int(b.wire_bytes.sum()) for b in batches)
-        self.counters.count_received("/".join(message.parts), tuples, nbytes, message.arrival)
+        self.counters.count_received(Topics.key(message.parts), tuples, nbytes, message.arrival)
         for batch in batches:
             self._route(batch)
 
@@ -242,7 +242,7 @@ class SuperPeerService:
         """One message per topic with everything buffered for it."""
         for topic, batches in self.outgoing.items():
             self.seq += 1
-            self.counters.count_sent(topic.removeprefix(self.topics.prefix + "/"))
+            self.counters.count_sent(self.topics.key_of(topic))
             self.connection.publish(topic, encode_message(self.node, self.seq, batches))
         self.outgoing.clear()
 

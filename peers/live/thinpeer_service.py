@@ -97,7 +97,7 @@ class ThinPeerService:
             arrival = time.time()
             tuples = sum(len(b) for b in batches)
             nbytes = sum(int(b.wire_bytes.sum()) for b in batches)
-            self.counters.count_received("/".join(parts), tuples, nbytes, 0.0)
+            self.counters.count_received(Topics.key(parts), tuples, nbytes, 0.0)
             t0, speed = self.clock_doc["t0"], self.clock_doc["speed"]
             self.pressure.transit(arrival - batches[0].sent)
             for batch in batches:
@@ -129,7 +129,7 @@ class ThinPeerService:
                     np.full(count - start, size, dtype=np.int64),
                 )  # fmt: skip
                 self.seq += 1
-                self.counters.count_sent("/".join(self.topics.parse(topic)))
+                self.counters.count_sent(self.topics.key_of(topic))
                 self.connection.publish(topic, encode_message(self.peer, self.seq, [batch]))
                 self.max_lag_s = max(self.max_lag_s, time.time() - (t0 + float(times[-1]) / speed))
                 self.emitted[stream_id] = count

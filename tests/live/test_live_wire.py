@@ -128,6 +128,20 @@ def test_topic_layout_parses_back():
     assert topics.parse("other/link/a/b") == ()
 
 
+def test_data_topics_by_their_counter_names():
+    topics, homes = Topics("sg"), {"P0": "SP4", "P1": "SP1"}
+    link, up, down = (topics.key_of(t) for t in (topics.link("SP4", "SP5"), topics.up("P0"), topics.down("P1", "Q1")))
+    assert (link, up, down) == ("link/SP4/SP5", "up/P0", "down/P1/Q1")
+    assert Topics.data(link).direction(homes) == ("SP4", "SP5") and Topics.data(link).receiver(homes) == "SP5"
+    assert Topics.data(up).direction(homes) == ("P0", "SP4") and Topics.data(up).receiver(homes) == "SP4"
+    assert Topics.data(down).direction(homes) == ("SP1", "P1") and Topics.data(down).receiver(homes) == "P1"
+    for other in ("ctl/plan", "link/SP4", "link/SP4/SP5/x", "up/P0/Q1", "down/P1", "down/P1/", "up/", ""):
+        assert Topics.data(other) is None, other
+    assert topics.key_of("elsewhere/up/P0") == ""
+    client = Topics.client_id("P2", "beef")
+    assert Topics.identity_of(client) == "P2" and topics.parse(topics.reply(client)) == ("ctl", "reply", "P2", "beef")
+
+
 @pytest.mark.parametrize("strategy", ["sharing-em", "ideal", "multicast"])
 def test_compact_plan_round_trip_shares_equal_flows(strategy):
     scenario = load_scenario("topologies/figure1.yaml")
