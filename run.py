@@ -13,6 +13,7 @@ import sys
 from typing import NoReturn
 
 from bench import BENCHMARKS
+from sharing import STRATEGIES
 
 MAX_ERROR_CHARS = 1000  # of the error line: argparse and file names echo arguments of any length
 
@@ -105,7 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a Spark setting for --engine spark, e.g. spark.driver.memory=512m (repeatable)",
     )
-    p.add_argument("--strategy", action="append", default=None, help="strategy name (repeatable; default all)")
+    p.add_argument(
+        "--strategy",
+        action="append",
+        choices=STRATEGIES,
+        metavar="STRATEGY",
+        help="strategy, one of %(choices)s (repeatable; default all)",
+    )
     p.add_argument("--out", default=None, help="output directory (default out/<scenario name>/)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument(
@@ -136,7 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="print the stream-sharing plan of a scenario")
     p.add_argument("scenario")
-    p.add_argument("--strategy", default="sharing-em")
+    p.add_argument(
+        "--strategy",
+        default="sharing-em",
+        choices=STRATEGIES,
+        metavar="STRATEGY",
+        help="one of %(choices)s (default %(default)s)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_plan)
 
@@ -158,7 +171,13 @@ def _add_live_parsers(sub) -> None:
     p.add_argument("scenario")
     p.add_argument("--broker", required=True, help="mqtt://HOST:PORT")
     p.add_argument("--speed", type=float, default=1.0, help="emulated seconds per wall second")
-    p.add_argument("--strategy", default="sharing-em")
+    p.add_argument(
+        "--strategy",
+        default="sharing-em",
+        choices=STRATEGIES,
+        metavar="STRATEGY",
+        help="one of %(choices)s (default %(default)s)",
+    )
     p.add_argument("--forever", action="store_true", help="run until SIGINT/SIGTERM")
     p.add_argument(
         "--processes", nargs="?", type=int, const=-1, default=0, metavar="N",

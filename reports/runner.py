@@ -18,7 +18,7 @@ from functools import partial
 from network.meter import StrategyRun
 from network.routing import Network
 from reports.report import assemble_report, console_table, links_csv, report_json, strategy_entry, summary_markdown
-from sharing import STRATEGIES, make_plan
+from sharing import STRATEGIES, check_strategy, make_plan
 from sharing.check import plan_problems
 from sharing.plan import Plan
 from topologies.errors import EmulatorError, InputError
@@ -30,14 +30,11 @@ from topologies.workload import tuple_count
 Engine = Callable[..., StrategyRun]
 
 
-def choose_strategies(names: list[str] | None) -> list[str]:
-    """The strategies to run, in the canonical order; unknown names are an input error."""
-    if not names:
-        return list(STRATEGIES)
-    unknown = [n for n in names if n not in STRATEGIES]
-    if unknown:
-        raise InputError(f"--strategy: unknown strategy {unknown[0]!r} (choose from {', '.join(STRATEGIES)})")
-    return [s for s in STRATEGIES if s in names]
+def choose_strategies(names: tuple[str, ...] | list[str] | None) -> list[str]:
+    """The strategies to run (none given: all), in the canonical order; unknown names are an input error."""
+    for name in names or ():
+        check_strategy(name)
+    return [s for s in STRATEGIES if not names or s in names]
 
 
 def choose_jobs(jobs: int | None, engine: str, strategies: list[str]) -> int:

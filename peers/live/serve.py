@@ -31,7 +31,7 @@ from peers.live.superpeer_service import SuperPeerService
 from peers.live.thinpeer_service import BATCH_S, ThinPeerService
 from peers.live.topics import DEFAULT_PREFIX, Topics
 from reports.report import build_report, report_json
-from sharing import STRATEGIES
+from sharing import check_strategy
 from topologies.errors import InputError
 from topologies.expected import expected_results
 from topologies.model import Scenario
@@ -67,15 +67,14 @@ class LiveResult:
 
 
 def check_options(scenario: Scenario, options: ServeOptions) -> None:
-    """Raises :class:`InputError` for a bad ``--speed`` or ``--strategy``."""
+    """Raises :class:`InputError` for a bad ``--processes``, ``--batch-ms``, ``--speed`` or strategy."""
     if options.processes < 0:
         raise InputError(f"--processes: must be a positive number of processes, got {options.processes}")
     if not options.batch_s > 0:
         raise InputError(f"--batch-ms: must be positive, got {options.batch_s * 1000:g}")
     if not options.speed > 0:
         raise InputError(f"--speed: must be positive, got {options.speed:g}")
-    if options.strategy not in STRATEGIES:
-        raise InputError(f"--strategy: unknown strategy {options.strategy!r} (choose from {', '.join(STRATEGIES)})")
+    check_strategy(options.strategy)
 
 
 def _as(options: ServeOptions, user: str) -> Broker:
