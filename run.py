@@ -1,15 +1,20 @@
 """The command line: parse arguments, call one function, print or write its result.
 
-Exit codes (SPEC section 4): 0 success, 2 bad input (one line on stderr, no traceback), 1 internal error.
+Every command is a typed library call (``load_scenario``, ``make_plan``, ``reports.runner.run_scenario``,
+``reports.live.serve_scenario``, the subscription client's requests); this module maps the arguments to
+its options and prints what it returns.  Exit codes: 0 success, 2 bad input (one line on stderr, no
+traceback), 1 internal error.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import os
 import signal
 import sys
+import time
 from typing import NoReturn
 
 from bench import BENCHMARKS
@@ -66,26 +71,102 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from reports.runner import run_scenario
+    from reports.runner import RunOptions, run_lines, run_scenario
+    from topologies.loader import load_scenario
 
     def terminated(signum, frame):  # unwinds like an exception: the half-written output directory goes
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, terminated)
     signal.signal(signal.SIGHUP, terminated)
-    return run_scenario(args)
+    started = time.perf_counter()
+    scenario = load_scenario(args.scenario)
+    options = RunOptions(
+        strategies=tuple(args.strategy or ()),
+        engine=args.engine,
+        spark_master=args.spark_master,
+        spark_conf=tuple(args.spark_conf or ()),
+        out=args.out,
+        plots=not args.no_plots,
+        force=args.force,
+        progress=not args.quiet,
+        jobs=args.jobs,
+        check_plans=args.check_plans,
+    )
+    for warning in scenario.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    result = run_scenario(scenario, options)
+    print("\n".join(run_lines(scenario, options, result, time.perf_counter() - started)))
+    if not result.exact:
+        print("error: some strategy did not deliver exactly the centralized result (see report.json)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from peers.live.serve import run_serve
+    from peers.live.connection import Broker
+    from peers.live.serve import ServeOptions
+    from reports.live import serve_scenario, served_lines
+    from reports.runner import OutputDirectory
+    from topologies.loader import load_scenario
 
-    return run_serve(args)
+    scenario = load_scenario(args.scenario)
+    broker = Broker.parse(args.broker)
+    out_dir = args.out or os.path.join("out", scenario.name, "live")
+    OutputDirectory.check(out_dir)  # before serving: a report that cannot be written is refused now
+    credentials = None
+    if args.secure:
+        from peers.live.access import secure_setup
+
+        setup = secure_setup(scenario, args.secure_dir or os.path.join(out_dir + "-broker"), broker, args.prefix)
+        credentials = setup.credentials
+        print(setup.instructions)
+    processes = len(scenario.super_peers) if args.processes == -1 else args.processes
+    options = ServeOptions(
+        broker, args.strategy, args.speed, args.forever, processes, args.prefix, credentials, args.batch_ms / 1000
+    )  # fmt: skip
+    started = time.monotonic()
+    print(f"serving {scenario.name} on {args.broker} (strategy {args.strategy}, speed {args.speed:g})", flush=True)
+    served = serve_scenario(scenario, options, out_dir)
+    print("\n".join(served_lines(served, time.monotonic() - started)))
+    return 0 if served.exact else 1
 
 
 def _cmd_live_client(args: argparse.Namespace) -> int:
-    from peers.live.client import run_client
+    import json
 
-    return run_client(args)
+    from peers.live import client
+    from peers.live.connection import Broker
+    from peers.live.topics import Topics
+
+    broker = Broker.parse(args.broker)
+    topics = Topics(args.prefix)
+    as_json = getattr(args, "json", False)
+
+    def info(text: str) -> None:
+        print(text, file=sys.stderr if as_json else sys.stdout, flush=True)
+
+    def out(text: str) -> None:
+        print(text, flush=True)
+
+    if args.command == "subscribe":
+        asyncio.run(
+            client.subscribe(
+                broker, topics, args.peer, args.query, count=args.count, timeout=args.timeout, as_json=as_json,
+                out=out, info=info, sub_id=args.id,
+            )
+        )  # fmt: skip
+    elif args.command == "unsubscribe":
+        info(client.unsubscribed_line(asyncio.run(client.unsubscribe(broker, topics, args.id))))
+    elif args.command == "subscriptions":
+        subscriptions = asyncio.run(client.subscriptions(broker, topics))
+        for line in [json.dumps(subscriptions)] if as_json else client.subscription_lines(subscriptions):
+            out(line)
+    else:
+        answer = asyncio.run(client.traffic(broker, topics))
+        for line in [json.dumps(answer)] if as_json else client.traffic_lines(answer):
+            out(line)
+    return 0
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -98,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="simulate every strategy on a scenario and write the report")
     p.add_argument("scenario")
+    # reports.runner.ENGINES, spelled out: importing it would load every engine's modules for any command
     p.add_argument("--engine", choices=["local", "spark"], default="local")
     p.add_argument("--spark-master", default=None, help="Spark master URL (default local[*])")
     p.add_argument(
