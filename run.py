@@ -1,18 +1,24 @@
 """The command line: parse arguments, call one function, print or write its result.
 
-Exit codes: 0 success, 2 bad input (one line on stderr, no traceback), 1 internal error.
+Every command is a typed library call (``load_scenario``, ``make_plan``, ``reports.runner.run_scenario``,
+``reports.live.serve_scenario``, the subscription client's requests); this module maps the arguments to
+its options and prints what it returns.  Exit codes: 0 success, 2 bad input (one line on stderr, no
+traceback), 1 internal error.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import os
 import signal
 import sys
+import time
 from typing import NoReturn
 
 from bench import BENCHMARKS
+from sharing import STRATEGIES
 
 MAX_ERROR_CHARS = 1000  # of the error line: argparse and file names echo arguments of any length
 
@@ -65,26 +71,102 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from reports.runner import run_scenario
+    from reports.runner import RunOptions, run_lines, run_scenario
+    from topologies.loader import load_scenario
 
     def terminated(signum, frame):  # unwinds like an exception: the half-written output directory goes
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, terminated)
     signal.signal(signal.SIGHUP, terminated)
-    return run_scenario(args)
+    started = time.perf_counter()
+    scenario = load_scenario(args.scenario)
+    options = RunOptions(
+        strategies=tuple(args.strategy or ()),
+        engine=args.engine,
+        spark_master=args.spark_master,
+        spark_conf=tuple(args.spark_conf or ()),
+        out=args.out,
+        plots=not args.no_plots,
+        force=args.force,
+        progress=not args.quiet,
+        jobs=args.jobs,
+        check_plans=args.check_plans,
+    )
+    for warning in scenario.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    result = run_scenario(scenario, options)
+    print("\n".join(run_lines(scenario, options, result, time.perf_counter() - started)))
+    if not result.exact:
+        print("error: some strategy did not deliver exactly the centralized result (see report.json)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from peers.live.serve import run_serve
+    from peers.live.connection import Broker
+    from peers.live.serve import ServeOptions
+    from reports.live import serve_scenario, served_lines
+    from reports.runner import OutputDirectory
+    from topologies.loader import load_scenario
 
-    return run_serve(args)
+    scenario = load_scenario(args.scenario)
+    broker = Broker.parse(args.broker)
+    out_dir = args.out or os.path.join("out", scenario.name, "live")
+    OutputDirectory.check(out_dir)  # before serving: a report that cannot be written is refused now
+    credentials = None
+    if args.secure:
+        from peers.live.access import secure_setup
+
+        setup = secure_setup(scenario, args.secure_dir or os.path.join(out_dir + "-broker"), broker, args.prefix)
+        credentials = setup.credentials
+        print(setup.instructions)
+    processes = len(scenario.super_peers) if args.processes == -1 else args.processes
+    options = ServeOptions(
+        broker, args.strategy, args.speed, args.forever, processes, args.prefix, credentials, args.batch_ms / 1000
+    )  # fmt: skip
+    started = time.monotonic()
+    print(f"serving {scenario.name} on {args.broker} (strategy {args.strategy}, speed {args.speed:g})", flush=True)
+    served = serve_scenario(scenario, options, out_dir)
+    print("\n".join(served_lines(served, time.monotonic() - started)))
+    return 0 if served.exact else 1
 
 
 def _cmd_live_client(args: argparse.Namespace) -> int:
-    from peers.live.client import run_client
+    import json
 
-    return run_client(args)
+    from peers.live import client
+    from peers.live.connection import Broker
+    from peers.live.topics import Topics
+
+    broker = Broker.parse(args.broker)
+    topics = Topics(args.prefix)
+    as_json = getattr(args, "json", False)
+
+    def info(text: str) -> None:
+        print(text, file=sys.stderr if as_json else sys.stdout, flush=True)
+
+    def out(text: str) -> None:
+        print(text, flush=True)
+
+    if args.command == "subscribe":
+        asyncio.run(
+            client.subscribe(
+                broker, topics, args.peer, args.query, count=args.count, timeout=args.timeout, as_json=as_json,
+                out=out, info=info, sub_id=args.id,
+            )
+        )  # fmt: skip
+    elif args.command == "unsubscribe":
+        info(client.unsubscribed_line(asyncio.run(client.unsubscribe(broker, topics, args.id))))
+    elif args.command == "subscriptions":
+        subscriptions = asyncio.run(client.subscriptions(broker, topics))
+        for line in [json.dumps(subscriptions)] if as_json else client.subscription_lines(subscriptions):
+            out(line)
+    else:
+        answer = asyncio.run(client.traffic(broker, topics))
+        for line in [json.dumps(answer)] if as_json else client.traffic_lines(answer):
+            out(line)
+    return 0
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -97,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="simulate every strategy on a scenario and write the report")
     p.add_argument("scenario")
+    # reports.runner.ENGINES, spelled out: importing it would load every engine's modules for any command
     p.add_argument("--engine", choices=["local", "spark"], default="local")
     p.add_argument("--spark-master", default=None, help="Spark master URL (default local[*])")
     p.add_argument(
@@ -105,7 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a Spark setting for --engine spark, e.g. spark.driver.memory=512m (repeatable)",
     )
-    p.add_argument("--strategy", action="append", default=None, help="strategy name (repeatable; default all)")
+    p.add_argument(
+        "--strategy",
+        action="append",
+        choices=STRATEGIES,
+        metavar="STRATEGY",
+        help="strategy, one of %(choices)s (repeatable; default all)",
+    )
     p.add_argument("--out", default=None, help="output directory (default out/<scenario name>/)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument(
@@ -136,7 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="print the stream-sharing plan of a scenario")
     p.add_argument("scenario")
-    p.add_argument("--strategy", default="sharing-em")
+    p.add_argument(
+        "--strategy",
+        default="sharing-em",
+        choices=STRATEGIES,
+        metavar="STRATEGY",
+        help="one of %(choices)s (default %(default)s)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_plan)
 
@@ -158,7 +253,13 @@ def _add_live_parsers(sub) -> None:
     p.add_argument("scenario")
     p.add_argument("--broker", required=True, help="mqtt://HOST:PORT")
     p.add_argument("--speed", type=float, default=1.0, help="emulated seconds per wall second")
-    p.add_argument("--strategy", default="sharing-em")
+    p.add_argument(
+        "--strategy",
+        default="sharing-em",
+        choices=STRATEGIES,
+        metavar="STRATEGY",
+        help="one of %(choices)s (default %(default)s)",
+    )
     p.add_argument("--forever", action="store_true", help="run until SIGINT/SIGTERM")
     p.add_argument(
         "--processes", nargs="?", type=int, const=-1, default=0, metavar="N",

@@ -22,7 +22,15 @@ WARM_UP = "topologies/figure1.yaml"
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", default="topologies/large.yaml", help="scenario file")
-    parser.add_argument("--strategy", action="append", default=None, help="strategy (repeatable; default all)")
+    from sharing import STRATEGIES
+
+    parser.add_argument(
+        "--strategy",
+        action="append",
+        choices=STRATEGIES,
+        metavar="STRATEGY",
+        help="strategy, one of %(choices)s (repeatable; default all)",
+    )
     parser.add_argument(
         "--window", type=float, default=None, help="batch window in seconds of emission time (default: the engine's)"
     )
@@ -66,14 +74,11 @@ def _access_hops(scenario, run) -> int:
 
 def main(args: argparse.Namespace) -> int:
     from network.routing import Network
-    from sharing import STRATEGIES
+    from sharing import STRATEGIES, check_strategy
     from topologies.errors import InputError
     from topologies.loader import load_scenario
 
-    chosen = args.strategy or list(STRATEGIES)
-    unknown = [s for s in chosen if s not in STRATEGIES]
-    if unknown:
-        raise InputError(f"--strategy: unknown strategy {unknown[0]!r} (one of {', '.join(STRATEGIES)})")
+    chosen = [check_strategy(s) for s in args.strategy or STRATEGIES]
     if args.window is not None and not args.window > 0:
         raise InputError(f"--window: must be positive, got {args.window:g}")
     scenario = load_scenario(args.scenario)

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from sharing import STRATEGIES
+
     parser.add_argument("--tuples", type=int, default=2_000_000, help="tuples in the input (default 2000000)")
     parser.add_argument("--flows", type=int, default=100, help="outgoing flows of the super-peer (default 100)")
     parser.add_argument("--boxes", type=int, default=3, help="boxes per flow predicate (default 3)")
@@ -38,7 +40,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     scale = parser.add_argument_group("--scale: the Spark engine on a scenario, 1 and 2 executor cores")
     scale.add_argument("--scale", action="store_true", help="measure the engine's scaling instead")
     scale.add_argument("--scenario", default="topologies/metro.yaml", help="scenario (default metro.yaml)")
-    scale.add_argument("--strategy", default="multicast", help="strategy to simulate (default multicast)")
+    scale.add_argument(
+        "--strategy",
+        default="multicast",
+        choices=STRATEGIES,
+        metavar="STRATEGY",
+        help="strategy to simulate, one of %(choices)s (default multicast)",
+    )
     scale.add_argument("--cluster", default=None, help="standalone master URL (default: start one on 127.0.0.1)")
     scale.add_argument("--chunks", type=int, default=8, help="chunks of the run (default 8, for both runs)")
 

@@ -57,12 +57,11 @@ def main(args: argparse.Namespace) -> int:
     from peers.spark import run_spark
     from peers.spark_cluster import standalone_cluster
     from peers.spark_session import spark_session, stop_session
-    from sharing import STRATEGIES, make_plan
+    from sharing import check_strategy, make_plan
     from topologies.errors import InputError
     from topologies.loader import load_scenario
 
-    if args.strategy not in STRATEGIES:
-        raise InputError(f"--strategy: unknown strategy {args.strategy!r} (one of {', '.join(STRATEGIES)})")
+    check_strategy(args.strategy)
     if args.chunks < 1:
         raise InputError(f"--chunks: must be at least 1, got {args.chunks}")
     scenario = load_scenario(args.scenario)

@@ -14,14 +14,22 @@ if TYPE_CHECKING:
     from matcher.predicate import Box, Interval, Predicate
 
 KEYWORDS = frozenset({"SELECT", "FROM", "WHERE", "AND", "OR", "NOT", "BETWEEN", "IN", "TRUE", "FALSE"})
-"""Reserved words of the query language (case-insensitive); a name spelled like one must be quoted."""
+"""Reserved words of the query language, the one list: the parser reads them as keywords in any case (a
+name spelled like one must be quoted), and a scenario may not name a stream or an attribute after one
+(the loader and the JSON Schema refuse it)."""
+
+
+def is_keyword(word: str) -> bool:
+    """``word`` is a reserved word of the query language, in any case."""
+    return word.upper() in KEYWORDS
+
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def name_to_text(name: str) -> str:
     """``name`` as written in a query: bare when it is a plain identifier, else in double quotes."""
-    if _PLAIN_NAME.fullmatch(name) and name.upper() not in KEYWORDS:
+    if _PLAIN_NAME.fullmatch(name) and not is_keyword(name):
         return name
     return '"' + name.replace('"', '""') + '"'
 

@@ -57,8 +57,9 @@ class Simulation:
         for peer in scenario.thin_peers:
             links[(peer.id, peer.attach)] = links[(peer.attach, peer.id)] = (peer.bandwidth, float(peer.latency))
         self.backbone = network.directions
-        streams = {s.id: s for s in scenario.streams}
-        self.attrs = {s.id: s.query.attributes(streams[s.stream].attribute_names) for s in scenario.subscriptions}
+        self.attrs = {
+            s.id: s.query.attributes(scenario.stream(s.stream).attribute_names) for s in scenario.subscriptions
+        }
         self.timetable = Timetable(scenario, plan, network)
         self.queues = Queues(links, self.timetable.routes(), self.meter())
 

@@ -28,6 +28,10 @@ from itertools import chain
 import numpy as np
 from numba import njit
 
+from topologies.model import tuple_bytes
+
+_tuple_bytes = njit(tuple_bytes)  # the one wire-size rule, compiled for the kernel
+
 
 class SelectorTable:
     """The readers of a run as arrays: :meth:`entry` registers a trim entry, :meth:`add` a reader, each
@@ -87,7 +91,7 @@ class SelectorTable:
         at, end = self._boxes(predicate, stream)
         self.boxes_at.append(at)
         self.boxes_end.append(end)
-        self.width.append(self.header_bytes + 8 * len(attrs))
+        self.width.append(tuple_bytes(self.header_bytes, len(attrs)))
         self.trim_at.append(len(self.trim_entries))
         if trim:
             carries = self._entry_carries
@@ -398,7 +402,7 @@ def select_window(
                             carried += 1
                     if carried == trim_union[r]:
                         break
-                w = header + 8 * carried
+                w = _tuple_bytes(header, carried)
             indices[n] = indices[j]
             emitted[n] = emitted[j]
             parents[n] = j - f

@@ -32,7 +32,7 @@ from matcher.filters.policy import matcher_for
 from peers.selection import in_boxes
 from sharing.plan import Delivery, Epoch, Flow
 from topologies.errors import EmulatorError
-from topologies.model import Scenario
+from topologies.model import Scenario, tuple_bytes
 
 
 def raw_key(stream: str) -> tuple[str, str]:
@@ -148,7 +148,7 @@ class FlowOperator:
             else:
                 labels, carries = trim
                 width = ((satisfied[np.ix_(positions, labels)].astype(np.int64) @ carries) > 0).sum(axis=1)
-            outputs.append(Output(reader.target, positions, values, self.header_bytes + 8 * width))
+            outputs.append(Output(reader.target, positions, values, tuple_bytes(self.header_bytes, width)))
         return outputs
 
 
@@ -175,7 +175,7 @@ class Selector:
     def __init__(self, reader: Reader, header_bytes: int):
         self.reader = reader
         self.needs = _needed(reader)
-        self.width = header_bytes + 8 * len(reader.attrs)
+        self.width = tuple_bytes(header_bytes, len(reader.attrs))
         self.header_bytes = header_bytes
         self._keep = _scan(reader.predicate)
         self._trim = None
@@ -201,7 +201,7 @@ class Selector:
         kept = rows.rows[positions]
         satisfied = np.stack([s.holds(rows.names, rows.values, kept) for s in scans], axis=1).astype(np.int64)
         width = ((satisfied @ carries) > 0).sum(axis=1)
-        return positions, self.header_bytes + 8 * width
+        return positions, tuple_bytes(self.header_bytes, width)
 
 
 class _BoxScan:
@@ -392,12 +392,13 @@ def flow_reader(flow: Flow) -> Reader:
 
 
 class Index:
-    """The scenario's streams, subscriptions and thin-peers by id (one linear pass, not one per lookup)."""
+    """The scenario's streams, subscriptions and thin-peers' homes by id (its maps), an unknown stream an
+    EmulatorError naming what asked for it."""
 
     def __init__(self, scenario: Scenario):
-        self.streams = {s.id: s for s in scenario.streams}
-        self.subscriptions = {s.id: s for s in scenario.subscriptions}
-        self.homes = {p.id: p.attach for p in scenario.thin_peers}
+        self.streams = scenario.streams_by_id
+        self.subscriptions = scenario.subscriptions_by_id
+        self.homes = scenario.homes
 
     def stream(self, stream_id: str, what: str):
         try:

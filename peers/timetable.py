@@ -505,8 +505,7 @@ class Timetable:
         chans = self.channels
         self._ch_parent = np.array([c.parent for c in chans], dtype=np.int64)
         self._ch_stream = np.array([self.stream_number[c.stream] for c in chans], dtype=np.int64)
-        header = self.scenario.header_bytes
-        self._ch_upload_wire = np.array([header + 8 * len(c.carries) for c in chans], dtype=np.int64)
+        self._ch_upload_wire = np.array([self.scenario.tuple_bytes(len(c.carries)) for c in chans], dtype=np.int64)
 
     def window(self, start: float, end: float, values: Values, times: Mapping[str, np.ndarray]) -> Blocks:
         """Every channel's tuples emitted in ``[start, end)``.

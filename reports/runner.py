@@ -1,8 +1,11 @@
-"""``python run.py run``: plan and simulate every strategy, then write the report directory atomically."""
+"""``python run.py run``: plan and simulate every strategy, then write the report directory atomically.
+
+:func:`run_scenario` is the command as a library call: a loaded scenario and :class:`RunOptions` in, a
+:class:`RunResult` out (the report, what was written, the timings); ``run.py`` prints it (:func:`run_lines`).
+"""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -12,32 +15,31 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 from network.meter import StrategyRun
 from network.routing import Network
 from reports.report import assemble_report, console_table, links_csv, report_json, strategy_entry, summary_markdown
-from sharing import STRATEGIES, make_plan
+from sharing import STRATEGIES, check_strategy, make_plan
 from sharing.check import plan_problems
 from sharing.plan import Plan
 from topologies.errors import EmulatorError, InputError
 from topologies.expected import Expected, expected_results
-from topologies.loader import load_scenario
 from topologies.model import Scenario
 from topologies.workload import tuple_count
 
 Engine = Callable[..., StrategyRun]
 
 
-def choose_strategies(names: list[str] | None) -> list[str]:
-    """The strategies to run, in the canonical order; unknown names are an input error."""
-    if not names:
-        return list(STRATEGIES)
-    unknown = [n for n in names if n not in STRATEGIES]
-    if unknown:
-        raise InputError(f"--strategy: unknown strategy {unknown[0]!r} (choose from {', '.join(STRATEGIES)})")
-    return [s for s in STRATEGIES if s in names]
+ENGINES = ("local", "spark")
+
+
+def choose_strategies(names: tuple[str, ...] | list[str] | None) -> list[str]:
+    """The strategies to run (none given: all), in the canonical order; unknown names are an input error."""
+    for name in names or ():
+        check_strategy(name)
+    return [s for s in STRATEGIES if not names or s in names]
 
 
 def choose_jobs(jobs: int | None, engine: str, strategies: list[str]) -> int:
@@ -54,6 +56,10 @@ def choose_jobs(jobs: int | None, engine: str, strategies: list[str]) -> int:
 
 
 def engine_for(name: str, master: str | None, conf: list[str] | None = None) -> Engine:
+    """The engine ``name`` (one of :data:`ENGINES`) runs; raises InputError for another name, and for a
+    malformed Spark master URL or setting."""
+    if name not in ENGINES:
+        raise InputError(f"unknown engine {name!r}; valid engines: {', '.join(ENGINES)}")
     if name == "local":
         from peers.local import run_local
 
@@ -422,22 +428,63 @@ def peak_memory_bytes(children: bool = False) -> int:
     return resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def run_scenario(args: argparse.Namespace) -> int:
-    started = time.perf_counter()
-    scenario = load_scenario(args.scenario)
-    strategies = choose_strategies(args.strategy)
-    jobs = choose_jobs(getattr(args, "jobs", None), args.engine, strategies)
-    engine = engine_for(args.engine, args.spark_master, getattr(args, "spark_conf", None))
-    for warning in scenario.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    out_dir = args.out or os.path.join("out", scenario.name)  # the loader keeps names to 100 characters
-    show_progress = not args.quiet and sys.stderr.isatty()
+@dataclass(frozen=True)
+class RunOptions:
+    """How :func:`run_scenario` runs a scenario and where it writes the report.
 
-    check_plans = getattr(args, "check_plans", False)
+    Checked at construction, before any work: raises InputError for an unknown strategy or engine, a
+    ``jobs`` below 1 or above 1 on the Spark engine, a malformed Spark master URL or setting."""
 
-    with OutputDirectory(out_dir, getattr(args, "force", False)) as out:
+    strategies: tuple[str, ...] = ()  # none: every strategy (run in the canonical order either way)
+    engine: str = "local"  # or "spark"
+    spark_master: str | None = None  # default local[*]
+    spark_conf: tuple[str, ...] = ()  # KEY=VALUE Spark settings
+    out: str | None = None  # the report directory; default out/<scenario name>/
+    plots: bool = True
+    force: bool = False  # write the report's files into a directory holding other files (left alone)
+    progress: bool = False  # a progress bar on stderr, when it is a terminal
+    jobs: int | None = None  # strategies simulated at a time (local engine); default one per CPU
+    check_plans: bool = False  # check every plan's soundness first; an unsound one raises PlanCheckError
+
+    def __post_init__(self) -> None:
+        strategies = choose_strategies(self.strategies)
+        choose_jobs(self.jobs, self.engine, strategies)
+        engine_for(self.engine, self.spark_master, list(self.spark_conf))
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What :func:`run_scenario` did."""
+
+    report: dict  # report.json's content
+    out_dir: str  # where the report was written
+    strategies: list[str]  # in the order run and reported
+    jobs: int  # strategies simulated at a time
+    timings: dict[str, tuple[float, float]]  # per strategy: seconds planning and running
+    plots: list[str]  # the PNG files written (none without plots)
+
+    @property
+    def exact(self) -> bool:
+        """Every strategy delivered exactly the centralized result to every subscription."""
+        return self.report["exact"]
+
+
+def run_scenario(scenario: Scenario, options: RunOptions) -> RunResult:
+    """Plan and simulate each strategy of ``options`` on ``scenario`` and write the report directory
+    (report.json, links.csv, summary.md, plans.json and the plots) whole, or nothing.
+
+    Raises InputError for an output directory that cannot be used (before any work), PlanCheckError for an
+    unsound plan (with ``check_plans``), EngineError when the Spark engine fails."""
+    strategies = choose_strategies(options.strategies)
+    jobs = choose_jobs(options.jobs, options.engine, strategies)
+    engine = engine_for(options.engine, options.spark_master, list(options.spark_conf))
+    out_dir = options.out or os.path.join("out", scenario.name)  # the loader keeps names to 100 characters
+    show_progress = options.progress and sys.stderr.isatty()
+    check_plans = options.check_plans
+
+    with OutputDirectory(out_dir, options.force) as out:
         # the Spark engine checks deliveries where they are; on the driver, expected tuples would be per-tuple data
-        expected = None if args.engine == "spark" else expected_results(scenario)
+        expected = None if options.engine == "spark" else expected_results(scenario)
         plans = _PlansFile(out.path("plans.json"))
         try:
             if jobs > 1:
@@ -460,36 +507,34 @@ def run_scenario(args: argparse.Namespace) -> int:
                 )
         finally:
             plans.close()
-        report = assemble_report(scenario, entries, engine=args.engine)
+        report = assemble_report(scenario, entries, engine=options.engine)
         plots: list[str] = []
         for name, text in {"report.json": report_json(report), "links.csv": links_csv(report)}.items():
             with open(out.path(name), "w", encoding="utf-8") as fh:
                 fh.write(text)
-        plot_names = [] if args.no_plots else ["bytes.png", "timeline.png", "latency.png", "topology.png"]
+        plot_names = ["bytes.png", "timeline.png", "latency.png", "topology.png"] if options.plots else []
         with open(out.path("summary.md"), "w", encoding="utf-8") as fh:
             fh.write(summary_markdown(report, plot_names))
-        if not args.no_plots:
+        if options.plots:
             from reports.plots import write_plots
 
             plots.extend(write_plots(out.tmp, scenario, report, runs))
         out.commit()
+    return RunResult(report, out_dir, strategies, jobs, timings, plots)
 
-    print(
-        f"{scenario.name}: {len(scenario.subscriptions)} subscriptions, {scenario.duration:g} s, engine {args.engine}"
-    )
-    print(console_table(report))
-    each = ", ".join(f"{n} {p:.1f}+{r:.1f}" for n, (p, r) in timings.items())
-    workers = f", {jobs} strategies at a time" if jobs > 1 else ""
-    print(
-        f"timing: {time.perf_counter() - started:.1f} s in all (plan+run s: {each}{workers});"
+
+def run_lines(scenario: Scenario, options: RunOptions, result: RunResult, seconds: float) -> list[str]:
+    """What ``run`` prints when it is done (``seconds``: wall seconds since it started): the comparison
+    table, the timings and peak memory, what was written."""
+    each = ", ".join(f"{n} {p:.1f}+{r:.1f}" for n, (p, r) in result.timings.items())
+    workers = f", {result.jobs} strategies at a time" if result.jobs > 1 else ""
+    subscriptions = len(scenario.subscriptions)
+    return [
+        f"{scenario.name}: {subscriptions} subscriptions, {scenario.duration:g} s, engine {options.engine}",
+        console_table(result.report),
+        f"timing: {seconds:.1f} s in all (plan+run s: {each}{workers});"
         f" peak memory {peak_memory_bytes() / 2**30:.2f} GiB"
-        + (f" (largest worker process {peak_memory_bytes(children=True) / 2**30:.2f} GiB)" if jobs > 1 else "")
-    )
-    print(
-        f"wrote {os.path.join(out_dir, 'report.json')}, links.csv, summary.md, plans.json"
-        + (", plots" if plots else "")
-    )
-    if not report["exact"]:
-        print("error: some strategy did not deliver exactly the centralized result (see report.json)", file=sys.stderr)
-        return 1
-    return 0
+        + (f" (largest worker process {peak_memory_bytes(children=True) / 2**30:.2f} GiB)" if result.jobs > 1 else ""),
+        f"wrote {os.path.join(result.out_dir, 'report.json')}, links.csv, summary.md, plans.json"
+        + (", plots" if result.plots else ""),
+    ]

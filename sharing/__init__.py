@@ -13,6 +13,15 @@ from topologies.errors import InputError
 from topologies.model import Scenario
 
 STRATEGIES = ("data-shipping", "query-shipping", "multicast", "ideal", "sharing-hsr", "sharing-hcr", "sharing-em")
+"""Every strategy :func:`make_plan` plans, in the order reports list them: the one registry of names (the
+command line offers them as its choices)."""
+
+
+def check_strategy(name: str) -> str:
+    """``name`` if it is one of :data:`STRATEGIES`; raises InputError naming it and the valid ones."""
+    if name not in STRATEGIES:
+        raise InputError(f"unknown strategy {name!r}; valid strategies: {', '.join(STRATEGIES)}")
+    return name
 
 
 def make_plan(
@@ -36,8 +45,7 @@ def make_plan(
     from sharing.epochs import timeline
     from sharing.planner import plan_sharing
 
-    if strategy not in STRATEGIES:
-        raise InputError(f"unknown strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}")
+    check_strategy(strategy)
     network = network or Network.of(scenario)
     if strategy not in BASELINES:
         return plan_sharing(scenario, strategy, network, CostModel(scenario), progress)
@@ -57,4 +65,4 @@ def make_plan(
     return Plan(strategy, scenario.name, tuple(epochs))
 
 
-__all__ = ["STRATEGIES", "Decision", "Delivery", "Epoch", "Flow", "Plan", "make_plan"]
+__all__ = ["STRATEGIES", "Decision", "Delivery", "Epoch", "Flow", "Plan", "check_strategy", "make_plan"]

@@ -29,8 +29,7 @@ class Baseline:
         self.scenario, self.network, self.strategy = scenario, network, strategy
         self._schema = {s.id: s.attribute_names for s in scenario.streams}
         self._source = {s.id: scenario.home(s.source) for s in scenario.streams}
-        homes = {p.id: p.attach for p in scenario.thin_peers}
-        self._home = {s.id: homes[s.peer] for s in scenario.subscriptions}
+        self._home = {s.id: scenario.home(s.peer) for s in scenario.subscriptions}
         self._select = {s.id: s.query.attributes(self._schema[s.stream]) for s in scenario.subscriptions}
         self._own: dict[str, tuple[Flow | None, Delivery]] = {}
         self._position = {s.id: k for k, s in enumerate(scenario.subscriptions)}

@@ -34,9 +34,9 @@ class _Checker:
         self.plan, self.scenario, self.network, self.limit = plan, scenario, network, limit
         self.problems: list[str] = []
         self.implies: dict[tuple[Predicate, Predicate], bool] = {}  # (a WHERE, a flow predicate) -> verdict
-        self.streams = {s.id: s for s in scenario.streams}
-        self.subs = {s.id: s for s in scenario.subscriptions}
-        self.homes = {p.id: p.attach for p in scenario.thin_peers}
+        self.streams = scenario.streams_by_id
+        self.subs = scenario.subscriptions_by_id
+        self.homes = scenario.homes
         subs = scenario.subscriptions
         self.sub_ids = np.array([s.id for s in subs], dtype=object)
         self.at = np.array([s.at for s in subs], dtype=np.float64)

@@ -34,7 +34,7 @@ import numpy as np
 from matcher import Box, Interval, Predicate
 from matcher.distributions import Distribution
 from matcher.selectivity import box_probability, outside_probabilities
-from topologies.model import Scenario
+from topologies.model import Scenario, tuple_bytes
 
 
 class CostModel:
@@ -119,7 +119,7 @@ class CostModel:
         return Box((d, iv) for d, iv in box.items() if d in dists)
 
     def tuple_bytes(self, n_attributes: int) -> int:
-        return self.header_bytes + 8 * n_attributes
+        return tuple_bytes(self.header_bytes, n_attributes)
 
     def flow_cost(self, stream: str, selectivity: float, n_attributes: int, hops: int) -> float:
         """Bytes per second a flow adds to the backbone (see the module docstring)."""

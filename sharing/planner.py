@@ -62,7 +62,7 @@ class Planner:
         self.fold = ConsumerFold(cost, self.masks, self.matcher.match)
         self.subs: dict[str, ActiveSubscription] = {}
         self._arrivals = count()
-        self._homes = {p.id: p.attach for p in scenario.thin_peers}
+        self._homes = scenario.homes
         self._position = {s.id: k for k, s in enumerate(scenario.subscriptions)}
         self._shipping = dict.fromkeys(self.trees.roots, 0.0)  # stream -> bytes/s of query-shipping its subs
         self._shipping_tuples = dict.fromkeys(self.trees.roots, 0.0)  # stream -> the same in tuple-hops/s

@@ -16,13 +16,14 @@ import math
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any, NoReturn
 
 import yaml
 
 from matcher import Choice, Distribution, Empirical, Normal, Query, QueryError, Uniform
+from matcher.text import is_keyword
 from topologies import generators
 from topologies.errors import ScenarioError, shown
 from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
@@ -30,8 +31,6 @@ from topologies.replay import ATTRIBUTE_NAME, ReplayFileError, read_replay
 from topologies.units import as_float, parse_bandwidth, parse_latency
 
 PEER_ID = re.compile(r"[A-Za-z0-9_-]+")
-# Words of the query language (docs/QUERIES.md) cannot name a stream or an attribute
-KEYWORDS = frozenset({"select", "from", "where", "and", "or", "not", "between", "in"})
 DEFAULT_BANDWIDTH = 100e6
 DEFAULT_LATENCY = Fraction(0)
 DEFAULT_HEADER_BYTES = 16
@@ -118,7 +117,7 @@ class _Reader:
             self.fail(path, f"bad id {shown(value)} (expected {pattern.pattern})")
         if len(value) > MAX_ID_LENGTH:
             self.fail(path, f"bad id {shown(value)} (longer than {MAX_ID_LENGTH} characters)")
-        if pattern is ATTRIBUTE_NAME and value.lower() in KEYWORDS:
+        if pattern is ATTRIBUTE_NAME and is_keyword(value):  # a stream or an attribute: queries name it bare
             self.fail(path, f"bad id {value!r} (a query keyword)")
         return value
 
@@ -475,7 +474,7 @@ class _Reader:
         except (ReplayFileError, UnicodeDecodeError) as err:
             self.fail(path, f"{value}: {err}")
         for name in table.names:
-            if name.lower() in KEYWORDS:
+            if is_keyword(name):
                 self.fail(path, f"{value}: row 1: attribute name {shown(name)} is a query keyword")
             if len(name) > MAX_ID_LENGTH:
                 self.fail(
@@ -487,7 +486,7 @@ class _Reader:
         self, value: object, thin_peers: tuple[ThinPeerSpec, ...], streams: tuple[StreamSpec, ...], duration: float
     ) -> tuple[SubscriptionSpec, ...]:
         peers = {p.id for p in thin_peers}
-        schemas = {s.id: s.attribute_names for s in streams}
+        by_id = {s.id: s for s in streams}
         seen: dict[str, str] = {}
         subscriptions = []
         for i, item in enumerate(self.sequence(value, "subscriptions")):
@@ -506,13 +505,13 @@ class _Reader:
                     self.fail(
                         f"{path}.until", f"must be greater than at ({shown(spec['at'])}), got {shown(spec['until'])}"
                     )
-            query = self.query(spec["query"], f"{path}.query", schemas)
+            query = self.query(spec["query"], f"{path}.query", by_id)
             if query.where.is_empty():
                 self.warnings.append(f"{self.file}: {path}.query: WHERE is always false; {sub_id} receives nothing")
             subscriptions.append(SubscriptionSpec(sub_id, peer, at, until, query))
         return tuple(subscriptions)
 
-    def query(self, value: object, path: str, schemas: dict[str, tuple[str, ...]]) -> Query:
+    def query(self, value: object, path: str, streams: Mapping[str, StreamSpec]) -> Query:
         from matcher.parser import parse_query  # the parser is the matcher's; imported where it is used
 
         if not isinstance(value, str):
@@ -524,13 +523,25 @@ class _Reader:
             if len(err.token) > 60:  # the parser quotes the offending token whole: cut it as any echoed value
                 message = message.replace(repr(err.token), shown(err.token))
             self.fail(path, f"query does not parse: {message}")
-        if query.stream not in schemas:
-            self.fail(path, f"unknown stream {shown(query.stream)}")
-        schema = schemas[query.stream]
-        for name in (*(query.select or ()), *query.where.dims):
-            if name not in schema:
-                self.fail(path, f"unknown attribute {shown(name)} of stream {shown(query.stream)}")
+        problem = query_problem(query, streams)
+        if problem is not None:
+            self.fail(path, problem)
         return query
+
+
+def query_problem(query: Query, streams: Mapping[str, StreamSpec], scenario: str | None = None) -> str | None:
+    """Why ``query`` is not a query over ``streams`` (by id), or None: its stream is unknown, or its select
+    list or its WHERE names an attribute the stream lacks.  The one check of a query against a scenario,
+    for its subscriptions here and for those a live run receives; ``scenario`` names the scenario in the
+    message about an unknown stream."""
+    stream = streams.get(query.stream)
+    if stream is None:
+        return f"unknown stream {shown(query.stream)}" + ("" if scenario is None else f" in scenario {scenario}")
+    schema = stream.attribute_names
+    for name in (*(query.select or ()), *query.where.dims):
+        if name not in schema:
+            return f"unknown attribute {shown(name)} of stream {shown(query.stream)}"
+    return None
 
 
 # libyaml's scanner and parser when PyYAML was built with them (the wheels are): 4-6x faster on large files

@@ -5,10 +5,23 @@ Nothing here runs anything; the simulator, Spark and MQTT planes each build thei
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 
 from matcher import Distribution, Query
+
+ATTRIBUTE_BYTES = 8
+"""Wire bytes of one attribute value: every value travels as a float64."""
+
+
+def tuple_bytes(header_bytes, n_attributes):
+    """Wire size in bytes of a tuple carrying ``n_attributes`` attribute values: the scenario's header and
+    :data:`ATTRIBUTE_BYTES` per value.  The one definition of what a tuple weighs on a link, in the
+    planner's estimates and in every engine's counts; ``n_attributes`` may be an int or a numpy array of
+    counts, and the local engine's numba kernel compiles this very function."""
+    return header_bytes + ATTRIBUTE_BYTES * n_attributes
 
 
 @dataclass(frozen=True)
@@ -78,19 +91,41 @@ class Scenario:
     path: str | None = field(default=None, compare=False)  # the file it was loaded from
     warnings: tuple[str, ...] = field(default=(), compare=False)  # e.g. contradictory queries
 
+    # The lookups by id every layer needs, built once per scenario on first use (a frozen dataclass keeps
+    # them in its instance dictionary: `dataclasses.replace` starts a new scenario with none).
+
+    @cached_property
+    def thin_peers_by_id(self) -> Mapping[str, ThinPeerSpec]:
+        return {p.id: p for p in self.thin_peers}
+
+    @cached_property
+    def streams_by_id(self) -> Mapping[str, StreamSpec]:
+        return {s.id: s for s in self.streams}
+
+    @cached_property
+    def subscriptions_by_id(self) -> Mapping[str, SubscriptionSpec]:
+        return {s.id: s for s in self.subscriptions}
+
+    @cached_property
+    def homes(self) -> Mapping[str, str]:
+        """Each thin-peer's super-peer (the one it is attached to), by thin-peer id."""
+        return {p.id: p.attach for p in self.thin_peers}
+
     def thin_peer(self, peer_id: str) -> ThinPeerSpec:
-        return next(p for p in self.thin_peers if p.id == peer_id)
+        """Raises KeyError for an unknown id (as :meth:`stream`, :meth:`subscription` and :meth:`home`)."""
+        return self.thin_peers_by_id[peer_id]
 
     def stream(self, stream_id: str) -> StreamSpec:
-        return next(s for s in self.streams if s.id == stream_id)
+        return self.streams_by_id[stream_id]
 
     def subscription(self, sub_id: str) -> SubscriptionSpec:
-        return next(s for s in self.subscriptions if s.id == sub_id)
+        return self.subscriptions_by_id[sub_id]
 
     def home(self, peer_id: str) -> str:
         """The super-peer a thin-peer is attached to."""
-        return self.thin_peer(peer_id).attach
+        return self.homes[peer_id]
 
     def tuple_bytes(self, n_attributes: int) -> int:
-        """Wire size of one tuple carrying ``n_attributes`` attributes (docs/ACCOUNTING.md)."""
-        return self.header_bytes + 8 * n_attributes
+        """Wire size of one tuple of this scenario carrying ``n_attributes`` attributes (:func:`tuple_bytes`,
+        docs/ACCOUNTING.md)."""
+        return tuple_bytes(self.header_bytes, n_attributes)

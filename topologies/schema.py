@@ -7,8 +7,9 @@ are the loader's alone.
 
 from __future__ import annotations
 
+from matcher.text import KEYWORDS
 from topologies import generators
-from topologies.loader import KEYWORDS, MAX_HEADER_BYTES, MAX_ID_LENGTH
+from topologies.loader import MAX_HEADER_BYTES, MAX_ID_LENGTH
 from topologies.units import NUMBER_PATTERN
 
 _NUMBER_TEXT = NUMBER_PATTERN.replace("(?P<number>", "(?:")
@@ -27,11 +28,12 @@ LATENCY = {
     ],
 }
 PEER_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": MAX_ID_LENGTH}
+_ANY_CASE_KEYWORD = "|".join("".join(f"[{c}{c.lower()}]" for c in word) for word in sorted(KEYWORDS))
 NAME = {
     "type": "string",
     "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
     "maxLength": MAX_ID_LENGTH,
-    "not": {"enum": sorted(KEYWORDS | {k.upper() for k in KEYWORDS})},
+    "not": {"pattern": f"^({_ANY_CASE_KEYWORD})$"},  # a reserved word of the query language, in any case
 }
 NUMBER = {"type": "number"}
 LINK_OPTIONS = {

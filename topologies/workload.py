@@ -59,10 +59,7 @@ def columns(scenario: Scenario, stream_id: str, start: int, stop: int) -> dict[s
     """
     if start < 0 or stop < start:
         raise ValueError(f"bad tuple range [{start}, {stop}) of stream {stream_id!r}")
-    try:
-        stream = scenario.stream(stream_id)
-    except StopIteration:
-        raise KeyError(stream_id) from None
+    stream = scenario.stream(stream_id)
     if stream.replay is not None:
         table = read_replay(stream.replay)
         if stop > table.rows:

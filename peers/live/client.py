@@ -1,16 +1,14 @@
 """The subscription CLI against a running emulator: ``subscribe``, ``unsubscribe``, ``subscriptions``,
 ``traffic``.  Each is a request on ``ctl/request/<identity>`` answered by the coordinator on
 ``ctl/reply/<client>``; the identity is the broker user (under ``--secure``, what the coordinator authorises
-by), else the thin-peer subscribing or ``cli``."""
+by), else the thin-peer subscribing or ``cli``.  Each is an async function ``run.py`` runs and prints."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import secrets
 import signal
-import sys
 from collections.abc import Callable
 
 from peers.live.connection import Broker, Connection, Dedup, reach
@@ -28,7 +26,7 @@ class Session:
     def __init__(self, broker: Broker, topics: Topics, name: str, extra: list[str] = (), on_data=None):
         self.topics = topics
         self.identity = broker.username or name
-        self.client_id = f"{self.identity}/{secrets.token_hex(4)}"
+        self.client_id = topics.client_id(self.identity, secrets.token_hex(4))
         self.replies: asyncio.Queue[dict] = asyncio.Queue()
         self.on_data = on_data
         self.connection = Connection(
@@ -160,54 +158,50 @@ async def subscribe(
                 await asyncio.wait_for(done.wait(), timeout)
             except TimeoutError:
                 info(f"timeout after {timeout:g} s")
-            answer = await session.ask({"op": "unsubscribe", "id": sub_id})
-            info(f"unsubscribed {sub_id} at t={answer['until']:.3f}s: {answer['summary']}")
+            info(unsubscribed_line(await session.ask({"op": "unsubscribe", "id": sub_id})))
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     return printed
 
 
-def run_client(args: argparse.Namespace) -> int:
-    """``subscribe`` / ``unsubscribe`` / ``subscriptions`` / ``traffic``."""
-    broker = Broker.parse(args.broker)
-    topics = Topics(args.prefix)
+async def unsubscribe(broker: Broker, topics: Topics, sub_id: str) -> dict:
+    """End subscription ``sub_id``; the coordinator's answer (``id``, ``until``, ``summary``)."""
+    async with Session(broker, topics, broker.username or "cli") as session:
+        return await session.ask({"op": "unsubscribe", "id": sub_id})
 
-    def info(text: str) -> None:
-        print(text, file=sys.stderr if getattr(args, "json", False) else sys.stdout, flush=True)
 
-    def out(text: str) -> None:
-        print(text, flush=True)
+async def subscriptions(broker: Broker, topics: Topics) -> list[dict]:
+    """The running emulator's subscriptions (those of the broker user's thin-peer, under ``--secure``),
+    each with its plan."""
+    async with Session(broker, topics, broker.username or "cli") as session:
+        return (await session.ask({"op": "subscriptions"}))["subscriptions"]
 
-    async def main() -> int:
-        if args.command == "subscribe":
-            await subscribe(
-                broker, topics, args.peer, args.query, count=args.count, timeout=args.timeout, as_json=args.json,
-                out=out, info=info, sub_id=args.id,
-            )  # fmt: skip
-            return 0
-        async with Session(broker, topics, broker.username or "cli") as session:
-            if args.command == "unsubscribe":
-                answer = await session.ask({"op": "unsubscribe", "id": args.id})
-                info(f"unsubscribed {answer['id']} at t={answer['until']:.3f}s: {answer['summary']}")
-            elif args.command == "subscriptions":
-                answer = await session.ask({"op": "subscriptions"})
-                if args.json:
-                    out(json.dumps(answer["subscriptions"]))
-                for sub in answer["subscriptions"] if not args.json else ():
-                    until = "" if sub["until"] is None else f" until {sub['until']:g}"
-                    out(f"{sub['id']} at {sub['peer']} from {sub['at']:g}{until}: {sub['query']}")
-                    if sub["operators"]:
-                        out(describe_decision(sub).split("\n", 1)[-1])
-            else:
-                answer = await session.ask({"op": "traffic"})
-                if args.json:
-                    out(json.dumps(answer))
-                else:
-                    out(f"t={answer['now']:.2f}s")
-                    out(f"{'topic':32} {'messages':>9} {'tuples':>9} {'bytes':>11}")
-                    for row in answer["links"]:
-                        out(f"{row['topic']:32} {row['messages']:>9} {row['tuples']:>9} {row['bytes']:>11}")
-        return 0
 
-    return asyncio.run(main())
+async def traffic(broker: Broker, topics: Topics) -> dict:
+    """The running emulator's per-topic counters: ``now`` (emulated seconds) and ``links``, one row per
+    data topic."""
+    async with Session(broker, topics, broker.username or "cli") as session:
+        return await session.ask({"op": "traffic"})
+
+
+def unsubscribed_line(answer: dict) -> str:
+    return f"unsubscribed {answer['id']} at t={answer['until']:.3f}s: {answer['summary']}"
+
+
+def subscription_lines(subs: list[dict]) -> list[str]:
+    """:func:`subscriptions` as text: each subscription, then its plan."""
+    lines = []
+    for sub in subs:
+        until = "" if sub["until"] is None else f" until {sub['until']:g}"
+        lines.append(f"{sub['id']} at {sub['peer']} from {sub['at']:g}{until}: {sub['query']}")
+        if sub["operators"]:
+            lines.append(describe_decision(sub).split("\n", 1)[-1])
+    return lines
+
+
+def traffic_lines(answer: dict) -> list[str]:
+    """:func:`traffic` as a table."""
+    lines = [f"t={answer['now']:.2f}s", f"{'topic':32} {'messages':>9} {'tuples':>9} {'bytes':>11}"]
+    lines += [f"{r['topic']:32} {r['messages']:>9} {r['tuples']:>9} {r['bytes']:>11}" for r in answer["links"]]
+    return lines

@@ -89,7 +89,7 @@ class Coordinator:
         self.speed = speed
         self.book = book
         self.network = Network.of(scenario)
-        self.thin_peer_ids = frozenset(p.id for p in scenario.thin_peers)
+        self.thin_peer_ids = scenario.thin_peers_by_id.keys()
         self.directions = frozenset(self.network.directions)  # the whole backbone's, failed nodes included
         self.secure = secure  # requests are authorised by identity (the broker authenticates it)
         self.end = end
@@ -378,7 +378,7 @@ class Coordinator:
         request = json_object(payload, identity)
         reply_to = text(request, "reply_to", identity)
         check(
-            reply_to.split("/", 1)[0] == identity and len(reply_to) <= 200 and not set(reply_to) & set("+#\0"),
+            Topics.identity_of(reply_to) == identity and len(reply_to) <= 200 and not set(reply_to) & set("+#\0"),
             f"reply topic {reply_to[:40]!r} not of {identity}",
             identity,
         )
@@ -440,14 +440,14 @@ class Coordinator:
             number(doc, "transit_s", node)
         return doc
 
-    def _data_topic(self, topic: object) -> bool:
-        """``topic`` is a data topic of this scenario (``link/<a>/<b>``, ``up/<peer>``, ``down/<peer>/<sub>``)."""
-        parts = topic.split("/") if isinstance(topic, str) else []
-        if parts[:1] == ["link"]:
-            return len(parts) == 3 and (parts[1], parts[2]) in self.directions
-        if parts[:1] == ["up"]:
-            return len(parts) == 2 and parts[1] in self.thin_peer_ids
-        return parts[:1] == ["down"] and len(parts) == 3 and parts[1] in self.thin_peer_ids and bool(parts[2])
+    def _data_topic(self, key: object) -> bool:
+        """``key`` names a data topic of this scenario (``link/<a>/<b>``, ``up/<peer>``, ``down/<peer>/<sub>``)."""
+        topic = Topics.data(key) if isinstance(key, str) else None
+        if topic is None:
+            return False
+        if topic.kind == "link":
+            return (topic.node, topic.other) in self.directions
+        return topic.node in self.thin_peer_ids
 
     def traffic(self) -> list[dict]:
         """Per data topic, the latest counters the nodes reported (receiver side)."""
@@ -506,12 +506,9 @@ class Coordinator:
             previous = snapshot
             await asyncio.sleep(0.05)
 
-    def _reader(self, topic: str) -> str:
+    def _reader(self, key: str) -> str:
         """The node that receives a data topic (``link/<from>/<to>``, ``up/<peer>``, ``down/<peer>/<sub>``)."""
-        parts = topic.split("/")
-        if parts[0] == "link":
-            return parts[2]
-        return self.scenario.home(parts[1]) if parts[0] == "up" else parts[1]
+        return Topics.data(key).receiver(self.scenario.homes)
 
     def result(self, scenario: Scenario, thin_peers: list[ThinPeerService]) -> StrategyRun:
         """The traffic that crossed each emulated link, as the receivers counted it, and the deliveries."""
@@ -522,18 +519,14 @@ class Coordinator:
         bin_s = bin_width(scenario.duration)
         bins: dict[tuple[str, str], np.ndarray] = {}
         for doc in self.stats.values():
-            for topic, (_, tuples, nbytes) in doc["received"].items():
-                parts = topic.split("/")
-                if parts[0] == "link":
-                    d = (parts[1], parts[2])
+            for key, (_, tuples, nbytes) in doc["received"].items():
+                topic = Topics.data(key)
+                d = topic.direction(scenario.homes)
+                if topic.kind == "link":
                     link_bytes[d] += nbytes
                     link_tuples[d] += tuples
-                    bins[d] = np.asarray(doc["bins"][topic], dtype=np.int64)
-                elif parts[0] == "up":
-                    d = (parts[1], scenario.home(parts[1]))
-                    access[d] = access.get(d, 0) + nbytes
-                elif parts[0] == "down":
-                    d = (scenario.home(parts[1]), parts[1])
+                    bins[d] = np.asarray(doc["bins"][key], dtype=np.int64)
+                else:
                     access[d] = access.get(d, 0) + nbytes
         if any(s.until is not None and s.until <= s.at for s in scenario.subscriptions):
             raise EmulatorError("a subscription ends before it starts")
@@ -584,7 +577,7 @@ def _counts(values: object, length: int | None) -> bool:
     )
 
 
-def _concerns(topic: str, peer: str) -> bool:
-    """``topic`` is thin-peer ``peer``'s own upload or one of its deliveries."""
-    parts = topic.split("/")
-    return parts[0] in ("up", "down") and parts[1] == peer
+def _concerns(key: str, peer: str) -> bool:
+    """The data topic ``key`` names is thin-peer ``peer``'s own upload or one of its deliveries."""
+    topic = Topics.data(key)
+    return topic is not None and topic.kind in ("up", "down") and topic.node == peer

@@ -1,15 +1,14 @@
-"""``python run.py serve``: run a scenario live over an MQTT broker and write its report.
+"""Run a scenario live over an MQTT broker (``python run.py serve``; its report is written by reports/live.py).
 
 Every super-peer and thin-peer is an asyncio service with its own broker connection; with ``--processes N``
 the super-peers are spread over N OS processes (round robin; see peers/live/node.py), with ``--processes``
 alone each runs in its own.  The coordinator plans, keeps the clock and answers the subscription CLI; it
 re-plans around a super-peer whose process died.  Without ``--forever`` the run ends at the scenario's duration,
-with it at SIGINT/SIGTERM; then the report (docs/REPORT.md, ``"engine": "mqtt"``) is written.
+with it at SIGINT/SIGTERM; :func:`serve` then returns what the run did, as a :class:`LiveResult`.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import math
@@ -23,17 +22,15 @@ from dataclasses import dataclass, replace
 
 from network.meter import StrategyRun
 from network.routing import Network
-from peers.live.connection import HIGH_WATER, Broker, raise_failed, reach
-from peers.live.coordinator import Coordinator
+from peers.live.connection import Broker, raise_failed, reach
+from peers.live.coordinator import Coordinator, Failure
 from peers.live.malformed import merge_counts
 from peers.live.plans import PlanBook
 from peers.live.superpeer_service import SuperPeerService
 from peers.live.thinpeer_service import BATCH_S, ThinPeerService
 from peers.live.topics import DEFAULT_PREFIX, Topics
-from reports.report import build_report, report_json
-from sharing import STRATEGIES
+from sharing import check_strategy
 from topologies.errors import InputError
-from topologies.expected import expected_results
 from topologies.model import Scenario
 
 CREDENTIALS_ENV = "STREAMGLOBE_MQTT_CREDENTIALS"  # {super-peer: password} for node processes (not in ``ps``)
@@ -54,28 +51,46 @@ class ServeOptions:
     ready_timeout_s: float = 60.0  # wall seconds without one more super-peer loading the plan: give up
 
 
-@dataclass
+@dataclass(frozen=True)
 class LiveResult:
-    report: dict
+    """What a live run did: its traffic and deliveries, as the receivers counted them, and the live mode's
+    own figures (times in wall seconds unless said otherwise; per-node figures are -1 for a node that never
+    reported).  reports/live.py turns it into report.json."""
+
+    strategy: str
+    speed: float  # emulated seconds per wall second
     run: StrategyRun  # what crossed the topics, as the receivers counted it
     scenario: Scenario  # as it ran: the emitted duration and every subscription, run-time ones included
+    startup_s: float | None  # from launch until the clock started (None: stopped before it did)
+    drain_s: float  # after the end until nothing was in flight
+    plan_versions: int
+    runtime_subscriptions: list[str]  # ids of the subscriptions made while it ran
     lost: dict[str, int]  # messages sent but never received, per data topic
     reconnects: int
+    duplicates: int  # messages received twice (QoS 1 after a reconnect) and dropped
     max_backlog: dict[str, int]  # per super-peer: most messages waiting in its incoming queue
-    dead: list[str]
-    failures: list[dict]  # per dead super-peer: when it was taken out, subscriptions lost and re-planned
+    max_outbox: dict[str, int]  # per super-peer: most messages waiting to be sent
+    thin_peer_backlog: int  # the most of any thin-peer
+    thin_peer_outbox: int
+    source_lag_s: float  # the most any source was behind its emission schedule
+    horizon_held_s: float  # how long congestion held the planning horizon
+    max_congested: int  # most nodes congested at once
+    super_peer_transit_s: float  # the longest a message took to reach a super-peer
+    thin_peer_transit_s: float  # ... and a thin-peer
+    malformed: dict[str, dict[str, int]]  # malformed messages dropped, per topic (without the prefix) and sender
+    dead: list[str]  # super-peers whose process died
+    failures: list[Failure]  # per dead super-peer: when it was taken out, subscriptions lost and re-planned
 
 
 def check_options(scenario: Scenario, options: ServeOptions) -> None:
-    """Raises :class:`InputError` for a bad ``--speed`` or ``--strategy``."""
+    """Raises :class:`InputError` for a bad ``--processes``, ``--batch-ms``, ``--speed`` or strategy."""
     if options.processes < 0:
         raise InputError(f"--processes: must be a positive number of processes, got {options.processes}")
     if not options.batch_s > 0:
         raise InputError(f"--batch-ms: must be positive, got {options.batch_s * 1000:g}")
     if not options.speed > 0:
         raise InputError(f"--speed: must be positive, got {options.speed:g}")
-    if options.strategy not in STRATEGIES:
-        raise InputError(f"--strategy: unknown strategy {options.strategy!r} (choose from {', '.join(STRATEGIES)})")
+    check_strategy(options.strategy)
 
 
 def _as(options: ServeOptions, user: str) -> Broker:
@@ -151,43 +166,46 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
                 child.kill()  # a node still busy with a backlog: it must not outlive the run
                 child.wait()
     final = _final_scenario(scenario, coordinator, end)
-    run = coordinator.result(final, thin_peers)
-    report = build_report(final, {options.strategy: run}, expected_results(final), engine="mqtt")
-    backlog = {n: int(coordinator.stats.get(n, {}).get("backlog", -1)) for n in base.super_peers}
-    outbox = {n: int(coordinator.stats.get(n, {}).get("outbox", -1)) for n in base.super_peers}
-    reconnects = sum(int(doc.get("reconnects", 0)) for doc in coordinator.stats.values())
-    report["live"] = {
-        "speed": options.speed,
-        # wall seconds until the clock started (None: stopped before it did)
-        "startup_s": round(coordinator.t0 - launched, 1) if coordinator.t0 != float("inf") else None,
-        "drain_s": round(drained - ended, 1),  # wall seconds after the end until nothing was in flight
-        "plan_versions": coordinator.version + 1,
-        "runtime_subscriptions": list(coordinator.runtime_ids),
-        "lost_messages": lost,
-        "reconnects": reconnects,
-        "duplicates_dropped": sum(int(doc.get("duplicates", 0)) for doc in coordinator.stats.values()),
-        "max_backlog": backlog,
-        "max_outbox": outbox,
-        "thin_peers": {
-            "max_backlog": max((t.connection.max_backlog for t in thin_peers), default=0),
-            "max_outbox": max((t.connection.max_outbox for t in thin_peers), default=0),
-            "max_source_lag_s": round(max((t.max_lag_s for t in thin_peers), default=0.0), 3),
-        },
-        "backpressure": {
-            "high_water": HIGH_WATER,
-            "horizon_held_s": round(coordinator.held_s, 3),
-            "max_congested_nodes": coordinator.max_congested,
-            "max_super_peer_transit_s": max(
-                (float(d.get("transit_s", 0)) for d in coordinator.stats.values()), default=0
-            ),
-            "max_thin_peer_transit_s": round(max((t.pressure.max_transit_s for t in thin_peers), default=0.0), 3),
-        },
-        "malformed_messages": _malformed(coordinator, topics),
-        "dead_peers": list(coordinator.dead),
-        "failures": [f.to_json() for f in coordinator.failures],
-    }
-    failures = report["live"]["failures"]
-    return LiveResult(report, run, final, lost, reconnects, backlog, list(coordinator.dead), failures)
+    stats = coordinator.stats
+    return LiveResult(
+        strategy=options.strategy,
+        speed=options.speed,
+        run=coordinator.result(final, thin_peers),
+        scenario=final,
+        startup_s=coordinator.t0 - launched if coordinator.t0 != float("inf") else None,
+        drain_s=drained - ended,
+        plan_versions=coordinator.version + 1,
+        runtime_subscriptions=list(coordinator.runtime_ids),
+        lost=lost,
+        reconnects=sum(int(doc.get("reconnects", 0)) for doc in stats.values()),
+        duplicates=sum(int(doc.get("duplicates", 0)) for doc in stats.values()),
+        max_backlog={n: int(stats.get(n, {}).get("backlog", -1)) for n in base.super_peers},
+        max_outbox={n: int(stats.get(n, {}).get("outbox", -1)) for n in base.super_peers},
+        thin_peer_backlog=max((t.connection.max_backlog for t in thin_peers), default=0),
+        thin_peer_outbox=max((t.connection.max_outbox for t in thin_peers), default=0),
+        source_lag_s=max((t.max_lag_s for t in thin_peers), default=0.0),
+        horizon_held_s=coordinator.held_s,
+        max_congested=coordinator.max_congested,
+        super_peer_transit_s=max((float(d.get("transit_s", 0)) for d in stats.values()), default=0),
+        thin_peer_transit_s=max((t.pressure.max_transit_s for t in thin_peers), default=0.0),
+        malformed=_malformed(coordinator, topics),
+        dead=list(coordinator.dead),
+        failures=list(coordinator.failures),
+    )
+
+
+def run_live(scenario: Scenario, options: ServeOptions) -> LiveResult:
+    """:func:`serve` in an event loop of its own, stopped by SIGINT or SIGTERM (with ``forever``, the only
+    way it ends)."""
+
+    async def main() -> LiveResult:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await serve(scenario, options, stop)
+
+    return asyncio.run(main())
 
 
 def _malformed(coordinator: Coordinator, topics: Topics) -> dict[str, dict[str, int]]:
@@ -196,7 +214,7 @@ def _malformed(coordinator: Coordinator, topics: Topics) -> dict[str, dict[str, 
     counts: dict[str, dict[str, int]] = {}
     for doc in [{"malformed": coordinator.connection.rejects.to_json()}, *coordinator.stats.values()]:
         merge_counts(counts, doc.get("malformed", {}))
-    return {"/".join(topics.parse(t)) or t: dict(sorted(s.items())) for t, s in sorted(counts.items())}
+    return {topics.key_of(t) or t: dict(sorted(s.items())) for t, s in sorted(counts.items())}
 
 
 def _final_scenario(scenario: Scenario, coordinator: Coordinator, end: float) -> Scenario:
@@ -218,67 +236,3 @@ def _spawn(scenario: Scenario, nodes: tuple[str, ...], options: ServeOptions, ru
         env[CREDENTIALS_ENV] = json.dumps({n: options.credentials[n] for n in nodes})
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return subprocess.Popen(cmd, cwd=root, env=env)
-
-
-def run_serve(args: argparse.Namespace) -> int:
-    """The ``serve`` subcommand: returns the exit code (1 when a delivery was not exact)."""
-    from reports.runner import OutputDirectory, write_directory
-    from topologies.loader import load_scenario
-
-    scenario = load_scenario(args.scenario)
-    broker = Broker.parse(args.broker)
-    out_dir = args.out or os.path.join("out", scenario.name, "live")
-    OutputDirectory.check(out_dir)  # before serving: a report that cannot be written is refused now
-    credentials = None
-    if args.secure:
-        from peers.live.access import secure_setup
-
-        setup = secure_setup(scenario, args.secure_dir or os.path.join(out_dir + "-broker"), broker, args.prefix)
-        credentials = setup.credentials
-        print(setup.instructions)
-    processes = len(scenario.super_peers) if args.processes == -1 else args.processes
-    options = ServeOptions(
-        broker, args.strategy, args.speed, args.forever, processes, args.prefix, credentials, args.batch_ms / 1000
-    )  # fmt: skip
-
-    async def main() -> LiveResult:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        return await serve(scenario, options, stop)
-
-    started = time.monotonic()
-    print(f"serving {scenario.name} on {args.broker} (strategy {args.strategy}, speed {args.speed:g})", flush=True)
-    result = asyncio.run(main())
-    write_directory(out_dir, {"report.json": report_json(result.report)}, None)
-    entry = result.report["strategies"][args.strategy]
-    latency = entry["latency_s"]
-    print(
-        f"{scenario.name}: backbone {entry['backbone_bytes']} B, access {entry['access_bytes']} B, "
-        f"exact {result.report['exact']}, lost messages {sum(result.lost.values())}, "
-        f"reconnects {result.reconnects}, wall {time.monotonic() - started:.1f} s"
-    )
-    if latency["p50"] is not None:
-        print(f"latency p50 {latency['p50'] * 1000:.1f} ms, p99 {latency['p99'] * 1000:.1f} ms")
-    live = result.report["live"]
-    worst = max(result.max_backlog, key=result.max_backlog.get)
-    print(
-        f"max super-peer backlog {result.max_backlog[worst]} messages ({worst}), max outbox "
-        f"{max(live['max_outbox'].values())}, horizon held {live['backpressure']['horizon_held_s']:g} s"
-    )
-    print(f"clock started {live['startup_s']} s after launch; drained {live['drain_s']:g} s after the end")
-    thin = live["thin_peers"]
-    print(
-        f"thin-peers: max backlog {thin['max_backlog']} messages, max outbox {thin['max_outbox']}, "
-        f"sources at most {thin['max_source_lag_s']:g} s behind"
-    )
-    malformed = live["malformed_messages"]
-    if malformed:
-        per_topic = ", ".join(f"{t} {sum(s.values())}" for t, s in malformed.items())
-        print(f"malformed messages dropped: {sum(sum(s.values()) for s in malformed.values())} ({per_topic})")
-    if result.failures:
-        for f in result.failures:
-            print(f"super-peer {f['node']} died: re-planned at t={f['at']:.3f}s, lost {f['lost_subscriptions']}")
-    print(f"wrote {os.path.join(out_dir, 'report.json')}")
-    return 0 if result.report["exact"] else 1

@@ -133,7 +133,7 @@ class SuperPeerService:
         self.pressure.transit(message.wall - batches[0].sent)
         tuples = sum(len(b) for b in batches)
         nbytes = sum(int(b.wire_bytes.sum()) for b in batches)
-        self.counters.count_received("/".join(message.parts), tuples, nbytes, message.arrival)
+        self.counters.count_received(Topics.key(message.parts), tuples, nbytes, message.arrival)
         for batch in batches:
             self._route(batch)
 
@@ -147,7 +147,7 @@ class SuperPeerService:
         pv = self.book.versions[batch.version]
         columns = set(batch.columns)
         if parts[0] == "up":
-            stream = next((s for s in pv.scenario.streams if s.id == batch.stream), None)
+            stream = pv.scenario.streams_by_id.get(batch.stream)
             check(stream is not None and stream.source == sender, f"an upload of stream {batch.stream!r}", sender)
             check(batch.channel == ("raw", stream.id), f"an upload on channel {batch.channel!r}", sender)
             check(columns == set(stream.attribute_names), f"an upload of {stream.id} without its attributes", sender)
@@ -242,7 +242,7 @@ class SuperPeerService:
         """One message per topic with everything buffered for it."""
         for topic, batches in self.outgoing.items():
             self.seq += 1
-            self.counters.count_sent(topic.removeprefix(self.topics.prefix + "/"))
+            self.counters.count_sent(self.topics.key_of(topic))
             self.connection.publish(topic, encode_message(self.node, self.seq, batches))
         self.outgoing.clear()
 

@@ -97,7 +97,7 @@ class ThinPeerService:
             arrival = time.time()
             tuples = sum(len(b) for b in batches)
             nbytes = sum(int(b.wire_bytes.sum()) for b in batches)
-            self.counters.count_received("/".join(parts), tuples, nbytes, 0.0)
+            self.counters.count_received(Topics.key(parts), tuples, nbytes, 0.0)
             t0, speed = self.clock_doc["t0"], self.clock_doc["speed"]
             self.pressure.transit(arrival - batches[0].sent)
             for batch in batches:
@@ -108,7 +108,7 @@ class ThinPeerService:
     async def _emit(self, stream_id: str) -> None:
         stream = self.scenario.stream(stream_id)
         topic = self.topics.up(self.peer)
-        header = self.scenario.header_bytes + 8 * len(stream.attribute_names)
+        size = self.scenario.tuple_bytes(len(stream.attribute_names))
         while True:
             doc = self.clock_doc
             if doc is None or doc.get("t0") is None:
@@ -126,10 +126,10 @@ class ThinPeerService:
                     self.peer, 0, doc["version"], -1, ("raw", stream_id), stream_id,
                     np.arange(start, count, dtype=np.int64), times,
                     workload.columns(self.scenario, stream_id, start, count),
-                    np.full(count - start, header, dtype=np.int64),
+                    np.full(count - start, size, dtype=np.int64),
                 )  # fmt: skip
                 self.seq += 1
-                self.counters.count_sent("/".join(self.topics.parse(topic)))
+                self.counters.count_sent(self.topics.key_of(topic))
                 self.connection.publish(topic, encode_message(self.peer, self.seq, [batch]))
                 self.max_lag_s = max(self.max_lag_s, time.time() - (t0 + float(times[-1]) / speed))
                 self.emitted[stream_id] = count

@@ -25,9 +25,32 @@ Control topics (JSON, QoS 1), all under ``<prefix>/ctl/``:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 DEFAULT_PREFIX = "streamglobe"
+
+
+class DataTopic(NamedTuple):
+    """A data topic by its levels after the prefix: ``link/<from>/<to>``, ``up/<thin-peer>`` or
+    ``down/<thin-peer>/<subscription>``."""
+
+    kind: str  # "link", "up" or "down"
+    node: str  # link: the super-peer sending; up, down: the thin-peer
+    other: str = ""  # link: the super-peer receiving; down: the subscription
+
+    def direction(self, homes: Mapping[str, str]) -> tuple[str, str]:
+        """The emulated link direction it stands for: a backbone direction, or a thin-peer's access link
+        to (up) or from (down) its super-peer, ``homes`` mapping thin-peers to their super-peers."""
+        if self.kind == "link":
+            return (self.node, self.other)
+        home = homes[self.node]
+        return (self.node, home) if self.kind == "up" else (home, self.node)
+
+    def receiver(self, homes: Mapping[str, str]) -> str:
+        """The node that reads it (and counts what crossed it)."""
+        return self.direction(homes)[1]
 
 
 @dataclass(frozen=True)
@@ -82,6 +105,36 @@ class Topics:
         if not topic.startswith(head):
             return ()
         return tuple(topic[len(head) :].split("/"))
+
+    @staticmethod
+    def key(parts: tuple[str, ...]) -> str:
+        """The name of a topic without the prefix, from its :meth:`parse` parts (``link/SP1/SP2``): how the
+        nodes' counters and malformed-message counts name topics."""
+        return "/".join(parts)
+
+    def key_of(self, topic: str) -> str:
+        """:meth:`key` of a whole topic (``""`` for a topic outside this emulator)."""
+        return self.key(self.parse(topic))
+
+    @staticmethod
+    def data(key: str) -> DataTopic | None:
+        """The data topic a :meth:`key` names, or None when it names none (another kind, a wrong number of
+        levels, an empty level)."""
+        parts = key.split("/")
+        if not all(parts) or (parts[0], len(parts)) not in (("link", 3), ("up", 2), ("down", 3)):
+            return None
+        return DataTopic(*parts)
+
+    @staticmethod
+    def client_id(identity: str, token: str) -> str:
+        """A subscription CLI's client id, the last levels of its reply topic: its identity, then a token
+        (under ``--secure`` the ACL lets a user read only the replies under its own identity)."""
+        return f"{identity}/{token}"
+
+    @staticmethod
+    def identity_of(client_id: str) -> str:
+        """The identity a :meth:`client_id` belongs to."""
+        return client_id.split("/", 1)[0]
 
     def writer(self, parts: tuple[str, ...]) -> str:
         """Who publishes the topic of these :meth:`parse` parts, as the layout says (under ``--secure`` the

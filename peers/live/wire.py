@@ -24,6 +24,7 @@ from peers.live.malformed import check, integer, json_object, number, text
 from sharing import plan as sharing_plan
 from sharing.plan import Decision, Delivery, Epoch, Flow, Plan
 from topologies.errors import InputError
+from topologies.loader import query_problem
 from topologies.model import Scenario, SubscriptionSpec
 
 MAGIC = b"SGB2"
@@ -202,14 +203,10 @@ def subscription_from_json(scenario: Scenario, doc: dict) -> SubscriptionSpec:
     """
     query = parse_query(str(doc["query"]))
     peer = str(doc["peer"])
-    if peer not in {p.id for p in scenario.thin_peers}:
+    if peer not in scenario.thin_peers_by_id:
         raise InputError(f"--peer: unknown thin-peer {peer!r} in scenario {scenario.name}")
-    try:
-        schema = scenario.stream(query.stream).attribute_names
-    except StopIteration:
-        raise InputError(f"query: unknown stream {query.stream!r} in scenario {scenario.name}") from None
-    for name in (*(query.select or ()), *query.where.dims):
-        if name not in schema:
-            raise InputError(f"query: unknown attribute {name!r} of stream {query.stream!r}")
+    problem = query_problem(query, scenario.streams_by_id, scenario.name)
+    if problem is not None:
+        raise InputError(f"query: {problem}")
     until = doc.get("until")
     return SubscriptionSpec(str(doc["id"]), peer, float(doc["at"]), None if until is None else float(until), query)

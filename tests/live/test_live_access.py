@@ -18,6 +18,7 @@ from peers.live.serve import ServeOptions, serve
 from peers.live.topics import Topics
 from peers.live.wire import Batch, encode_message
 from peers.local import run_local
+from reports.live import live_report
 from sharing import make_plan
 from topologies.errors import InputError
 from topologies.loader import load_scenario
@@ -76,7 +77,7 @@ async def test_intruder_can_neither_read_results_nor_inject_into_links(tmp_path)
     finally:
         broker.stop()
     assert stolen == []
-    assert result.report["exact"]
+    assert live_report(result)["exact"]
     sim = run_local(scenario, make_plan(scenario, "sharing-em"))
     assert result.run.link_bytes == sim.link_bytes  # nothing injected was counted or forwarded
 
@@ -119,5 +120,6 @@ async def test_a_thin_peer_acts_only_on_its_own_subscriptions(tmp_path):
     assert [s["id"] for s in everything["subscriptions"]] == ["Q1", "Q2", "Q3", "M2"]
     final = {s.id: s for s in result.scenario.subscriptions}
     assert final["Q1"] == scenario.subscription("Q1")  # never ended by anyone but its owner
-    assert result.report["exact"]
-    assert result.report["live"]["malformed_messages"] == {"ctl/request/P2": {"P2": 1}}
+    report = live_report(result)
+    assert report["exact"]
+    assert report["live"]["malformed_messages"] == {"ctl/request/P2": {"P2": 1}}

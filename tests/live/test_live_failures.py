@@ -17,6 +17,7 @@ from peers.live.connection import Broker
 from peers.live.serve import ServeOptions, serve
 from peers.live.topics import Topics
 from peers.local import run_local
+from reports.live import live_report
 from sharing import make_plan
 from topologies import workload
 from topologies.expected import expected_results
@@ -35,7 +36,7 @@ async def test_broker_restart_mid_run_loses_nothing(mosquitto):
     sim = run_local(scenario, make_plan(scenario, "sharing-em"))
     assert result.reconnects > 0
     assert result.lost == {}
-    assert result.report["exact"]
+    assert live_report(result)["exact"]
     assert result.run.link_bytes == sim.link_bytes and result.run.link_tuples == sim.link_tuples
 
 
@@ -45,7 +46,7 @@ async def test_super_peers_in_their_own_processes(mosquitto):
     # three processes: SP0 SP3 SP6, SP1 SP4 SP7, SP2 SP5
     result = await serve(scenario, ServeOptions(Broker.parse(mosquitto.url), speed=30, processes=3))
     sim = run_local(scenario, make_plan(scenario, "sharing-em"))
-    assert result.report["exact"]
+    assert live_report(result)["exact"]
     assert result.run.link_bytes == sim.link_bytes
 
 
@@ -84,11 +85,11 @@ async def test_killed_relay_is_planned_around_and_what_it_cut_off_is_reported(mo
     os.kill(_node_process(mosquitto.port, "SP5"), signal.SIGKILL)
     result = await served
     [failure] = result.failures
-    at = failure["at"]
+    at = failure.at
     # without SP5, SP1 and SP3 (Q1's and Q3's subscribers) are cut off from the source at SP4; SP6 (Q2) is
     # reached over SP4 -> SP7 -> SP6
-    assert failure["node"] == "SP5" and failure["lost_subscriptions"] == ["Q1", "Q3"]
-    assert failure["replanned_subscriptions"] == ["Q2"]
+    assert failure.node == "SP5" and failure.lost == ("Q1", "Q3")
+    assert failure.replanned == ("Q2",)
     assert result.dead == ["SP5"]
     assert result.scenario.subscription("Q1").until == at and result.scenario.subscription("Q3").until == at
     assert result.run.link_tuples[("SP4", "SP7")] > 0 and result.run.link_tuples[("SP7", "SP6")] > 0
@@ -99,6 +100,6 @@ async def test_killed_relay_is_planned_around_and_what_it_cut_off_is_reported(mo
     after = expected[times[expected] >= at]
     got = np.sort(result.run.delivered["Q2"])
     assert np.array_equal(got[times[got] >= at], after)
-    entry = {s["id"]: s for s in result.report["strategies"]["sharing-em"]["subscriptions"]}
+    entry = {s["id"]: s for s in live_report(result)["strategies"]["sharing-em"]["subscriptions"]}
     assert entry["Q2"]["extra"] == 0
     assert entry["Q2"]["missing"] == len(expected) - len(np.intersect1d(got, expected))

@@ -20,6 +20,7 @@ from peers.live.serve import ServeOptions, serve
 from peers.live.topics import Topics
 from peers.live.wire import Batch, encode_message
 from peers.local import run_local
+from reports.live import live_report
 from sharing import make_plan
 from topologies.errors import EngineError, InputError
 from topologies.loader import load_scenario
@@ -107,7 +108,7 @@ async def test_garbage_on_every_topic_is_dropped_counted_and_the_run_stays_exact
                 await session.ask({"op": "subscribe", "peer": "P1", "query": "SELECT a FROM stream0 " + " " * 70000})
         result = await asyncio.wait_for(served, 60)
     assert [s["id"] for s in listing["subscriptions"]] == ["Q1", "Q2", "Q3"]
-    report = result.report
+    report = live_report(result)
     assert report["exact"] and result.lost == {}
     sim = run_local(scenario, make_plan(scenario, "sharing-em"))
     assert result.run.link_bytes == sim.link_bytes  # no forged tuple was counted or forwarded
@@ -141,7 +142,7 @@ async def test_a_stop_under_forever_is_cut_at_the_barrier_and_exact(mosquitto):
         await asyncio.sleep(wait)
         stop.set()
         result = await asyncio.wait_for(served, 60)
-        report = result.report
+        report = live_report(result)
         assert report["exact"], [
             (s["id"], s["missing"], s["extra"]) for s in report["strategies"]["sharing-em"]["subscriptions"]
         ]
@@ -160,8 +161,9 @@ async def test_a_stop_ends_the_run_while_a_forged_load_report_holds_the_horizon(
     started = time.monotonic()
     result = await asyncio.wait_for(served, 30)
     assert time.monotonic() - started < 15
-    assert result.report["exact"]
-    assert result.report["live"]["backpressure"]["horizon_held_s"] > 0
+    report = live_report(result)
+    assert report["exact"]
+    assert report["live"]["backpressure"]["horizon_held_s"] > 0
 
 
 async def test_serve_names_a_broker_that_does_not_listen_within_seconds():

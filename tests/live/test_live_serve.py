@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
+import sys
 
+import aiomqtt
 import numpy as np
 import pytest
 
@@ -16,6 +19,7 @@ from peers.live.connection import Broker
 from peers.live.serve import ServeOptions, serve
 from peers.live.topics import Topics
 from peers.local import run_local
+from reports.live import live_report
 from reports.report import build_report
 from sharing import make_plan
 from topologies import workload
@@ -42,10 +46,11 @@ def simulated(scenario, strategy="sharing-em"):
 async def test_served_figure1_reports_exactly_the_simulated_traffic(mosquitto, strategy):
     scenario = load_scenario(FIGURE1)
     result = await serve(scenario, ServeOptions(Broker.parse(mosquitto.url), strategy=strategy, speed=40))
-    live = result.report["strategies"][strategy]
+    report = live_report(result)
+    live = report["strategies"][strategy]
     sim, run = simulated(scenario, strategy)
-    assert result.report["engine"] == "mqtt"
-    assert result.report["exact"]
+    assert report["engine"] == "mqtt"
+    assert report["exact"]
     assert _counts(live) == _counts(sim)
     assert result.lost == {}
     assert live["backbone_bytes"] > 0
@@ -71,7 +76,7 @@ async def test_subscribe_cli_prints_exactly_the_matching_tuples(mosquitto):
     spec = result.scenario.subscription("CLI1")
     assert spec.until is not None and spec.at < spec.until
     # the report's centralized check over [at, until): nothing missing, nothing extra
-    entry = next(s for s in result.report["strategies"]["sharing-em"]["subscriptions"] if s["id"] == "CLI1")
+    entry = next(s for s in live_report(result)["strategies"]["sharing-em"]["subscriptions"] if s["id"] == "CLI1")
     assert entry["missing"] == 0 and entry["extra"] == 0 and entry["delivered"] >= 25
     # the printed rows are the first 25 matching tuples, with the selected attributes in schema order
     wanted = expected_results(result.scenario).indices["CLI1"][:25]
@@ -100,3 +105,43 @@ async def test_raw_subscriber_sees_traffic_only_on_the_plans_link_topics(mosquit
     used = {f"streamglobe/link/{a}/{b}" for (a, b), n in run.link_tuples.items() if n}
     assert seen == used
     assert "streamglobe/link/SP4/SP5" in seen and "streamglobe/link/SP4/SP7" not in seen
+
+
+async def _cli(*args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "run.py", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    return process.returncode, out.decode(), err.decode()
+
+
+async def _clock_started(port: int) -> None:
+    """Wait until the emulator's retained ``ctl/clock`` says its clock runs (the coordinator answers)."""
+    async with aiomqtt.Client("127.0.0.1", port) as client:
+        await client.subscribe(Topics().control("clock"), qos=1)
+        async for message in client.messages:
+            if json.loads(message.payload).get("t0") is not None:
+                return
+
+
+async def test_the_command_line_serves_writes_the_report_and_answers_the_client_commands(mosquitto, tmp_path):
+    out = tmp_path / "live"
+    served = asyncio.create_task(_cli("serve", FIGURE1, "--broker", mosquitto.url, "--speed", "4", "--out", str(out)))
+    await asyncio.wait_for(_clock_started(mosquitto.port), 60)
+    code, listing, error = await _cli("subscriptions", "--broker", mosquitto.url, "--json")
+    assert code == 0, error
+    assert [s["id"] for s in json.loads(listing)] == ["Q1", "Q2", "Q3"]
+    code, table, _ = await _cli("subscriptions", "--broker", mosquitto.url)
+    assert code == 0 and table.startswith("Q1 at P1 from 0 until 50: SELECT") and "  delivery at SP1 -> P1" in table
+    code, traffic, _ = await _cli("traffic", "--broker", mosquitto.url)
+    assert code == 0 and traffic.startswith("t=") and traffic.splitlines()[1].split() == [
+        "topic", "messages", "tuples", "bytes",
+    ]  # fmt: skip
+    code, stdout, stderr = await served
+    assert code == 0, stderr
+    lines = stdout.splitlines()
+    assert lines[0] == f"serving figure1 on {mosquitto.url} (strategy sharing-em, speed 4)"
+    assert lines[1].startswith("figure1: backbone ") and "exact True, lost messages 0" in lines[1]
+    assert lines[-1] == f"wrote {out / 'report.json'}" and os.listdir(out) == ["report.json"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["engine"] == "mqtt" and report["exact"] and report["live"]["speed"] == 4

@@ -10,9 +10,17 @@ import pytest
 
 from peers.live.malformed import MalformedMessage
 from peers.live.topics import Topics
-from peers.live.wire import Batch, decode_message, encode_message, plan_from_json, plan_from_wire, plan_to_wire
+from peers.live.wire import (
+    Batch,
+    decode_message,
+    encode_message,
+    plan_from_json,
+    plan_from_wire,
+    plan_to_wire,
+    subscription_from_json,
+)
 from sharing import STRATEGIES, make_plan
-from topologies.errors import EngineError
+from topologies.errors import EngineError, InputError
 from topologies.loader import load_scenario
 
 
@@ -120,6 +128,20 @@ def test_topic_layout_parses_back():
     assert topics.parse("other/link/a/b") == ()
 
 
+def test_data_topics_by_their_counter_names():
+    topics, homes = Topics("sg"), {"P0": "SP4", "P1": "SP1"}
+    link, up, down = (topics.key_of(t) for t in (topics.link("SP4", "SP5"), topics.up("P0"), topics.down("P1", "Q1")))
+    assert (link, up, down) == ("link/SP4/SP5", "up/P0", "down/P1/Q1")
+    assert Topics.data(link).direction(homes) == ("SP4", "SP5") and Topics.data(link).receiver(homes) == "SP5"
+    assert Topics.data(up).direction(homes) == ("P0", "SP4") and Topics.data(up).receiver(homes) == "SP4"
+    assert Topics.data(down).direction(homes) == ("SP1", "P1") and Topics.data(down).receiver(homes) == "P1"
+    for other in ("ctl/plan", "link/SP4", "link/SP4/SP5/x", "up/P0/Q1", "down/P1", "down/P1/", "up/", ""):
+        assert Topics.data(other) is None, other
+    assert topics.key_of("elsewhere/up/P0") == ""
+    client = Topics.client_id("P2", "beef")
+    assert Topics.identity_of(client) == "P2" and topics.parse(topics.reply(client)) == ("ctl", "reply", "P2", "beef")
+
+
 @pytest.mark.parametrize("strategy", ["sharing-em", "ideal", "multicast"])
 def test_compact_plan_round_trip_shares_equal_flows(strategy):
     scenario = load_scenario("topologies/figure1.yaml")
@@ -133,3 +155,20 @@ def test_compact_plan_round_trip_shares_equal_flows(strategy):
         for f in a.flows:
             if f in b.flows:
                 assert next(g for g in b.flows if g == f) is f
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("SELECT a FROM nowhere", "query: unknown stream 'nowhere' in scenario figure1"),
+        ("SELECT z FROM stream0", "query: unknown attribute 'z' of stream 'stream0'"),
+        ("SELECT a FROM stream0 WHERE b > 1 OR q < 2", "query: unknown attribute 'q' of stream 'stream0'"),
+    ],
+)
+def test_a_run_time_subscription_is_checked_against_the_scenario_as_the_loader_checks(query, message):
+    scenario = load_scenario("topologies/figure1.yaml")
+    with pytest.raises(InputError) as info:
+        subscription_from_json(scenario, {"id": "L1", "peer": "P1", "at": 0.0, "query": query})
+    assert str(info.value) == message
+    spec = subscription_from_json(scenario, {"id": "L1", "peer": "P1", "at": 0.0, "query": "SELECT a FROM stream0"})
+    assert spec.query.stream == "stream0" and spec.until is None

@@ -5,13 +5,16 @@ from __future__ import annotations
 import copy
 from fractions import Fraction
 
+import jsonschema
 import pytest
 import yaml
 
 from matcher import Choice, Empirical, Normal, QueryError, Uniform
-from matcher.parser import parse_query
+from matcher.parser import parse_condition, parse_query
+from matcher.text import KEYWORDS
 from topologies.errors import InputError, ScenarioError
 from topologies.loader import load_scenario
+from topologies.schema import json_schema
 
 BASE = {
     "name": "t",
@@ -341,6 +344,36 @@ def test_bad_replay_file(tmp_path, csv, message):
     doc = copy.deepcopy(BASE)
     doc["streams"].append(REPLAY_STREAM)
     path = write(tmp_path, doc)
+    assert error_of(path) == f"{path}: streams[1].replay: {message}"
+
+
+@pytest.mark.parametrize("spelled", [w for k in sorted(KEYWORDS) for w in (k, k.lower(), k.title())])
+def test_a_reserved_word_names_no_attribute_and_no_stream(tmp_path, spelled):
+    """The query language's one list of reserved words: the parser does not read one as a name, and the
+    loader and the JSON Schema refuse one as an attribute (schema key or replay header) or a stream."""
+    with pytest.raises(QueryError):
+        parse_condition(f"{spelled} > 1")
+    validator = jsonschema.Draft202012Validator(json_schema())
+    assert validator.is_valid(BASE)
+
+    doc = copy.deepcopy(BASE)
+    doc["streams"][0]["schema"][spelled] = {"distribution": {"uniform": [0, 1]}}
+    path = write(tmp_path, doc)
+    assert error_of(path) == f"{path}: {SCHEMA}.{spelled}: bad id {spelled!r} (a query keyword)"
+    assert not validator.is_valid(doc)
+
+    doc = copy.deepcopy(BASE)
+    doc["streams"][0]["id"] = spelled
+    path = write(tmp_path, doc)
+    assert error_of(path) == f"{path}: streams[0].id: bad id {spelled!r} (a query keyword)"
+    assert not validator.is_valid(doc)
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "r.csv").write_text(f"a,{spelled}\n1,2\n")
+    doc = copy.deepcopy(BASE)
+    doc["streams"].append(REPLAY_STREAM)
+    path = write(tmp_path, doc)
+    message = f"data/r.csv: row 1: attribute name {spelled!r} is a query keyword"
     assert error_of(path) == f"{path}: streams[1].replay: {message}"
 
 

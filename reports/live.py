@@ -1,0 +1,112 @@
+"""``python run.py serve``: the report of a live run over MQTT (docs/LIVE.md), assembled and written.
+
+report.json holds the served strategy's entry, made as for a simulated run (``"engine": "mqtt"``), and a
+``live`` section with the live mode's own figures: start-up and drain times, lost and duplicate messages,
+backlogs and back-pressure, malformed messages dropped, and the super-peers that died.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from peers.live.connection import HIGH_WATER
+from peers.live.serve import LiveResult, ServeOptions, run_live
+from reports.report import build_report, report_json
+from reports.runner import write_directory
+from topologies.expected import expected_results
+from topologies.model import Scenario
+
+
+@dataclass(frozen=True)
+class ServedReport:
+    """A live run and the report written of it."""
+
+    result: LiveResult
+    report: dict
+    out_dir: str
+
+    @property
+    def exact(self) -> bool:
+        """Every subscription received exactly the centralized result."""
+        return self.report["exact"]
+
+
+def live_report(result: LiveResult) -> dict:
+    """report.json of a live run: the strategy's entry against the expected answers of the scenario as it
+    ran, and the ``live`` section."""
+    report = build_report(
+        result.scenario, {result.strategy: result.run}, expected_results(result.scenario), engine="mqtt"
+    )
+    report["live"] = {
+        "speed": result.speed,
+        "startup_s": None if result.startup_s is None else round(result.startup_s, 1),
+        "drain_s": round(result.drain_s, 1),
+        "plan_versions": result.plan_versions,
+        "runtime_subscriptions": list(result.runtime_subscriptions),
+        "lost_messages": result.lost,
+        "reconnects": result.reconnects,
+        "duplicates_dropped": result.duplicates,
+        "max_backlog": result.max_backlog,
+        "max_outbox": result.max_outbox,
+        "thin_peers": {
+            "max_backlog": result.thin_peer_backlog,
+            "max_outbox": result.thin_peer_outbox,
+            "max_source_lag_s": round(result.source_lag_s, 3),
+        },
+        "backpressure": {
+            "high_water": HIGH_WATER,
+            "horizon_held_s": round(result.horizon_held_s, 3),
+            "max_congested_nodes": result.max_congested,
+            "max_super_peer_transit_s": result.super_peer_transit_s,
+            "max_thin_peer_transit_s": round(result.thin_peer_transit_s, 3),
+        },
+        "malformed_messages": result.malformed,
+        "dead_peers": list(result.dead),
+        "failures": [f.to_json() for f in result.failures],
+    }
+    return report
+
+
+def serve_scenario(scenario: Scenario, options: ServeOptions, out_dir: str) -> ServedReport:
+    """Serve ``scenario`` live (until its end, or SIGINT/SIGTERM) and write its report.json into ``out_dir``
+    (whole, through :class:`reports.runner.OutputDirectory`).  Raises what :func:`peers.live.serve.serve`
+    raises."""
+    result = run_live(scenario, options)
+    report = live_report(result)
+    write_directory(out_dir, {"report.json": report_json(report)}, None)
+    return ServedReport(result, report, out_dir)
+
+
+def served_lines(served: ServedReport, wall_s: float) -> list[str]:
+    """What ``serve`` prints when the run is over (``wall_s``: wall seconds since it started)."""
+    result, report = served.result, served.report
+    entry = report["strategies"][result.strategy]
+    latency = entry["latency_s"]
+    lines = [
+        f"{result.scenario.name}: backbone {entry['backbone_bytes']} B, access {entry['access_bytes']} B, "
+        f"exact {report['exact']}, lost messages {sum(result.lost.values())}, "
+        f"reconnects {result.reconnects}, wall {wall_s:.1f} s"
+    ]
+    if latency["p50"] is not None:
+        lines.append(f"latency p50 {latency['p50'] * 1000:.1f} ms, p99 {latency['p99'] * 1000:.1f} ms")
+    live = report["live"]
+    worst = max(result.max_backlog, key=result.max_backlog.get)
+    lines.append(
+        f"max super-peer backlog {result.max_backlog[worst]} messages ({worst}), max outbox "
+        f"{max(live['max_outbox'].values())}, horizon held {live['backpressure']['horizon_held_s']:g} s"
+    )
+    lines.append(f"clock started {live['startup_s']} s after launch; drained {live['drain_s']:g} s after the end")
+    thin = live["thin_peers"]
+    lines.append(
+        f"thin-peers: max backlog {thin['max_backlog']} messages, max outbox {thin['max_outbox']}, "
+        f"sources at most {thin['max_source_lag_s']:g} s behind"
+    )
+    malformed = live["malformed_messages"]
+    if malformed:
+        per_topic = ", ".join(f"{t} {sum(s.values())}" for t, s in malformed.items())
+        lines.append(f"malformed messages dropped: {sum(sum(s.values()) for s in malformed.values())} ({per_topic})")
+    for f in live["failures"]:
+        lines.append(f"super-peer {f['node']} died: re-planned at t={f['at']:.3f}s, lost {f['lost_subscriptions']}")
+    lines.append(f"wrote {os.path.join(served.out_dir, 'report.json')}")
+    return lines
