@@ -1,6 +1,6 @@
 """The Spark engine: the run cut into chunks of time, each simulated on an executor; the driver only adds up.
 
-``spark_engine(master)`` returns the callable ``reports/runner.py`` runs per strategy.  For one plan
+``spark_engine(master)`` returns the engine ``reports/simulate.py`` runs per strategy.  For one plan
 (docs/SPARK.md tells the design and why):
 
 1. the driver lays the plan out for the simulator (:class:`peers.local.Simulation`, which validates it as
@@ -46,16 +46,26 @@ Progress = Callable[[int, int], None]
 _job_numbers = count()
 
 
-def spark_engine(master: str | None = None, conf: dict[str, str] | None = None) -> Callable[..., StrategyRun]:
-    """The engine callable ``(scenario, plan, progress=None) -> StrategyRun`` on ``master`` (default
-    ``local[*]``) with the extra Spark configuration ``conf``.  Raises InputError now for a malformed
-    master URL; the session starts on first use."""
-    master = parse_master(master)
+class SparkEngine:
+    """The Spark engine on one master: an engine callable ``(scenario, plan, progress=None) ->
+    StrategyRun``, whose :meth:`simulate` also runs a plan already laid out (the run command lays plans out
+    in another process while Spark simulates the ones before)."""
 
-    def engine(scenario: Scenario, plan: Plan, progress: Progress | None = None) -> StrategyRun:
-        return run_spark(scenario, plan, progress, master=master, conf=conf)
+    def __init__(self, master: str | None = None, conf: dict[str, str] | None = None):
+        self.master = parse_master(master)
+        self.conf = conf
 
-    return engine
+    def __call__(self, scenario: Scenario, plan: Plan, progress: Progress | None = None) -> StrategyRun:
+        return self.simulate(Simulation(scenario, plan), plan.strategy, progress)
+
+    def simulate(self, simulation: Simulation, strategy: str, progress: Progress | None = None) -> StrategyRun:
+        return run_simulation(simulation, strategy, progress, master=self.master, conf=self.conf)
+
+
+def spark_engine(master: str | None = None, conf: dict[str, str] | None = None) -> SparkEngine:
+    """The engine on ``master`` (default ``local[*]``) with the extra Spark configuration ``conf``.  Raises
+    InputError now for a malformed master URL; the session starts on first use."""
+    return SparkEngine(master, conf)
 
 
 def run_spark(
@@ -75,6 +85,21 @@ def run_spark(
     start or a Spark job fails.
     """
     simulation = Simulation(scenario, plan, window=window)
+    return run_simulation(simulation, plan.strategy, progress, master=master, conf=conf, chunks=chunks)
+
+
+def run_simulation(
+    simulation: Simulation,
+    strategy: str,
+    progress: Progress | None = None,
+    *,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    chunks: int | None = None,
+) -> StrategyRun:
+    """:func:`run_spark` of a plan laid out as ``simulation`` (its strategy named ``strategy``).  Safe to
+    call from several threads at once: each strategy's jobs run in their own job group."""
+    scenario = simulation.scenario
     windows = simulation.windows()
     session = spark_session(master, conf)
     sc = session.sparkContext
@@ -85,7 +110,7 @@ def run_spark(
     frames = []
     watcher = _Watcher(sc, group, sum(workload.tuple_count(s, scenario.duration) for s in scenario.streams), progress)
     try:
-        sc.setJobGroup(group, f"simulate {plan.strategy}")
+        sc.setJobGroup(group, f"simulate {strategy}")
         watcher.start()
 
         def simulate(chunks: tuple[Chunk, ...]) -> Iterator[ChunkSummary]:
@@ -99,7 +124,7 @@ def run_spark(
             totals.add(summary)
         rows = _latency_rows(frames, runs)
         ranked = order_statistics(rows, totals.targets())
-        return totals.run(plan.strategy, ranked)
+        return totals.run(strategy, ranked)
     except EngineError:
         raise
     except Exception as err:

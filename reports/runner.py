@@ -9,28 +9,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pickle
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import dataclass
 
-from network.meter import StrategyRun
-from network.routing import Network
-from reports.report import assemble_report, console_table, links_csv, report_json, strategy_entry, summary_markdown
-from sharing import STRATEGIES, check_strategy, make_plan
-from sharing.check import plan_problems
+from reports.report import assemble_report, console_table, links_csv, report_json, summary_markdown
+from reports.simulate import Engine, simulate, simulate_parallel, simulate_spark
+from sharing import STRATEGIES, check_strategy
 from sharing.plan import Plan
-from topologies.errors import EmulatorError, InputError
-from topologies.expected import Expected, expected_results
+from topologies.errors import InputError
+from topologies.expected import expected_results
 from topologies.model import Scenario
-from topologies.workload import tuple_count
-
-Engine = Callable[..., StrategyRun]
-
 
 ENGINES = ("local", "spark")
 
@@ -68,219 +59,6 @@ def engine_for(name: str, master: str | None, conf: list[str] | None = None) -> 
     from peers.spark_session import parse_conf
 
     return spark_engine(master, parse_conf(conf))
-
-
-class PlanCheckError(EmulatorError):
-    """``--check-plans`` found a plan that is not sound (a planner bug)."""
-
-
-def simulate(
-    scenario: Scenario,
-    strategies: list[str],
-    engine: Engine,
-    expected: Expected | None,
-    *,
-    show_progress: bool,
-    check_plans: bool = False,
-    plan_sink: Callable[[Plan], None] | None = None,
-) -> tuple[dict[str, dict], dict[str, StrategyRun], dict[str, tuple[float, float]]]:
-    """Plan and run each strategy, one at a time, and reduce each run to its report entry at once.
-
-    Returns the report entries, each run without its per-tuple arrays (the timeline stays, for the plots),
-    and (plan seconds, run seconds) per strategy.  Memory therefore holds one strategy's per-tuple data at a
-    time: ``plan_sink`` receives each plan (to write it out) before it is dropped.  With ``check_plans`` every
-    plan goes through :func:`sharing.check.plan_problems` first; an unsound one raises PlanCheckError.
-    """
-    network = Network.of(scenario)
-    per_strategy = sum(tuple_count(s, scenario.duration) for s in scenario.streams)
-    entries: dict[str, dict] = {}
-    runs: dict[str, StrategyRun] = {}
-    timings: dict[str, tuple[float, float]] = {}
-    with _Bar(per_strategy, strategies, show_progress) as bar:
-        for name in strategies:
-            plan, entries[name], runs[name], timings[name] = _strategy(
-                scenario, network, name, engine, expected, check_plans, partial(bar.update, name)
-            )
-            bar.update(name, "done", per_strategy)
-            if plan_sink is not None:
-                plan_sink(plan)
-            del plan
-    return entries, runs, timings
-
-
-def _strategy(
-    scenario: Scenario,
-    network: Network,
-    name: str,
-    engine: Engine,
-    expected: Expected | None,
-    check_plans: bool,
-    report: Callable[[str, int], None],
-) -> tuple[Plan, dict, StrategyRun, tuple[float, float]]:
-    """Plan and run one strategy: its plan, report entry, run without per-tuple arrays, and timings."""
-    report("planning", 0)
-    t0 = time.perf_counter()
-    plan = make_plan(scenario, name, network, progress=partial(_planning, report))
-    if check_plans:
-        problems = plan_problems(plan, scenario, network)
-        if problems:
-            raise PlanCheckError(f"--check-plans: the {name} plan is not sound: " + "; ".join(problems[:5]))
-    t1 = time.perf_counter()
-    report("running", 0)
-    run = engine(scenario, plan, progress=lambda done, total: report("running", done))
-    timings = (t1 - t0, time.perf_counter() - t1)
-    entry = strategy_entry(scenario, run, expected)
-    return plan, entry, replace(run, delivered={}, latencies={}), timings
-
-
-def _planning(report: Callable[[str, int], None], done: int, total: int) -> None:
-    """Planning progress as the phase's name (``planning 40%``), at each whole percent of the epochs."""
-    if total and done * 100 // total != (done - 1) * 100 // total:
-        report(f"planning {done * 100 // total}%", 0)
-
-
-def simulate_parallel(
-    scenario: Scenario,
-    strategies: list[str],
-    expected: Expected | None,
-    jobs: int,
-    plan_dir: str,
-    *,
-    show_progress: bool,
-    check_plans: bool = False,
-    engine: Engine | None = None,
-) -> tuple[dict[str, dict], dict[str, StrategyRun], dict[str, tuple[float, float]]]:
-    """:func:`simulate` on the local engine (or ``engine``) with up to ``jobs`` strategies at a time, each in
-    its own worker process (forked, so the scenario and the expected results are shared, not copied); each
-    plan is written to ``plan_dir/<strategy>.json``.  The results are those of :func:`simulate`: each
-    strategy is planned and simulated exactly as it would be alone.  A worker's error is raised here; a
-    worker that dies (killed, out of memory) is an EmulatorError naming its strategy; the others are then
-    stopped."""
-    import multiprocessing
-    from queue import Empty
-
-    from peers.local import run_local
-
-    per_strategy = sum(tuple_count(s, scenario.duration) for s in scenario.streams)
-    context = multiprocessing.get_context("fork")
-    messages = context.Queue()
-    job = {
-        "scenario": scenario,
-        "expected": expected,
-        "engine": run_local if engine is None else engine,
-        "check": check_plans,
-        "out": plan_dir,
-        "queue": messages,
-    }
-    results: dict[str, tuple[dict, StrategyRun, tuple[float, float]]] = {}
-    waiting, running = list(strategies), {}
-    try:
-        with _Bar(per_strategy, strategies, show_progress) as bar:
-            while waiting or running:
-                while waiting and len(running) < jobs:
-                    name = waiting.pop(0)
-                    running[name] = context.Process(target=_worker, args=(job, name), name=name, daemon=True)
-                    running[name].start()
-                gone = [n for n, process in running.items() if not process.is_alive()]
-                while True:  # every message sent so far, including those of the workers seen gone
-                    try:
-                        kind, name, *payload = messages.get(timeout=0 if gone else 0.2)
-                    except Empty:
-                        break
-                    if kind == "progress":
-                        bar.update(name, *payload)
-                    elif kind == "error":
-                        raise payload[0]
-                    else:
-                        results[name] = payload[0]
-                        bar.update(name, "done", per_strategy)
-                        running.pop(name).join()
-                        if not gone:
-                            break  # start the next strategy now, not after the others fall silent
-                    gone = gone or [n for n, process in running.items() if not process.is_alive()]
-                for name in gone:
-                    if name in running and name not in results:
-                        code = running[name].exitcode
-                        raise EmulatorError(f"the worker process running {name} died (exit code {code})")
-    finally:
-        for process in running.values():
-            process.terminate()
-            process.join()
-    return (
-        {n: results[n][0] for n in strategies},
-        {n: results[n][1] for n in strategies},
-        {n: results[n][2] for n in strategies},
-    )
-
-
-def _worker(job: dict, name: str) -> None:
-    """One strategy of :func:`simulate_parallel`, in a forked worker: everything it reports goes to the
-    parent's queue (progress, then the result or the error)."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the workers
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    scenario, queue = job["scenario"], job["queue"]
-    try:
-        plan, entry, run, timings = _strategy(
-            scenario,
-            Network.of(scenario),
-            name,
-            job["engine"],
-            job["expected"],
-            job["check"],
-            lambda phase, done: queue.put(("progress", name, phase, done)),
-        )
-        with open(os.path.join(job["out"], f"{name}.json"), "w", encoding="utf-8") as fh:
-            plan.write_json(fh)
-        queue.put(("result", name, (entry, run, timings)))
-    except Exception as error:  # sent to the parent, which raises it
-        try:
-            pickle.dumps(error)
-        except Exception:  # not picklable: its text is sent instead
-            error = EmulatorError(f"{name}: {type(error).__name__}: {error}")
-        queue.put(("error", name, error))
-    queue.close()
-    queue.join_thread()
-
-
-class _Bar:
-    """The progress bar over every strategy's emitted tuples, naming the strategies at work and their phase."""
-
-    def __init__(self, per_strategy: int, strategies: list[str], show: bool):
-        from tqdm import tqdm
-
-        self.per_strategy = per_strategy
-        self.done = dict.fromkeys(strategies, 0)
-        self.phases: dict[str, str] = {}
-        self.bar = tqdm(
-            total=per_strategy * len(strategies),
-            unit="tuple",
-            unit_scale=True,
-            disable=not show,
-            file=sys.stderr,
-            leave=False,
-        )
-
-    def update(self, name: str, phase: str, done: int) -> None:
-        """``name`` is at ``phase`` (planning, running, done) with ``done`` of its tuples simulated."""
-        if phase == "done":
-            self.phases.pop(name, None)
-            done = self.per_strategy
-        else:
-            self.phases[name] = phase
-        self.done[name] = done
-        self.bar.set_description(
-            ", ".join(n if p == "running" else f"{n}: {p}" for n, p in self.phases.items()), refresh=False
-        )
-        self.bar.n = sum(self.done.values())
-        self.bar.refresh()
-
-    def __enter__(self) -> _Bar:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.bar.close()
 
 
 REPORT_FILES = frozenset(
@@ -487,11 +265,22 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunResult:
         expected = None if options.engine == "spark" else expected_results(scenario)
         plans = _PlansFile(out.path("plans.json"))
         try:
-            if jobs > 1:
+            if jobs > 1 or (options.engine == "spark" and len(strategies) > 1):
                 parts = tempfile.mkdtemp(prefix=".plans.", dir=out.tmp)
-                entries, runs, timings = simulate_parallel(
-                    scenario, strategies, expected, jobs, parts, show_progress=show_progress, check_plans=check_plans
-                )
+                if options.engine == "spark":
+                    entries, runs, timings = simulate_spark(
+                        scenario, strategies, engine, parts, show_progress=show_progress, check_plans=check_plans
+                    )
+                else:
+                    entries, runs, timings = simulate_parallel(
+                        scenario,
+                        strategies,
+                        expected,
+                        jobs,
+                        parts,
+                        show_progress=show_progress,
+                        check_plans=check_plans,
+                    )
                 for name in strategies:
                     plans.add_file(name, os.path.join(parts, f"{name}.json"))
                 os.rmdir(parts)

@@ -158,7 +158,7 @@ def test_a_terminated_run_leaves_nothing_half_written(tmp_path):
 
 
 def test_a_worker_error_or_death_stops_the_parallel_run(tmp_path):
-    from reports.runner import simulate_parallel
+    from reports.simulate import simulate_parallel
     from topologies.errors import EmulatorError, InputError
     from topologies.expected import expected_results
     from topologies.loader import load_scenario

@@ -4,7 +4,7 @@ some planner bugs (sharing-hcr's narrowing past a flow's parent showed only at t
 
 Planner level, every strategy's plan is sound (:func:`sharing.check.plan_problems`) on twelve shapes; end to
 end, on two more, every strategy on the local engine delivers each subscription exactly the centralized
-result (the runner's own :func:`reports.runner.simulate` against :func:`topologies.expected.expected_results`,
+result (the runner's own :func:`reports.simulate.simulate` against :func:`topologies.expected.expected_results`,
 as ``run.py run`` checks it); and the regression seeds of the narrowing bug.
 """
 
@@ -14,7 +14,7 @@ import pytest
 
 from network.routing import Network
 from peers.local import run_local
-from reports.runner import simulate
+from reports.simulate import simulate
 from sharing import STRATEGIES, make_plan
 from sharing.check import plan_problems
 from topologies.expected import expected_results

@@ -86,3 +86,25 @@ def test_one_chunk_per_window_changes_nothing(spark):
 @pytest.mark.parametrize("path", SHIPPED)
 def test_spark_report_equals_the_local_report_for_every_strategy(spark, path):
     _compare_engines(path)
+
+
+def test_the_run_command_on_spark_pipelines_plans_and_reports_what_the_local_engine_does(spark, tmp_path):
+    # a forked planner lays the plans out while Spark simulates, two strategies at a time: same report,
+    # same plans.json as the local engine's run, strategy for strategy
+    from reports.runner import RunOptions, run_scenario
+
+    scenario = load_scenario("topologies/figure1.yaml")
+    reports = {}
+    for engine in ("local", "spark"):
+        options = RunOptions(
+            engine=engine,
+            spark_master=LOCAL_MASTER if engine == "spark" else None,
+            out=str(tmp_path / engine),
+            plots=False,
+            progress=False,
+        )
+        reports[engine] = run_scenario(scenario, options).report
+    assert reports["spark"]["engine"] == "spark"
+    assert {**reports["spark"], "engine": "local"} == reports["local"]
+    assert (tmp_path / "spark" / "plans.json").read_bytes() == (tmp_path / "local" / "plans.json").read_bytes()
+    assert not [p for p in (tmp_path / "spark").iterdir() if p.name.startswith(".")]  # no layouts left behind
