@@ -222,3 +222,21 @@ def test_a_malformed_spark_setting_is_exit_2_before_any_work(tmp_path, setting):
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "--spark-conf" in result.stderr and repr(setting) in result.stderr and "Traceback" not in result.stderr
     assert not out.exists()
+
+
+def test_a_backbone_of_hundreds_of_super_peers_gets_its_plots(tmp_path):
+    # networkx lays out a graph of 500 nodes or more with a sparse solver (scipy): metro.yaml's 1,000
+    # super-peers once lost a whole run at its very last step, the topology plot
+    from topologies.loader import load_scenario
+    from topologies.scale import render
+
+    path = tmp_path / "wide.yaml"
+    path.write_text(
+        render(3, transit=6, stubs_per_transit=9, nodes_per_stub=10, streams=1, rate=5, duration=4, subscriptions=8),
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    result = cli("run", str(path), "--strategy", "query-shipping", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert len(load_scenario(str(path)).super_peers) >= 500
+    assert all((out / name).stat().st_size > 0 for name in ("bytes.png", "timeline.png", "latency.png", "topology.png"))
