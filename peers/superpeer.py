@@ -31,7 +31,6 @@ from matcher import Predicate
 from matcher.filters.policy import matcher_for
 from peers.selection import in_boxes
 from sharing.plan import Delivery, Epoch, Flow
-from topologies.errors import EmulatorError
 from topologies.model import Scenario, tuple_bytes
 
 
@@ -102,8 +101,8 @@ class Reader:
 class FlowOperator:
     """Filter + project for every reader of one input at one super-peer.
 
-    ``available`` is the attributes the input batches carry.  Raises :class:`EmulatorError` naming the
-    reader when a predicate or a projected attribute needs an attribute the input does not carry (a plan bug).
+    ``available`` is the attributes the input batches carry (every reader finds what it needs there: the
+    plan passed :meth:`~sharing.plan.Plan.check`).
     """
 
     def __init__(self, node: str, source: str, available: Sequence[str], readers: Sequence[Reader], header_bytes: int):
@@ -112,16 +111,10 @@ class FlowOperator:
         self.targets = tuple(r.target for r in self.readers)
         self.header_bytes = header_bytes
         self.available = frozenset(available)
-        have = self.available
         labelled: list[tuple[str, Predicate]] = []
         self._label_of: list[int] = []  # per reader: its column in the matcher's output
         self._trim: list[tuple[np.ndarray, np.ndarray] | None] = []  # per reader: (label columns, entry x attr)
         for j, reader in enumerate(self.readers):
-            missing = sorted(_needed(reader) - have)
-            if missing:
-                raise EmulatorError(
-                    f"{reader.name} at {node} needs attribute {missing[0]!r}, which {source} does not carry there"
-                )
             self._label_of.append(len(labelled))
             labelled.append((f"r{j}", reader.predicate))
             if reader.trim:
@@ -174,7 +167,6 @@ class Selector:
 
     def __init__(self, reader: Reader, header_bytes: int):
         self.reader = reader
-        self.needs = _needed(reader)
         self.width = tuple_bytes(header_bytes, len(reader.attrs))
         self.header_bytes = header_bytes
         self._keep = _scan(reader.predicate)
@@ -183,14 +175,6 @@ class Selector:
             union = sorted({a for _, attrs in reader.trim for a in attrs})
             carries = np.array([[a in attrs for a in union] for _, attrs in reader.trim], dtype=np.int64)
             self._trim = ([_scan(p) for p, _ in reader.trim], carries)
-
-    def check(self, node: str, source: str, available: frozenset[str]) -> None:
-        """Raise EmulatorError, as :class:`FlowOperator` does, when the input lacks a needed attribute."""
-        missing = sorted(self.needs - available)
-        if missing:
-            raise EmulatorError(
-                f"{self.reader.name} at {node} needs attribute {missing[0]!r}, which {source} does not carry there"
-            )
 
     def pick(self, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
         """Positions (ascending, into ``rows.rows``) of the tuples kept, and the wire bytes of each."""
@@ -294,12 +278,6 @@ class OperatorCache:
         return hit[1]
 
 
-@lru_cache(maxsize=1 << 16)
-def _needed(reader: Reader) -> frozenset[str]:
-    # cached: an operator is rebuilt whenever one of its readers changes, and the others stay the same
-    return frozenset([*reader.predicate.dims, *reader.attrs, *(d for p, _ in reader.trim for d in p.dims)])
-
-
 def install(
     scenario: Scenario,
     epoch: Epoch,
@@ -310,12 +288,10 @@ def install(
     """The operators of every super-peer for ``epoch``: ``{(super-peer, input channel key): operator}``.
 
     Delivery ``k`` is the target ``delivery_keys[k]`` (default ``delivery_key(k)``).  With ``cache``, an
-    operator with the same node, input, carried attributes and readers as one built before is reused.
-    Raises :class:`EmulatorError` naming the flow or subscription when the epoch is inconsistent: a parent
-    flow missing, listed later, or not passing through the child's origin; a raw read away from the source's
-    super-peer; a delivery at a super-peer its thin-peer is not attached to.
+    operator with the same node, input, carried attributes and readers as one built before is reused.  The
+    epoch is one of a plan that passed :meth:`~sharing.plan.Plan.check`: it is installed, not checked
+    again.
     """
-    index = Index(scenario)
     flows: dict[str, Flow] = {}
     readers: dict[tuple[str, Hashable], list[Reader]] = {}
     carried: dict[Hashable, tuple[str, ...]] = {}
@@ -326,9 +302,7 @@ def install(
         readers.setdefault((node, source), []).append(reader)
 
     for flow in epoch.flows:
-        if flow.id in flows:
-            raise EmulatorError(f"flow {flow.id} is defined twice in the epoch starting at {epoch.start:g}")
-        source = flow_input(index, flow, None if flow.parent is None else flows.get(flow.parent))
+        source = raw_key(flow.stream) if flow.parent is None else flow_key(flow.parent)
         flows[flow.id] = flow
         carried[flow_key(flow.id)] = carried[source] if flow.trim else flow.attrs
         attach(flow.origin, source, _reader(cache, flow, flow_key(flow.id), partial(flow_reader, flow)))
@@ -336,8 +310,8 @@ def install(
     keys = [delivery_key(k) for k in range(len(epoch.deliveries))] if delivery_keys is None else delivery_keys
     for key, delivery in zip(keys, epoch.deliveries, strict=True):
         reader = _reader(cache, delivery, key, partial(delivery_reader, key, delivery))
-        flow = None if delivery.flow is None else flows.get(delivery.flow)
-        attach(*delivery_input(index, flow, delivery), reader)
+        stream = scenario.subscription(delivery.subscription).stream
+        attach(delivery.home, raw_key(stream) if delivery.flow is None else flow_key(delivery.flow), reader)
 
     operators = {}
     for (node, source), rs in readers.items():
@@ -360,28 +334,6 @@ def make_operator(signature: tuple) -> FlowOperator:
     return FlowOperator(node, _describe(source), carried, readers, header_bytes)
 
 
-def flow_input(index: Index, flow: Flow, parent: Flow | None) -> Hashable:
-    """The channel key ``flow`` reads (its parent flow, or the raw stream), given ``parent``, the flow of
-    the epoch named by ``flow.parent`` if it comes earlier in the epoch (else ``None``).
-
-    Raises EmulatorError naming the flow when the stream is unknown, the path does not start at the
-    origin, a raw read is away from the source's super-peer, or the parent is missing, later, or does not
-    pass through the origin."""
-    stream = index.stream(flow.stream, f"flow {flow.id}")
-    if not flow.path or flow.path[0] != flow.origin:
-        raise EmulatorError(f"flow {flow.id}: path {flow.path} does not start at its origin {flow.origin}")
-    if flow.parent is None:
-        source_home = index.homes[stream.source]
-        if flow.origin != source_home:
-            raise EmulatorError(f"flow {flow.id} reads raw {flow.stream} at {flow.origin}, not at {source_home}")
-        return raw_key(flow.stream)
-    if parent is None:
-        raise EmulatorError(f"flow {flow.id}: parent {flow.parent} is not an earlier flow of the epoch")
-    if flow.origin not in parent.path:
-        raise EmulatorError(f"flow {flow.id}: parent {flow.parent} does not pass through {flow.origin}")
-    return flow_key(parent.id)
-
-
 def _reader(cache: OperatorCache | None, item: Flow | Delivery, key: Hashable, make: Callable[[], Reader]) -> Reader:
     return make() if cache is None else cache.reader(item, key, make)
 
@@ -389,45 +341,6 @@ def _reader(cache: OperatorCache | None, item: Flow | Delivery, key: Hashable, m
 def flow_reader(flow: Flow) -> Reader:
     full = bool(flow.trim)
     return Reader(flow_key(flow.id), f"flow {flow.id}", flow.predicate, flow.attrs, full, flow.trim)
-
-
-class Index:
-    """The scenario's streams, subscriptions and thin-peers' homes by id (its maps), an unknown stream an
-    EmulatorError naming what asked for it."""
-
-    def __init__(self, scenario: Scenario):
-        self.streams = scenario.streams_by_id
-        self.subscriptions = scenario.subscriptions_by_id
-        self.homes = scenario.homes
-
-    def stream(self, stream_id: str, what: str):
-        try:
-            return self.streams[stream_id]
-        except KeyError:
-            raise EmulatorError(f"{what}: unknown stream {stream_id!r}") from None
-
-
-def delivery_input(index: Index, flow: Flow | None, delivery: Delivery) -> tuple[str, Hashable]:
-    """The super-peer and channel key ``delivery`` reads, given ``flow``, the flow of the epoch it names
-    (``None`` if it reads the raw stream or the flow is missing).
-
-    Raises EmulatorError naming the subscription when the subscriber is unknown or not where the delivery
-    says, a raw read is away from the source's super-peer, or the flow does not pass through its home."""
-    what = f"delivery of {delivery.subscription}"
-    sub = index.subscriptions.get(delivery.subscription)
-    home = index.homes.get(delivery.peer)
-    if sub is None or home is None:
-        raise EmulatorError(f"{what}: unknown subscription or thin-peer {delivery.peer}")
-    if delivery.peer != sub.peer or delivery.home != home:
-        raise EmulatorError(f"{what}: {delivery.peer} at {delivery.home}, but the subscriber is {sub.peer} at {home}")
-    if delivery.flow is None:
-        source_home = index.homes[index.stream(sub.stream, what).source]
-        if delivery.home != source_home:
-            raise EmulatorError(f"{what} reads raw {sub.stream} at {delivery.home}, not at {source_home}")
-        return delivery.home, raw_key(sub.stream)
-    if flow is None or delivery.home not in flow.path:
-        raise EmulatorError(f"{what}: flow {delivery.flow} is not available at {delivery.home}")
-    return delivery.home, flow_key(flow.id)
 
 
 def delivery_reader(key: Hashable, delivery: Delivery) -> Reader:

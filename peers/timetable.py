@@ -18,23 +18,20 @@ one block per channel (tuple indices ascending, their positions in the parent's 
 is all the queueing solve of :mod:`network.queues` needs.
 
 **Reading costs what changed.**  An epoch's flows and deliveries are compared with the previous epoch's by
-identity (:class:`_Sequence`): the runs both epochs start and end with are skipped by a pointer comparison,
-and only the objects in between are looked at.  Their order within the epoch, which the checks (a parent
-listed before its children) and the numbering of new channels follow, is kept for the flows as a rank per
-object, renumbered only where the epoch changed, and listed for the deliveries in the epochs where one
-that did not change must be laid out again.  Each object is validated when it is laid out, with the local
-engine's messages (a parent missing or listed later, a path over a pair that is not a link, an attribute
-the input does not carry ...); an object whose input changed is laid out, and so validated, again.
+identity (:class:`~sharing.epochs.EpochOrder`): the runs both epochs start and end with are skipped by a
+pointer comparison, and only the objects in between are looked at.  Their order within the epoch, which
+the numbering of new channels follows, is kept for the flows as a rank per object, renumbered only where
+the epoch changed, and listed for the deliveries in the epochs where one that did not change must be laid
+out again.  The plan keeps the rules of every plan (:meth:`~sharing.plan.Plan.check`, run once when it is
+made): it is laid out, not checked again.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from itertools import compress, count, pairwise
-from operator import is_not
+from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
@@ -42,9 +39,9 @@ import numpy as np
 from network.queues import Blocks, Route
 from network.routing import Network
 from peers.selection import SelectorTable, select_window
-from peers.superpeer import Index, delivery_input, flow_input, flow_key, raw_key
+from peers.superpeer import flow_key, raw_key
+from sharing.epochs import EpochOrder
 from sharing.plan import Delivery, Flow, Plan
-from topologies.errors import EmulatorError
 from topologies.model import Scenario
 
 Values = Callable[[str, int, int], dict[str, np.ndarray]]
@@ -61,7 +58,6 @@ class Channel(NamedTuple):
     parent: int
     tap: int
     carries: tuple[str, ...]
-    describe: str  # "raw stream S" / "flow F": what readers of this channel read
     sink: str | None = None
     attrs: tuple[str, ...] = ()
 
@@ -81,94 +77,6 @@ class Phase:
     reader: int
 
 
-class _Sequence:
-    """The flows (or the deliveries) of the epochs read so far, diffed by identity one epoch to the next.
-
-    :meth:`advance` only touches the objects between the longest common head and tail of two consecutive
-    epochs (a pointer comparison over those); when an object is listed twice, the epoch (and the next) is
-    diffed in full.  Where an object stands in the current epoch is asked in two ways: a ``ranked``
-    sequence keeps :attr:`rank`, a number per object increasing along the epoch and renumbered only where
-    the epoch changed (the flows: their order is asked about for every flow laid out); otherwise
-    :meth:`positions` lists the whole epoch when asked (the deliveries: only those reading a flow that
-    moved need it)."""
-
-    def __init__(self, ranked: bool) -> None:
-        self.ranked = ranked
-        self.reset()
-
-    def reset(self) -> None:
-        self.items: tuple = ()
-        self.rank: dict[int, float] = {}  # ranked: id -> rank, for every object of the epoch
-        self.members: set[int] = set()  # not ranked: the ids of the epoch's objects
-        self._twice = False
-        self._positions: dict[int, int] | None = None
-
-    def advance(self, items: tuple) -> tuple[list[int], list[int], bool]:
-        """Move to the epoch listing ``items``: the ids of the objects that went, the positions of the
-        objects that came (ascending; an object's first listing), and whether an object is listed twice."""
-        prev = self.items
-        known = self.rank.keys() if self.ranked else self.members
-        head = tail = 0
-        if prev and not self._twice:
-            short = min(len(prev), len(items))
-            head = next(compress(count(), map(is_not, prev, items)), short)
-            tail = min(next(compress(count(), map(is_not, reversed(prev), reversed(items))), short), short - head)
-        old = list(map(id, prev[head : len(prev) - tail]))
-        new = list(map(id, items[head : len(items) - tail]))
-        old_set, new_set = set(old), set(new)
-        came = new_set - old_set
-        twice = len(new_set) < len(new) or not known.isdisjoint(came)
-        if twice and (head or tail):  # listed twice, once in the part both epochs share: diff in full
-            head = tail = 0
-            new, old_set = list(map(id, items)), set(map(id, prev))
-            new_set = set(new)
-            came = new_set - old_set
-        gone = list(old_set - new_set)
-        self.items, self._twice, self._positions = items, twice, None
-        if twice:
-            first = self.positions()
-            if self.ranked:
-                self.rank = {ident: float(p) for ident, p in first.items()}
-            else:
-                self.members = set(first)
-            return gone, sorted(first[ident] for ident in came), True
-        fresh = list(compress(count(head), map(came.__contains__, new)))
-        if self.ranked:
-            for ident in gone:
-                del self.rank[ident]
-            self._rank(head, len(items) - tail, new)
-        else:
-            self.members.difference_update(gone)
-            self.members.update(came)
-        return gone, fresh, False
-
-    def positions(self) -> dict[int, int]:
-        """Where each object of the current epoch is first listed (by id; built when first asked)."""
-        if self._positions is None:
-            ids = list(map(id, self.items))
-            self._positions = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1), strict=True))
-        return self._positions
-
-    def _rank(self, start: int, stop: int, new: list[int]) -> None:
-        """Rank ``new``, the ids of ``items[start:stop]``, between the ranks of their neighbours."""
-        if not new:
-            return
-        rank, items, m = self.rank, self.items, len(new)
-        lo = rank[id(items[start - 1])] if start > 0 else None
-        hi = rank[id(items[stop])] if stop < len(items) else None
-        if lo is None:
-            lo = (hi if hi is not None else float(m)) - m - 1
-        if hi is None:
-            hi = lo + m + 1
-        step = (hi - lo) / (m + 1)
-        keys = [lo + step * j for j in range(1, m + 1)]  # non-decreasing: increasing if all distinct
-        if not (lo < keys[0] and keys[-1] < hi and len(set(keys)) == m):
-            # no room left between the neighbours: rank the whole epoch afresh
-            self.rank = dict(zip(map(id, items), map(float, range(len(items))), strict=True))
-            return
-        rank.update(zip(new, keys, strict=True))
-
-
 @dataclass
 class _Reading:
     """What :meth:`_Layout.read` carries from one epoch to the next (objects keyed by identity)."""
@@ -179,8 +87,8 @@ class _Reading:
     where: dict[str, int] = field(default_factory=dict)  # flow id -> its channel
     children: dict[str, set[int]] = field(default_factory=dict)  # flow id -> flows (ids) reading it
     readers: dict[str, set[int]] = field(default_factory=dict)  # flow id -> deliveries (ids) reading it
-    flow_order: _Sequence = field(default_factory=lambda: _Sequence(ranked=True))
-    delivery_order: _Sequence = field(default_factory=lambda: _Sequence(ranked=False))
+    flow_order: EpochOrder = field(default_factory=lambda: EpochOrder(ranked=True))
+    delivery_order: EpochOrder = field(default_factory=lambda: EpochOrder(ranked=False))
     end: float = 0.0  # where the last epoch read ended
 
     def close_all(self) -> None:
@@ -204,22 +112,18 @@ class _Layout:
     def __init__(self, scenario: Scenario, network: Network):
         self.scenario, self.network = scenario, network
         self.duration = float(scenario.duration)
-        self.index = Index(scenario)
         self.table = SelectorTable({s.id: s.attribute_names for s in scenario.streams}, scenario.header_bytes)
         self.channels: list[Channel] = []
         self.phases: list[Phase] = []
         self.uploads: dict[str, int] = {}
         self._numbers: dict[tuple, int] = {}
         self._memo: dict[tuple, tuple] = {}  # (id(item), parent channel) -> (item, channel, reader)
-        self._readers: dict[tuple, tuple[int, frozenset[str]]] = {}  # content -> (reader, attributes needed)
+        self._readers: dict[tuple, int] = {}  # content -> reader
         self._entry_ids: dict[int, dict[tuple, int]] = {}  # id(predicate) -> (id(names), stream) -> trim entry
         self._kept: list[tuple] = []  # what is looked up by id, so the ids stay their own
         self._entry_numbers: dict[tuple, int] = {}  # (stream, predicate, names) -> trim entry
-        self._entry_dims: list[frozenset[str]] = []  # per trim entry: the attributes its predicate constrains
-        self._carried: dict[int, frozenset[str]] = {}  # channel -> the attributes it carries
-        self._linked: set[tuple[str, ...]] = set()  # paths found to be links
         for stream in scenario.streams:
-            home = self.index.homes[stream.source]
+            home = scenario.home(stream.source)
             number = self._channel(
                 (raw_key(stream.id),),
                 stream.id,
@@ -227,7 +131,6 @@ class _Layout:
                 -1,
                 0,
                 stream.attribute_names,
-                f"raw stream {stream.id}",
             )
             self.uploads[stream.id] = number
             self.phases.append(Phase(number, 0.0, self.duration, -1))
@@ -240,47 +143,37 @@ class _Layout:
         parent: int,
         tap: int,
         carries: tuple[str, ...],
-        describe: str,
         sink: str | None = None,
         attrs: tuple[str, ...] = (),
     ) -> int:
         number = self._numbers.get(definition)
         if number is None:
             number = self._numbers[definition] = len(self.channels)
-            self.channels.append(Channel(number, stream, route, parent, tap, carries, describe, sink, attrs))
-            self._carried[number] = frozenset(carries)
+            self.channels.append(Channel(number, stream, route, parent, tap, carries, sink, attrs))
         return number
 
     def read(self, plan: Plan) -> None:
         """The phases of every flow and delivery.
 
-        An epoch costs the diff of its objects against the previous epoch's (:class:`_Sequence`) plus
+        An epoch costs the diff of its objects against the previous epoch's (:class:`EpochOrder`) plus
         work for what changed: new objects, and whatever reads a flow whose channel changed or went (laid
-        out again, and so validated again, in epoch order)."""
+        out again, in epoch order).  The plan has passed :meth:`~sharing.plan.Plan.check`: it is laid out,
+        not checked again."""
         state = _Reading()
-        previous_end = -np.inf
         for epoch in plan.epochs:
-            if not epoch.start < epoch.end or epoch.start < previous_end:
-                raise EmulatorError(
-                    f"plan {plan.strategy}: epoch [{epoch.start:g}, {epoch.end:g}) is empty or overlaps an earlier one"
-                )
             start, end = max(epoch.start, 0.0), min(epoch.end, self.duration)
-            previous_end = epoch.end
             if start >= end:
                 continue
             if start != state.end:  # a gap between epochs: every phase is cut
                 state.close_all()
             state.end = end
-            moved = self._flows(epoch.flows, epoch.start, start, state)
+            moved = self._flows(epoch.flows, start, state)
             self._deliveries(epoch.deliveries, start, moved, state)
         state.close_all()
 
-    def _flows(self, flows: tuple[Flow, ...], epoch_start: float, start: float, state: _Reading) -> set[str]:
+    def _flows(self, flows: tuple[Flow, ...], start: float, state: _Reading) -> set[str]:
         """Lay out the flows of the epoch that changed; the ids of flows whose channel changed, came or went."""
-        gone_ids, fresh, twice = state.flow_order.advance(flows)
-        if twice:  # the same object twice
-            again = next(f for i, f in enumerate(flows) if f in flows[:i])
-            raise EmulatorError(f"flow {again.id} is defined twice in the epoch starting at {epoch_start:g}")
+        gone_ids, fresh, _ = state.flow_order.advance(flows)
         moved: set[str] = set()
         left: dict[str, int] = {}  # flow id -> its channel, for the flows whose object went
         for gone in gone_ids:
@@ -294,12 +187,6 @@ class _Layout:
         if not fresh and not left:
             return moved
         rank = state.flow_order.rank
-        named = Counter(flows[p].id for p in fresh) if len(fresh) > 1 else None
-        for p in fresh:
-            flow = flows[p]
-            # an object kept from the epoch before under the same id is listed in this epoch too
-            if (named is not None and named[flow.id] > 1) or flow.id in state.by_id:
-                raise EmulatorError(f"flow {flow.id} is defined twice in the epoch starting at {epoch_start:g}")
         came = {id(flows[p]): flows[p] for p in fresh}
         queue = [(rank[ident], ident) for ident in came]
         for flow_id in left:  # read again: a flow replaced by a new object may now come after them
@@ -307,22 +194,15 @@ class _Layout:
         heapq.heapify(queue)
         done: set[int] = set()
         while queue:
-            place, ident = heapq.heappop(queue)
+            _, ident = heapq.heappop(queue)
             if ident in done:
                 continue
             done.add(ident)
             flow = came[ident] if ident in came else state.flows[ident][1]
-            parent_flow = None
-            if flow.parent is None:
-                parent = self.uploads.get(flow.stream)
-            else:
-                parent_flow = state.by_id.get(flow.parent)
-                if parent_flow is not None and rank[id(parent_flow)] >= place:
-                    parent_flow = None  # listed later: not an earlier flow of the epoch
-                parent = None if parent_flow is None else state.where[flow.parent]
+            parent = self.uploads[flow.stream] if flow.parent is None else state.where[flow.parent]
             hit = self._memo.get((ident, parent))
             if hit is None:
-                hit = self._memo[(ident, parent)] = (flow, *self._flow(flow, parent_flow, parent))
+                hit = self._memo[(ident, parent)] = (flow, *self._flow(flow, parent))
             number = hit[1]
             was = state.flows.get(ident)
             if was is not None and was[0].channel == number:
@@ -332,9 +212,6 @@ class _Layout:
             if state.where.get(flow.id, left.get(flow.id)) != number:
                 moved.add(flow.id)
                 for c in state.children.get(flow.id, ()):
-                    if rank[c] < place:
-                        child = state.flows[c][1]
-                        raise EmulatorError(f"flow {child.id}: parent {flow.id} is not an earlier flow of the epoch")
                     heapq.heappush(queue, (rank[c], c))
             state.where[flow.id] = number
             state.by_id[flow.id] = flow
@@ -383,19 +260,8 @@ class _Layout:
             if delivery.flow is not None:
                 state.readers.setdefault(delivery.flow, set()).add(ident)
 
-    def _flow(self, flow: Flow, parent_flow: Flow | None, parent: int | None) -> tuple[int, int]:
-        """The channel of ``flow`` (validated) and its reader, checked against what its input carries."""
-        flow_input(self.index, flow, parent_flow)  # raises for a missing, later or misplaced parent
-        if flow.path not in self._linked:
-            for a, b in pairwise(flow.path):
-                try:
-                    self.network.link(a, b)
-                except KeyError:
-                    raise EmulatorError(
-                        f"flow {flow.id}: path {flow.path} crosses {a} -> {b}, which is not a link"
-                    ) from None
-            self._linked.add(flow.path)
-        assert parent is not None  # flow_input found the parent (the raw stream or an earlier flow)
+    def _flow(self, flow: Flow, parent: int) -> tuple[int, int]:
+        """The channel of ``flow``, read off channel ``parent``, and its reader."""
         above = self.channels[parent]
         carries = above.carries if flow.trim else flow.attrs
         tap = above.route.index(flow.origin)
@@ -407,14 +273,12 @@ class _Layout:
             parent,
             tap,
             carries,
-            f"flow {flow.id}",
         )
-        reader = self._reader(flow.stream, flow.predicate, flow.attrs, flow.trim, f"flow {flow.id}", flow.origin, above)
-        return number, reader
+        return number, self._reader(flow.stream, flow.predicate, flow.attrs, flow.trim)
 
     def _delivery(self, target: Hashable, delivery: Delivery, flow: Flow | None, parent: int | None) -> tuple[int, int]:
-        home, _ = delivery_input(self.index, flow, delivery)  # raises for a delivery it cannot read
-        stream = self.index.subscriptions[delivery.subscription].stream
+        home = delivery.home
+        stream = self.scenario.subscription(delivery.subscription).stream
         above = self.channels[self.uploads[stream] if parent is None else parent]
         tap = above.route.index(home)
         route = (home, delivery.peer)
@@ -425,31 +289,19 @@ class _Layout:
             above.number,
             tap,
             delivery.attrs,
-            f"delivery of {delivery.subscription}",
             delivery.subscription,
             delivery.attrs,
         )
-        name = f"delivery of {delivery.subscription}"
-        return number, self._reader(stream, delivery.predicate, delivery.attrs, (), name, home, above)
+        return number, self._reader(stream, delivery.predicate, delivery.attrs, ())
 
-    def _reader(
-        self, stream: str, predicate, attrs: tuple[str, ...], trim: tuple, name: str, node: str, above: Channel
-    ) -> int:
-        """The table entry of a reader with this content (added on first use), checked against what
-        ``above`` carries: raises EmulatorError, as :class:`~peers.superpeer.FlowOperator` does, when the
-        input lacks an attribute the reader needs."""
+    def _reader(self, stream: str, predicate, attrs: tuple[str, ...], trim: tuple) -> int:
+        """The table entry of a reader with this content (added on first use)."""
         entries = tuple(self._entry(stream, p, names) for p, names in trim) if trim else ()
         content = (stream, predicate, attrs, entries)
-        hit = self._readers.get(content)
-        if hit is None:
-            needs = self.table.dims(predicate, stream).union(attrs, *(self._entry_dims[e] for e in entries))
-            hit = self._readers[content] = (self.table.add(stream, predicate, attrs, entries), needs)
-        missing = hit[1] - self._carried[above.number]
-        if missing:
-            raise EmulatorError(
-                f"{name} at {node} needs attribute {min(missing)!r}, which {above.describe} does not carry there"
-            )
-        return hit[0]
+        number = self._readers.get(content)
+        if number is None:
+            number = self._readers[content] = self.table.add(stream, predicate, attrs, entries)
+        return number
 
     def _entry(self, stream: str, predicate, names: tuple[str, ...]) -> int:
         """The table's trim entry for ``predicate`` and ``names`` (objects a plan shares between the flows
@@ -460,7 +312,6 @@ class _Layout:
             number = self._entry_numbers.get((stream, predicate, names))
             if number is None:
                 number = self._entry_numbers[(stream, predicate, names)] = self.table.entry(stream, predicate, names)
-                self._entry_dims.append(self.table.dims(predicate, stream))
             self._entry_ids.setdefault(id(predicate), {})[(id(names), stream)] = number
             self._kept.append((predicate, names))
         return number
@@ -469,12 +320,14 @@ class _Layout:
 class Timetable:
     """The channels and phases of ``plan`` over ``[0, duration)``, compiled for :meth:`window`.
 
-    Raises EmulatorError naming the flow or subscription for an inconsistent plan, and for epochs that are
-    empty, overlap or are out of order.  Once built it holds only what :meth:`window` and :meth:`routes`
-    need (none of the plan's objects), so it pickles small (the Spark engine ships it to its executors).
+    A plan not made by :func:`sharing.make_plan` is checked first (:meth:`~sharing.plan.Plan.check`:
+    PlanError naming the epoch, flow or subscription of a broken rule).  Once built the timetable holds only
+    what :meth:`window` and :meth:`routes` need (none of the plan's objects), so it pickles small (the
+    Spark engine ships it to its executors).
     """
 
     def __init__(self, scenario: Scenario, plan: Plan, network: Network):
+        plan.check(scenario, network)
         self.scenario = scenario
         layout = _Layout(scenario, network)
         layout.read(plan)

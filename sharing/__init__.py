@@ -38,7 +38,7 @@ def make_plan(
     dearer than query-shipping plans the scenario a second time, byte-capped (sharing.planner); that
     pass counts again from (1, epochs).
 
-    Raises InputError for an unknown strategy name.
+    The plan has passed :meth:`Plan.check`.  Raises InputError for an unknown strategy name.
     """
     from sharing.baselines import BASELINES, Baseline
     from sharing.cost import CostModel
@@ -48,7 +48,7 @@ def make_plan(
     check_strategy(strategy)
     network = network or Network.of(scenario)
     if strategy not in BASELINES:
-        return plan_sharing(scenario, strategy, network, CostModel(scenario), progress)
+        return plan_sharing(scenario, strategy, network, CostModel(scenario), progress).check(scenario, network)
     baseline = Baseline(scenario, network, strategy)
     epochs = []
     steps = timeline(scenario)
@@ -62,7 +62,7 @@ def make_plan(
         epochs.append(Epoch(start, end, flows, deliveries))
         if progress is not None:
             progress(len(epochs), len(steps))
-    return Plan(strategy, scenario.name, tuple(epochs))
+    return Plan(strategy, scenario.name, tuple(epochs)).check(scenario, network)
 
 
 __all__ = ["STRATEGIES", "Decision", "Delivery", "Epoch", "Flow", "Plan", "check_strategy", "make_plan"]

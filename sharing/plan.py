@@ -11,14 +11,23 @@ which is what makes every engine's counts identical.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import pairwise
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from matcher import Predicate
 from matcher.text import predicate_to_text
+
+if TYPE_CHECKING:
+    from network.routing import Network
+    from topologies.model import Scenario
+
+
+_CHECKED: weakref.WeakValueDictionary[int, Plan] = weakref.WeakValueDictionary()
+"""The plans :meth:`Plan.check` passed, by identity (a plan is frozen: once checked, it stays so)."""
 
 
 @dataclass(frozen=True)
@@ -154,10 +163,35 @@ class Decision:
 
 @dataclass(frozen=True)
 class Plan:
+    """What every strategy makes: for each epoch, the flows and deliveries in force for the tuples emitted
+    in it (:class:`Epoch`), and the planner's decisions.  A plan made by :func:`sharing.make_plan` has
+    passed :meth:`check`; the engines check any other once before they lay it out."""
+
     strategy: str
     scenario: str
     epochs: tuple[Epoch, ...]
     decisions: tuple[Decision, ...] = field(default=())
+
+    def check(self, scenario: Scenario, network: Network | None = None) -> Plan:
+        """This plan, once it keeps the rules every plan keeps over ``scenario`` (sharing/rules.py);
+        raises PlanError naming the epoch, flow or subscription of the first broken rule.  A plan is
+        checked once: checking it again costs nothing."""
+        if _CHECKED.get(id(self)) is self:
+            return self
+        from sharing.rules import check_plan
+
+        check_plan(self, scenario, network)
+        _CHECKED[id(self)] = self
+        return self
+
+    def splice(self, after: Plan, at: float) -> Plan:
+        """This plan's epochs up to time ``at``, then ``after``'s (an epoch across ``at`` is cut), with the
+        decisions of each side: how a running network moves to a new plan while the tuples emitted before
+        ``at`` keep the routes they were given."""
+        head = tuple(replace(e, end=min(e.end, at)) for e in self.epochs if e.start < at)
+        tail = tuple(replace(e, start=max(e.start, at)) for e in after.epochs if e.end > at)
+        decisions = tuple(d for d in self.decisions if d.time < at) + tuple(d for d in after.decisions if d.time >= at)
+        return Plan(after.strategy, after.scenario, head + tail, decisions)
 
     def epoch_at(self, t: float) -> Epoch | None:
         """The epoch in force for a tuple emitted at time ``t`` (None outside every epoch)."""

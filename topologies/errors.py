@@ -24,6 +24,11 @@ class ScenarioError(InputError):
     """A scenario file is invalid; the message names the file and the key path, e.g. ``a.yaml: streams[0].rate``."""
 
 
+class PlanError(EmulatorError):
+    """A plan breaks a rule every plan keeps (sharing/rules.py): a planner bug, named by epoch, flow or
+    subscription."""
+
+
 class EngineError(EmulatorError):
     """An execution engine (Spark, MQTT broker) could not start or failed while running."""
 

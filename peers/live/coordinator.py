@@ -140,7 +140,7 @@ class Coordinator:
         planned = tuple(s for s in self.subscriptions if s.id not in self.lost_ids)
         plan = make_plan(replace(self.scenario, subscriptions=planned), self.strategy, self.network)
         if at is not None:
-            plan = splice(self.book.versions[self.version].plan, plan, at)
+            plan = self.book.versions[self.version].plan.splice(plan, at).check(scenario)  # every link of the scenario
         self.version = version
         self.book.add_version(version, scenario, plan)
         self.connection.publish(
@@ -558,14 +558,6 @@ class Coordinator:
             timeline=timeline if length else {},
             bin_s=bin_s,
         )
-
-
-def splice(before: Plan, after: Plan, at: float) -> Plan:
-    """``before``'s epochs up to emulated time ``at``, then ``after``'s (an epoch across ``at`` is cut)."""
-    head = tuple(replace(e, end=min(e.end, at)) for e in before.epochs if e.start < at)
-    tail = tuple(replace(e, start=max(e.start, at)) for e in after.epochs if e.end > at)
-    decisions = tuple(d for d in before.decisions if d.time < at) + tuple(d for d in after.decisions if d.time >= at)
-    return Plan(after.strategy, after.scenario, head + tail, decisions)
 
 
 def _counts(values: object, length: int | None) -> bool:

@@ -23,7 +23,7 @@ from peers.live.malformed import MalformedMessage, integer, json_object, number
 from peers.live.wire import plan_from_wire, plan_to_wire, subscription_from_json, subscription_to_json
 from peers.superpeer import FlowOperator, OperatorCache, install, subscription_keys
 from sharing.plan import Epoch, Flow, Plan
-from topologies.errors import InputError
+from topologies.errors import InputError, PlanError
 from topologies.model import Scenario
 
 _INSTALLED_EPOCHS = 256  # epochs whose operators stay installed (LRU); batches rarely straddle more
@@ -97,10 +97,10 @@ class PlanBook:
             try:
                 subscriptions = tuple(subscription_from_json(self.base, s) for s in doc["subscriptions"])
                 scenario = replace(self.base, duration=duration, subscriptions=subscriptions)
-                plan = plan_from_wire(doc["plan"])
+                plan = plan_from_wire(doc["plan"]).check(scenario)
             except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError, InputError) as err:
                 raise MalformedMessage(f"not a plan of {self.base.name}: {err!r}", "coordinator") from None
-            except QueryError as err:
+            except (QueryError, PlanError) as err:
                 raise MalformedMessage(f"not a plan of {self.base.name}: {err}", "coordinator") from None
             self.add_version(version, scenario, plan)
         self._last = (payload, version)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from peers.live.connection import Broker
-from peers.live.coordinator import Coordinator, splice
+from peers.live.coordinator import Coordinator
 from peers.live.plans import PlanBook
 from peers.live.topics import Topics
 from sharing import make_plan
@@ -22,14 +22,14 @@ def coordinator_at(scenario, horizon: float) -> Coordinator:
 def test_splice_keeps_the_old_epochs_before_the_cut_and_the_new_ones_after():
     scenario = load_scenario("topologies/figure1.yaml")
     before, after = make_plan(scenario, "sharing-em"), make_plan(scenario, "multicast")
-    plan = splice(before, after, 25.0)
+    plan = before.splice(after, 25.0)
     assert [e.end for e in plan.epochs if e.start < 25.0][-1] == 25.0
     for t in (0.0, 12.5, 24.999):
         assert plan.epoch_at(t).flows == before.epoch_at(t).flows
     for t in (25.0, 30.0, 59.9):
         assert plan.epoch_at(t).flows == after.epoch_at(t).flows
         assert plan.epoch_at(t).deliveries == after.epoch_at(t).deliveries
-    assert splice(before, before, 25.0).epochs[-1] == before.epochs[-1]
+    assert before.splice(before, 25.0).epochs[-1] == before.epochs[-1]
 
 
 def test_failed_relay_cuts_off_sp1_and_sp3_and_reroutes_q2_over_sp7():

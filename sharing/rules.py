@@ -1,0 +1,249 @@
+"""The rules every plan keeps, checked once when the plan is made (:meth:`sharing.plan.Plan.check`).
+
+Within an epoch: a flow is listed once; its stream is known; its path starts at its origin and crosses
+only backbone links; it reads the raw stream at the source's super-peer, or a parent flow listed earlier
+in the epoch whose path passes through its origin; a delivery names a subscription, its subscriber's
+thin-peer and that peer's super-peer, and reads the raw stream at the source's super-peer or a flow of the
+epoch passing through its super-peer; every filter and projection finds the attributes it needs in what
+its input carries there.  Epochs are non-empty and in time order.
+
+The engines rely on these rules and do not check them again: they only lay a checked plan out.  Consecutive
+epochs mostly list the same flow and delivery objects, so an epoch costs what changed in it
+(:class:`sharing.epochs.EpochOrder`): its new objects, and those reading a flow replaced or gone.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from itertools import pairwise
+
+from network.routing import Network
+from sharing.epochs import EpochOrder
+from sharing.plan import Delivery, Flow, Plan
+from topologies.errors import PlanError
+from topologies.model import Scenario
+
+
+def check_plan(plan: Plan, scenario: Scenario, network: Network | None = None) -> None:
+    """Raises :class:`PlanError` naming the epoch, flow or subscription of the first broken rule, in epoch
+    order (the rules: module docstring)."""
+    _Rules(scenario, network or Network.of(scenario)).run(plan)
+
+
+class _Rules:
+    def __init__(self, scenario: Scenario, network: Network):
+        self.scenario, self.network = scenario, network
+        self.duration = float(scenario.duration)
+        self.links = set(network.directions)
+        self.linked: set[tuple[str, ...]] = set()  # paths found to cross links only
+        # (id(flow), id(parent or None)) -> (flow, parent, what the flow carries): an object is checked once
+        self.flows_seen: dict[tuple[int, int], tuple[Flow, Flow | None, frozenset[str]]] = {}
+        self.deliveries_seen: dict[tuple[int, int], tuple[Delivery, Flow | None]] = {}
+        self.needs: dict[int, tuple[object, frozenset[str]]] = {}  # id(flow or delivery) -> attributes read
+
+    def run(self, plan: Plan) -> None:
+        state = _Epochs()
+        previous_end = -math.inf
+        for epoch in plan.epochs:
+            if not epoch.start < epoch.end or epoch.start < previous_end:
+                raise PlanError(
+                    f"plan {plan.strategy}: epoch [{epoch.start:g}, {epoch.end:g}) is empty or overlaps an earlier one"
+                )
+            start, end = max(epoch.start, 0.0), min(epoch.end, self.duration)
+            previous_end = epoch.end
+            if start >= end:  # no tuple is emitted in it: nothing reads it
+                continue
+            if start != state.end:  # a gap: the next epoch is read afresh
+                state.reset()
+            state.end = end
+            changed = self._flows(epoch.flows, epoch.start, state)
+            self._deliveries(epoch.deliveries, changed, state)
+
+    def _flows(self, flows: tuple[Flow, ...], epoch_start: float, state: _Epochs) -> set[str]:
+        """Check the flows of the epoch that are new or read a flow replaced or gone; the ids of the flows
+        whose object changed or went."""
+        gone, fresh, twice = state.flow_order.advance(flows)
+        if twice:
+            again = next(f for i, f in enumerate(flows) if f in flows[:i])
+            raise PlanError(f"flow {again.id} is defined twice in the epoch starting at {epoch_start:g}")
+        changed: set[str] = set()
+        for ident in gone:
+            flow = state.flows.pop(ident)
+            if state.by_id.get(flow.id) is flow:
+                del state.by_id[flow.id]
+                del state.carried[flow.id]
+                changed.add(flow.id)
+            if flow.parent is not None:
+                state.children.get(flow.parent, set()).discard(ident)
+        if not fresh and not changed:
+            self._order(state, set())
+            return changed
+        named = Counter(flows[p].id for p in fresh) if len(fresh) > 1 else None
+        for p in fresh:
+            flow = flows[p]
+            if (named is not None and named[flow.id] > 1) or flow.id in state.by_id:
+                raise PlanError(f"flow {flow.id} is defined twice in the epoch starting at {epoch_start:g}")
+        rank = state.flow_order.rank
+        came = {id(flows[p]): flows[p] for p in fresh}
+        queue = [(rank[ident], ident) for ident in came]
+        for flow_id in changed:  # read again: their parent is another object now, or none
+            queue.extend((rank[c], c) for c in state.children.get(flow_id, ()))
+        heapq.heapify(queue)
+        done: set[int] = set()
+        while queue:
+            place, ident = heapq.heappop(queue)
+            if ident in done:
+                continue
+            done.add(ident)
+            flow = came[ident] if ident in came else state.flows[ident]
+            parent = None if flow.parent is None else state.by_id.get(flow.parent)
+            if parent is not None and rank[id(parent)] >= place:
+                parent = None  # listed later: not an earlier flow of the epoch
+            key = (ident, id(parent))
+            seen = self.flows_seen.get(key)
+            if seen is None:
+                seen = self.flows_seen[key] = (flow, parent, self._flow(flow, parent, state))
+            if ident not in came and state.by_id.get(flow.id) is flow and state.carried[flow.id] == seen[2]:
+                continue  # read again, found as it was
+            if state.by_id.get(flow.id) is not flow or state.carried.get(flow.id) != seen[2]:
+                changed.add(flow.id)
+                for child in state.children.get(flow.id, ()):
+                    if rank[child] < place:
+                        raise PlanError(
+                            f"flow {state.flows[child].id}: parent {flow.id} is not an earlier flow of the epoch"
+                        )
+                    heapq.heappush(queue, (rank[child], child))
+            state.flows[ident] = flow
+            state.by_id[flow.id] = flow
+            state.carried[flow.id] = seen[2]
+            if flow.parent is not None:
+                state.children.setdefault(flow.parent, set()).add(ident)
+        self._order(state, done)
+        return changed
+
+    @staticmethod
+    def _order(state: _Epochs, done: set[int]) -> None:
+        """The flows kept from the epoch before but moved among the others: still after their parent and
+        before their children (those checked above were)."""
+        rank = state.flow_order.rank
+        for ident in state.flow_order.shifted:
+            if ident in done or ident not in state.flows:
+                continue
+            flow = state.flows[ident]
+            parent = None if flow.parent is None else state.by_id.get(flow.parent)
+            if flow.parent is not None and (parent is None or rank[id(parent)] >= rank[ident]):
+                raise PlanError(f"flow {flow.id}: parent {flow.parent} is not an earlier flow of the epoch")
+            for child in state.children.get(flow.id, ()):
+                if rank[child] < rank[ident]:
+                    raise PlanError(
+                        f"flow {state.flows[child].id}: parent {flow.id} is not an earlier flow of the epoch"
+                    )
+
+    def _flow(self, flow: Flow, parent: Flow | None, state: _Epochs) -> frozenset[str]:
+        """Check one flow read from ``parent`` (the raw stream when it has none); what it carries."""
+        stream = self.scenario.streams_by_id.get(flow.stream)
+        if stream is None:
+            raise PlanError(f"flow {flow.id}: unknown stream {flow.stream!r}")
+        if not flow.path or flow.path[0] != flow.origin:
+            raise PlanError(f"flow {flow.id}: path {flow.path} does not start at its origin {flow.origin}")
+        if flow.parent is None:
+            source_home = self.scenario.home(stream.source)
+            if flow.origin != source_home:
+                raise PlanError(f"flow {flow.id} reads raw {flow.stream} at {flow.origin}, not at {source_home}")
+            above, what = frozenset(stream.attribute_names), f"raw stream {flow.stream}"
+        else:
+            if parent is None:
+                raise PlanError(f"flow {flow.id}: parent {flow.parent} is not an earlier flow of the epoch")
+            if flow.origin not in parent.path:
+                raise PlanError(f"flow {flow.id}: parent {flow.parent} does not pass through {flow.origin}")
+            above, what = state.carried[parent.id], f"flow {parent.id}"
+        if flow.path not in self.linked:
+            for a, b in pairwise(flow.path):
+                if (a, b) not in self.links:
+                    raise PlanError(f"flow {flow.id}: path {flow.path} crosses {a} -> {b}, which is not a link")
+            self.linked.add(flow.path)
+        self._reads(flow, above, f"flow {flow.id}", flow.origin, what)
+        return above if flow.trim else frozenset(flow.attrs)
+
+    def _deliveries(self, deliveries: tuple[Delivery, ...], changed: set[str], state: _Epochs) -> None:
+        """Check the deliveries of the epoch that are new or read a flow in ``changed``."""
+        gone, fresh, _ = state.delivery_order.advance(deliveries)
+        for ident in gone:
+            delivery = state.deliveries.pop(ident)
+            if delivery.flow is not None:
+                state.readers.get(delivery.flow, set()).discard(ident)
+        check = {id(deliveries[p]): deliveries[p] for p in fresh}
+        again = False
+        for flow_id in changed:
+            for ident in state.readers.get(flow_id, ()):
+                if ident not in check:
+                    check[ident] = state.deliveries[ident]
+                    again = True
+        order = list(check.values())
+        if again:  # in epoch order: the first broken rule is the one reported
+            position = state.delivery_order.positions()
+            order.sort(key=lambda d: position[id(d)])
+        for delivery in order:
+            flow = None if delivery.flow is None else state.by_id.get(delivery.flow)
+            key = (id(delivery), id(flow))
+            if key not in self.deliveries_seen:
+                self._delivery(delivery, flow, state)
+                self.deliveries_seen[key] = (delivery, flow)
+            state.deliveries[id(delivery)] = delivery
+            if delivery.flow is not None:
+                state.readers.setdefault(delivery.flow, set()).add(id(delivery))
+
+    def _delivery(self, delivery: Delivery, flow: Flow | None, state: _Epochs) -> None:
+        what = f"delivery of {delivery.subscription}"
+        sub = self.scenario.subscriptions_by_id.get(delivery.subscription)
+        home = self.scenario.homes.get(delivery.peer)
+        if sub is None or home is None:
+            raise PlanError(f"{what}: unknown subscription or thin-peer {delivery.peer}")
+        if delivery.peer != sub.peer or delivery.home != home:
+            raise PlanError(f"{what}: {delivery.peer} at {delivery.home}, but the subscriber is {sub.peer} at {home}")
+        stream = self.scenario.streams_by_id.get(sub.stream)
+        if stream is None:
+            raise PlanError(f"{what}: unknown stream {sub.stream!r}")
+        if delivery.flow is None:
+            source_home = self.scenario.home(stream.source)
+            if delivery.home != source_home:
+                raise PlanError(f"{what} reads raw {sub.stream} at {delivery.home}, not at {source_home}")
+            above, source = frozenset(stream.attribute_names), f"raw stream {sub.stream}"
+        else:
+            if flow is None or delivery.home not in flow.path:
+                raise PlanError(f"{what}: flow {delivery.flow} is not available at {delivery.home}")
+            above, source = state.carried[flow.id], f"flow {flow.id}"
+        self._reads(delivery, above, what, delivery.home, source)
+
+    def _reads(self, item: Flow | Delivery, above: frozenset[str], name: str, node: str, source: str) -> None:
+        """PlanError unless ``above`` holds every attribute ``item``'s filter and projection read."""
+        hit = self.needs.get(id(item))
+        if hit is None:
+            trim = item.trim if isinstance(item, Flow) else ()
+            needs = frozenset([*item.predicate.dims, *item.attrs, *(d for p, _ in trim for d in p.dims)])
+            hit = self.needs[id(item)] = (item, needs)
+        missing = hit[1] - above
+        if missing:
+            raise PlanError(f"{name} at {node} needs attribute {min(missing)!r}, which {source} does not carry there")
+
+
+class _Epochs:
+    """What the check carries from one epoch to the next (objects keyed by identity)."""
+
+    def __init__(self) -> None:
+        self.flow_order = EpochOrder(ranked=True)
+        self.delivery_order = EpochOrder(ranked=False)
+        self.end = 0.0
+        self.reset()
+
+    def reset(self) -> None:
+        self.flow_order.reset()
+        self.delivery_order.reset()
+        self.flows: dict[int, Flow] = {}
+        self.deliveries: dict[int, Delivery] = {}
+        self.by_id: dict[str, Flow] = {}  # flow id -> the object of the current epoch
+        self.carried: dict[str, frozenset[str]] = {}  # flow id -> the attributes its tuples carry
+        self.children: dict[str, set[int]] = {}  # flow id -> flows (ids) reading it
+        self.readers: dict[str, set[int]] = {}  # flow id -> deliveries (ids) reading it
