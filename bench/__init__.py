@@ -12,5 +12,6 @@ BENCHMARKS = {
     "planner": "subscriptions planned per second on a transit-stub topology",
     "filters": "shared multi-subscription filtering engines",
     "spark": "Spark data plane vs Catalyst",
+    "driver": "the Spark engine's driver memory, 10x the tuples",
     "engine": "local simulation engine per strategy on a many-epoch scenario",
 }
