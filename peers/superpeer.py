@@ -9,17 +9,16 @@ local engine compiles the same readers (predicate, attributes, ``trim`` entries)
 :class:`peers.selection.SelectorTable`; :class:`Selector` is the plain one-reader version of what each
 keeps and what its tuples weigh, which tests compare the compiled selection to.
 
-Channel keys name what a batch belongs to: ``("raw", stream)``, ``("flow", flow id)`` and
-``("delivery", position in the epoch)``.  The Spark engine asks :func:`install` for delivery keys that do
-not shift when an earlier delivery comes or goes (:func:`subscription_keys`), and passes a cache so that an
-operator whose readers did not change from one epoch to the next is the same object (its matcher is built
-once): operators are immutable once built, so sharing them is safe (an adaptive matcher learns which
-engine to run, which never changes an output).
+A :class:`ChannelKey` names what a batch belongs to: the raw stream, a flow, or a subscription's ``n``-th
+delivery of the epoch (a key that does not shift when another delivery comes or goes).  :func:`install`
+takes a cache so that an operator whose readers did not change from one epoch to the next is the same
+object (its matcher is built once): operators are immutable once built, so sharing them is safe (an
+adaptive matcher learns which engine to run, which never changes an output).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import NamedTuple
@@ -34,27 +33,33 @@ from sharing.plan import Delivery, Epoch, Flow
 from topologies.model import Scenario, tuple_bytes
 
 
-def raw_key(stream: str) -> tuple[str, str]:
-    return ("raw", stream)
+class ChannelKey(NamedTuple):
+    """What a batch belongs to: ``kind`` "raw" (``name`` the stream), "flow" (the flow id) or "delivery"
+    (the subscription, and ``n`` which of its deliveries of the epoch).  The channel of a batch on the
+    wire is ``(kind, name)``."""
+
+    kind: str
+    name: str
+    n: int = 0
 
 
-def flow_key(flow_id: str) -> tuple[str, str]:
-    return ("flow", flow_id)
+def raw_key(stream: str) -> ChannelKey:
+    return ChannelKey("raw", stream)
 
 
-def delivery_key(position: int) -> tuple[str, int]:
-    return ("delivery", position)
+def flow_key(flow_id: str) -> ChannelKey:
+    return ChannelKey("flow", flow_id)
 
 
-def subscription_keys(epoch: Epoch) -> list[tuple[str, str, int]]:
-    """Per delivery of ``epoch``, a key that stays the same across epochs: ``("delivery", subscription,
-    n)`` for the ``n``-th delivery of that subscription in the epoch."""
+def subscription_keys(epoch: Epoch) -> list[ChannelKey]:
+    """Per delivery of ``epoch``, a key that stays the same across epochs: the ``n``-th delivery of its
+    subscription in the epoch."""
     seen: dict[str, int] = {}
     keys = []
     for delivery in epoch.deliveries:
         n = seen.get(delivery.subscription, 0)
         seen[delivery.subscription] = n + 1
-        keys.append(("delivery", delivery.subscription, n))
+        keys.append(ChannelKey("delivery", delivery.subscription, n))
     return keys
 
 
@@ -62,7 +67,7 @@ class Output(NamedTuple):
     """The tuples an operator sends on one channel: their positions in the input batch, their values
     (projected) and their size on the wire."""
 
-    target: Hashable
+    target: ChannelKey
     positions: np.ndarray
     columns: dict[str, np.ndarray]
     wire_bytes: np.ndarray
@@ -78,7 +83,7 @@ class Reader:
     each tuple satisfies.
     """
 
-    target: Hashable
+    target: ChannelKey
     name: str  # for error messages: "flow F3", "delivery of Q1"
     predicate: Predicate
     attrs: tuple[str, ...]
@@ -256,7 +261,7 @@ class OperatorCache:
     def __init__(self) -> None:
         self.operators: dict[tuple, FlowOperator] = {}
         self._previous: dict[tuple, FlowOperator] = {}
-        self._readers: dict[tuple[int, Hashable], tuple[Flow | Delivery, Reader]] = {}
+        self._readers: dict[tuple[int, ChannelKey], tuple[Flow | Delivery, Reader]] = {}
 
     def operator(self, signature: tuple, make: Callable[[], FlowOperator]) -> FlowOperator:
         """The operator with this signature: the one built before, or a new one from ``make()``."""
@@ -271,7 +276,7 @@ class OperatorCache:
         installing epoch after epoch keeps two epochs' operators, not the whole run's."""
         self._previous, self.operators = self.operators, {}
 
-    def reader(self, item: Flow | Delivery, key: Hashable, make: Callable[[], Reader]) -> Reader:
+    def reader(self, item: Flow | Delivery, key: ChannelKey, make: Callable[[], Reader]) -> Reader:
         hit = self._readers.get((id(item), key))
         if hit is None:
             hit = self._readers[(id(item), key)] = (item, make())
@@ -282,23 +287,22 @@ def install(
     scenario: Scenario,
     epoch: Epoch,
     *,
-    delivery_keys: Sequence[Hashable] | None = None,
     cache: OperatorCache | None = None,
-) -> dict[tuple[str, Hashable], FlowOperator]:
+) -> dict[tuple[str, ChannelKey], FlowOperator]:
     """The operators of every super-peer for ``epoch``: ``{(super-peer, input channel key): operator}``.
 
-    Delivery ``k`` is the target ``delivery_keys[k]`` (default ``delivery_key(k)``).  With ``cache``, an
+    A delivery's output is keyed by :func:`subscription_keys`.  With ``cache``, an
     operator with the same node, input, carried attributes and readers as one built before is reused.  The
     epoch is one of a plan that passed :meth:`~sharing.plan.Plan.check`: it is installed, not checked
     again.
     """
     flows: dict[str, Flow] = {}
-    readers: dict[tuple[str, Hashable], list[Reader]] = {}
-    carried: dict[Hashable, tuple[str, ...]] = {}
+    readers: dict[tuple[str, ChannelKey], list[Reader]] = {}
+    carried: dict[ChannelKey, tuple[str, ...]] = {}
     for stream in scenario.streams:
         carried[raw_key(stream.id)] = stream.attribute_names
 
-    def attach(node: str, source: Hashable, reader: Reader) -> None:
+    def attach(node: str, source: ChannelKey, reader: Reader) -> None:
         readers.setdefault((node, source), []).append(reader)
 
     for flow in epoch.flows:
@@ -307,8 +311,7 @@ def install(
         carried[flow_key(flow.id)] = carried[source] if flow.trim else flow.attrs
         attach(flow.origin, source, _reader(cache, flow, flow_key(flow.id), partial(flow_reader, flow)))
 
-    keys = [delivery_key(k) for k in range(len(epoch.deliveries))] if delivery_keys is None else delivery_keys
-    for key, delivery in zip(keys, epoch.deliveries, strict=True):
+    for key, delivery in zip(subscription_keys(epoch), epoch.deliveries, strict=True):
         reader = _reader(cache, delivery, key, partial(delivery_reader, key, delivery))
         stream = scenario.subscription(delivery.subscription).stream
         attach(delivery.home, raw_key(stream) if delivery.flow is None else flow_key(delivery.flow), reader)
@@ -322,7 +325,7 @@ def install(
 
 
 def operator_signature(
-    node: str, source: Hashable, carried: tuple[str, ...], readers: Sequence[Reader], header_bytes: int
+    node: str, source: ChannelKey, carried: tuple[str, ...], readers: Sequence[Reader], header_bytes: int
 ) -> tuple:
     """What identifies the operator for ``readers`` of input ``source`` at ``node``: equal signatures,
     interchangeable operators."""
@@ -334,7 +337,7 @@ def make_operator(signature: tuple) -> FlowOperator:
     return FlowOperator(node, _describe(source), carried, readers, header_bytes)
 
 
-def _reader(cache: OperatorCache | None, item: Flow | Delivery, key: Hashable, make: Callable[[], Reader]) -> Reader:
+def _reader(cache: OperatorCache | None, item: Flow | Delivery, key: ChannelKey, make: Callable[[], Reader]) -> Reader:
     return make() if cache is None else cache.reader(item, key, make)
 
 
@@ -343,10 +346,9 @@ def flow_reader(flow: Flow) -> Reader:
     return Reader(flow_key(flow.id), f"flow {flow.id}", flow.predicate, flow.attrs, full, flow.trim)
 
 
-def delivery_reader(key: Hashable, delivery: Delivery) -> Reader:
+def delivery_reader(key: ChannelKey, delivery: Delivery) -> Reader:
     return Reader(key, f"delivery of {delivery.subscription}", delivery.predicate, delivery.attrs)
 
 
-def _describe(source: Hashable) -> str:
-    kind, name = source
-    return f"raw stream {name}" if kind == "raw" else f"flow {name}"
+def _describe(source: ChannelKey) -> str:
+    return f"raw stream {source.name}" if source.kind == "raw" else f"flow {source.name}"

@@ -29,7 +29,7 @@ made): it is laid out, not checked again.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import NamedTuple
@@ -39,7 +39,7 @@ import numpy as np
 from network.queues import Blocks, Route
 from network.routing import Network
 from peers.selection import SelectorTable, select_window
-from peers.superpeer import flow_key, raw_key
+from peers.superpeer import ChannelKey, flow_key, raw_key
 from sharing.epochs import EpochOrder
 from sharing.plan import Delivery, Flow, Plan
 from topologies.model import Scenario
@@ -247,7 +247,7 @@ class _Layout:
             parent = None if flow is None else state.where[flow.id]
             hit = self._memo.get((ident, parent))
             if hit is None:
-                target = ("delivery", delivery.subscription, ident)
+                target = ChannelKey("delivery", delivery.subscription, ident)
                 hit = self._memo[(ident, parent)] = (delivery, *self._delivery(target, delivery, flow, parent))
             was = state.deliveries.get(ident)
             if was is not None:
@@ -276,7 +276,7 @@ class _Layout:
         )
         return number, self._reader(flow.stream, flow.predicate, flow.attrs, flow.trim)
 
-    def _delivery(self, target: Hashable, delivery: Delivery, flow: Flow | None, parent: int | None) -> tuple[int, int]:
+    def _delivery(self, target: ChannelKey, delivery: Delivery, flow: Flow | None, parent: int | None) -> tuple[int, int]:
         home = delivery.home
         stream = self.scenario.subscription(delivery.subscription).stream
         above = self.channels[self.uploads[stream] if parent is None else parent]

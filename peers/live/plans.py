@@ -21,7 +21,7 @@ import numpy as np
 from matcher import QueryError
 from peers.live.malformed import MalformedMessage, integer, json_object, number
 from peers.live.wire import plan_from_wire, plan_to_wire, subscription_from_json, subscription_to_json
-from peers.superpeer import FlowOperator, OperatorCache, install, subscription_keys
+from peers.superpeer import FlowOperator, OperatorCache, install
 from sharing.plan import Epoch, Flow, Plan
 from topologies.errors import InputError, PlanError
 from topologies.model import Scenario
@@ -113,16 +113,15 @@ class PlanBook:
         return self.versions[version]
 
     def installed(self, version: int, epoch: int) -> Installed:
-        """The operators of an epoch (a delivery's output is keyed ``("delivery", subscription, n)``) and
-        its flows."""
+        """The operators of an epoch (a delivery's output keyed by its subscription,
+        :func:`~peers.superpeer.subscription_keys`) and its flows."""
         key = (version, epoch)
         found = self._installed.get(key)
         if found is None:
             pv = self.versions[version]
             plan_epoch = pv.plan.epochs[epoch]
             local = self._local(plan_epoch)
-            keys = subscription_keys(local)  # outputs name their subscription, stable across epochs
-            operators = install(pv.scenario, local, delivery_keys=keys, cache=self._cache)
+            operators = install(pv.scenario, local, cache=self._cache)  # outputs name their subscription
             found = Installed(operators, {f.id: f for f in plan_epoch.flows})
             self._installed[key] = found
             if len(self._installed) > _INSTALLED_EPOCHS:

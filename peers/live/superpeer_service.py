@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +28,7 @@ from peers.live.plans import Clock, PlanBook, PlanVersion
 from peers.live.thinpeer_service import BATCH_S
 from peers.live.topics import Topics
 from peers.live.wire import Batch, check_values, decode_message, encode_message
-from peers.superpeer import flow_key, raw_key
+from peers.superpeer import ChannelKey, flow_key, raw_key
 
 
 @dataclass(frozen=True)
@@ -209,7 +208,7 @@ class SuperPeerService:
             return
         self._at_node(pv, batch.epoch, flow_key(batch.channel[1]), batch, forward=True)
 
-    def _at_node(self, pv: PlanVersion, epoch: int, key: Hashable, batch: Batch, forward: bool) -> None:
+    def _at_node(self, pv: PlanVersion, epoch: int, key: ChannelKey, batch: Batch, forward: bool) -> None:
         """``batch`` of channel ``key`` is here: run this node's operator on it, then pass it on."""
         installed = self.book.installed(pv.version, epoch)
         operator = installed.operators.get((self.node, key))
@@ -218,7 +217,7 @@ class SuperPeerService:
                 if not len(out.positions):
                     continue
                 indices, times = batch.take(out.positions)
-                kind, name = out.target[:2]  # ("flow", flow id) or ("delivery", subscription, n)
+                kind, name = out.target.kind, out.target.name
                 child = Batch(
                     self.node, 0, pv.version, epoch, (kind, name), batch.stream, indices, times,
                     out.columns, out.wire_bytes,
@@ -227,8 +226,8 @@ class SuperPeerService:
                     self._at_node(pv, epoch, flow_key(name), child, forward=True)
                 else:
                     self._send(self.topics.down(pv.subscribers[name], name), child)
-        if forward and key[0] == "flow":
-            path = installed.flows[key[1]].path
+        if forward and key.kind == "flow":
+            path = installed.flows[key.name].path
             position = path.index(self.node)
             if position + 1 < len(path):
                 self._send(self.topics.link(self.node, path[position + 1]), batch)
