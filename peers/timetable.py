@@ -243,12 +243,11 @@ class _Layout:
         for p in sorted(again.values()) if position is not None else again.values():
             delivery = deliveries[p]
             ident = id(delivery)
-            flow = None if delivery.flow is None else state.by_id.get(delivery.flow)
-            parent = None if flow is None else state.where[flow.id]
+            parent = None if delivery.flow is None else state.where[delivery.flow]
             hit = self._memo.get((ident, parent))
             if hit is None:
                 target = ChannelKey("delivery", delivery.subscription, ident)
-                hit = self._memo[(ident, parent)] = (delivery, *self._delivery(target, delivery, flow, parent))
+                hit = self._memo[(ident, parent)] = (delivery, *self._delivery(target, delivery, parent))
             was = state.deliveries.get(ident)
             if was is not None:
                 if was[0].channel == hit[1]:
@@ -276,7 +275,7 @@ class _Layout:
         )
         return number, self._reader(flow.stream, flow.predicate, flow.attrs, flow.trim)
 
-    def _delivery(self, target: ChannelKey, delivery: Delivery, flow: Flow | None, parent: int | None) -> tuple[int, int]:
+    def _delivery(self, target: ChannelKey, delivery: Delivery, parent: int | None) -> tuple[int, int]:
         home = delivery.home
         stream = self.scenario.subscription(delivery.subscription).stream
         above = self.channels[self.uploads[stream] if parent is None else parent]
