@@ -32,6 +32,7 @@ class LinkSpec:
     b: str
     bandwidth: float  # bit/s
     latency: Fraction  # seconds, exact so that route ties are decided exactly
+    buffer: float | None = None  # bytes each direction holds waiting for the wire (None: unlimited)
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,10 @@ class Scenario:
     thin_peers: tuple[ThinPeerSpec, ...]
     streams: tuple[StreamSpec, ...]
     subscriptions: tuple[SubscriptionSpec, ...]
+    # network limits (docs/SCENARIOS.md): tuples per second a super-peer takes in, (id, capacity) for the
+    # limited ones; the share of a bandwidth or capacity the network-aware planner may plan for
+    capacities: tuple[tuple[str, float], ...] = ()
+    max_utilization: float = 0.8
     path: str | None = field(default=None, compare=False)  # the file it was loaded from
     warnings: tuple[str, ...] = field(default=(), compare=False)  # e.g. contradictory queries
 
@@ -110,6 +115,11 @@ class Scenario:
     def homes(self) -> Mapping[str, str]:
         """Each thin-peer's super-peer (the one it is attached to), by thin-peer id."""
         return {p.id: p.attach for p in self.thin_peers}
+
+    @cached_property
+    def capacity(self) -> Mapping[str, float]:
+        """Tuples per second each limited super-peer takes in, by id (unlimited ones are absent)."""
+        return dict(self.capacities)
 
     def thin_peer(self, peer_id: str) -> ThinPeerSpec:
         """Raises KeyError for an unknown id (as :meth:`stream`, :meth:`subscription` and :meth:`home`)."""
