@@ -39,10 +39,56 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {_one_line(f'{self.prog}: {message}')} (see {self.prog} --help)\n")
 
 
-def _cmd_validate(args: argparse.Namespace) -> int:
-    from topologies.loader import load_scenario, summary
+def _overrides(args: argparse.Namespace) -> list[tuple[str, object]]:
+    """``--seed N`` and every ``--set KEY=VALUE``, in that order (topologies/overrides.py)."""
+    from topologies.overrides import parse_assignment
 
-    print(summary(load_scenario(args.scenario)))
+    changes: list[tuple[str, object]] = [] if args.seed is None else [("seed", args.seed)]
+    return changes + [parse_assignment(text) for text in args.set or ()]
+
+
+def _load(args: argparse.Namespace):
+    """The scenario file of ``args`` with its ``--seed`` and ``--set`` changes; its warnings on stderr."""
+    from topologies.loader import load_scenario
+
+    scenario = load_scenario(args.scenario, _overrides(args))
+    _warn(scenario.warnings)
+    return scenario
+
+
+def _warn(warnings) -> None:
+    for warning in warnings:
+        print(f"warning: {_one_line(warning)}", file=sys.stderr)
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from topologies.loader import summary
+
+    scenario = _load(args)
+    print(summary(scenario))
+    for line in scenario.generated:
+        print(f"  {line}")
+    return 0
+
+
+def _cmd_expand(args: argparse.Namespace) -> int:
+    from topologies.expand import expand
+
+    into = os.path.dirname(os.path.abspath(args.out)) if args.out else os.getcwd()
+    if args.out and os.path.lexists(args.out) and not args.force:
+        from topologies.errors import InputError
+
+        raise InputError(f"--out {args.out}: exists (pass --force to replace it)")
+    scenario, text = expand(args.scenario, _overrides(args), into)
+    _warn(scenario.warnings)
+    if not args.out:
+        sys.stdout.write(text)
+        return 0
+    tmp = f"{args.out}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, args.out)
+    print(f"wrote {args.out}: {len(scenario.thin_peers)} thin-peers, {len(scenario.subscriptions)} subscriptions")
     return 0
 
 
@@ -57,9 +103,8 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from sharing import make_plan
-    from topologies.loader import load_scenario
 
-    scenario = load_scenario(args.scenario)
+    scenario = _load(args)
     plan = make_plan(scenario, args.strategy)
     if args.json:
         plan.write_json(sys.stdout)
@@ -72,7 +117,6 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from reports.runner import RunOptions, run_lines, run_scenario
-    from topologies.loader import load_scenario
 
     def terminated(signum, frame):  # unwinds like an exception: the half-written output directory goes
         raise SystemExit(128 + signum)
@@ -80,7 +124,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, terminated)
     signal.signal(signal.SIGHUP, terminated)
     started = time.perf_counter()
-    scenario = load_scenario(args.scenario)
+    scenario = _load(args)
     options = RunOptions(
         strategies=tuple(args.strategy or ()),
         engine=args.engine,
@@ -93,8 +137,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         check_plans=args.check_plans,
     )
-    for warning in scenario.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
     result = run_scenario(scenario, options)
     print("\n".join(run_lines(scenario, options, result, time.perf_counter() - started)))
     if not result.exact:
@@ -179,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="simulate every strategy on a scenario and write the report")
     p.add_argument("scenario")
+    _add_overrides(p)
     # reports.runner.ENGINES, spelled out: importing it would load every engine's modules for any command
     p.add_argument("--engine", choices=["local", "spark"], default="local")
     p.add_argument("--spark-master", default=None, help="Spark master URL (default local[*])")
@@ -216,15 +259,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("validate", help="check a scenario file")
+    p = sub.add_parser("validate", help="check a scenario file; say what its workload generators made")
     p.add_argument("scenario")
+    _add_overrides(p)
     p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("expand", help="write a scenario with its workload generators replaced by what they made")
+    p.add_argument("scenario")
+    _add_overrides(p)
+    p.add_argument("--out", default=None, help="the file to write (default: standard output)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+    p.set_defaults(func=_cmd_expand)
 
     p = sub.add_parser("schema", help="print the JSON Schema of scenario files (for editors)")
     p.set_defaults(func=_cmd_schema)
 
     p = sub.add_parser("plan", help="print the stream-sharing plan of a scenario")
     p.add_argument("scenario")
+    _add_overrides(p)
     p.add_argument(
         "--strategy",
         default="sharing-em",
@@ -245,6 +297,17 @@ def build_parser() -> argparse.ArgumentParser:
         importlib.import_module(f"bench.{name}").configure(bp)
     p.set_defaults(func=_cmd_bench)
     return parser
+
+
+def _add_overrides(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=None, help="the scenario's seed instead of the file's")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="change a value of the file before it is checked, e.g. subscriptions[0].generate.count=200 or"
+        " subscriptions=200 (repeatable; docs/SCENARIOS.md)",
+    )
 
 
 def _add_live_parsers(sub) -> None:

@@ -90,6 +90,7 @@ class Scenario:
     subscriptions: tuple[SubscriptionSpec, ...]
     path: str | None = field(default=None, compare=False)  # the file it was loaded from
     warnings: tuple[str, ...] = field(default=(), compare=False)  # e.g. contradictory queries
+    generated: tuple[str, ...] = field(default=(), compare=False)  # what each workload generator made
 
     # The lookups by id every layer needs, built once per scenario on first use (a frozen dataclass keeps
     # them in its instance dictionary: `dataclasses.replace` starts a new scenario with none).
