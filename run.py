@@ -145,6 +145,50 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    import yaml
+
+    from reports.sweep import SweepOptions, SweepSpec, is_sweep_document, read_sweep_file, vary_option
+
+    try:
+        with open(args.scenario, encoding="utf-8") as fh:
+            is_sweep = is_sweep_document(yaml.safe_load(fh))
+    except (OSError, yaml.YAMLError):
+        is_sweep = False  # the loader says what is wrong with it
+    spec = read_sweep_file(args.scenario) if is_sweep else SweepSpec(args.scenario, ())
+    vary = dict(spec.vary)
+    vary.update(vary_option(text) for text in args.vary or ())
+    spec = SweepSpec(
+        spec.scenario,
+        tuple(vary.items()),
+        (*spec.fixed, *_overrides(args)),
+        tuple(args.strategy or spec.strategies),
+    )
+    options = SweepOptions(
+        out=args.out,
+        engine=args.engine,
+        spark_master=args.spark_master,
+        spark_conf=tuple(args.spark_conf or ()),
+        jobs=args.jobs,
+        plots=not args.no_plots,
+        force=args.force,
+        progress=not args.quiet,
+    )
+    from reports.sweep import run_sweep
+
+    result = run_sweep(spec, options)
+    print(
+        f"{result.points} points ({result.ran} run, {result.reused} finished before) in {result.seconds:.1f} s;"
+        f" wrote {os.path.join(result.out_dir, 'sweep.csv')} ({len(result.rows)} rows), sweep.md"
+        + (f", {len(result.plots)} plots" if result.plots else "")
+    )
+    inexact = sorted({r["strategy"] for r in result.rows if r["metric"] == "exact" and r["value"] != 1})
+    if inexact:
+        print(f"error: not exact at some point: {', '.join(inexact)} (see sweep.csv)", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from peers.live.connection import Broker
     from peers.live.serve import ServeOptions
@@ -245,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write the report's files into an --out directory that holds other files (they are left alone)",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr (a bar, or a line every few seconds)")
     p.add_argument(
         "--jobs",
         type=int,
@@ -286,6 +330,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_plan)
+
+    p = sub.add_parser("sweep", help="run a scenario over a grid of values and seeds; a tidy CSV and banded plots")
+    p.add_argument("scenario", help="a scenario file, or a sweep file (docs/SWEEPS.md)")
+    p.add_argument(
+        "--vary",
+        action="append",
+        metavar="KEY=VALUES",
+        help="values of a key, e.g. subscriptions=100,200,400 or seed=1..5 (repeatable; the grid of all)",
+    )
+    _add_overrides(p)
+    p.add_argument("--strategy", action="append", choices=STRATEGIES, metavar="STRATEGY", help="(repeatable)")
+    p.add_argument("--engine", choices=["local", "spark"], default="local")
+    p.add_argument("--spark-master", default=None, help="Spark master URL (default local[*])")
+    p.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+    p.add_argument("--jobs", type=int, default=None, help="points at a time, each in its own process (default: CPUs)")
+    p.add_argument("--out", default=None, help="output directory (default out/<scenario name>-sweep/)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--force", action="store_true", help="write into an --out directory holding other files")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=_cmd_sweep)
 
     _add_live_parsers(sub)
 

@@ -773,6 +773,20 @@ def read_scenario(
     return scenario, {**doc, **reader.expanded}
 
 
+def scenario_from_document(
+    doc: object, source: str = "<document>", overrides: Sequence[tuple[str, object]] = ()
+) -> Scenario:
+    """The scenario a parsed document (a dict as a scenario file holds) describes, checked exactly like a
+    file; errors name ``source`` where they would name the file, and a replayed CSV path is relative to
+    the working directory.  ``path`` is None."""
+    from topologies.overrides import apply_overrides
+
+    reader = _Reader(source)
+    reader.base_dir = os.getcwd()
+    scenario = reader.scenario(apply_overrides(doc, overrides, source))
+    return replace(scenario, path=None)
+
+
 def summary(scenario: Scenario) -> str:
     """One line for ``run.py validate``: name, sizes, duration, tuples, warnings."""
     from topologies.workload import tuple_count
