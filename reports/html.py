@@ -3,7 +3,8 @@
 Everything a reader of a run needs, with nothing to fetch: the comparison table with every column
 explained, the warnings, the plots (PNG files embedded as data URIs), the sharing planners' decisions in
 words, and every link direction and every subscription per strategy in tables that sort by any column when
-its header is clicked (a few lines of inline script).  The page is a pure function of the report, the
+its header is clicked (a few lines of inline script; ``report.html#sort=links:3:desc`` opens with a table
+sorted by a column, a link one can share).  The page is a pure function of the report, the
 plots and the decisions, so two runs write the same bytes.
 """
 
@@ -32,7 +33,7 @@ td.text,th.text{text-align:left}td.bad{background:#fdd;color:#900;font-weight:bo
 .verdict{padding:.5em 1em;border-radius:4px;display:inline-block}
 .ok{background:#e6f4ea;color:#14532d}.fail{background:#fdd;color:#900}
 .warn{background:#fff4d6;padding:.3em .8em;margin:.2em 0;border-left:4px solid #e0a800}
-img{max-width:100%;border:1px solid #eee;margin:.5em 0}dt{font-weight:bold}dd{margin:0 0 .4em 1.5em}
+img{max-width:100%;border:1px solid #eee;margin:.5em 0}#columns td{white-space:normal}
 code{background:#f3f3f3;padding:0 3px}.muted{color:#666}
 """
 
@@ -62,6 +63,12 @@ function sortBy(th) {
 document.querySelectorAll("table.sortable th").forEach(function (th) {
   th.addEventListener("click", function () { sortBy(th); });
 });
+// report.html#sort=subscriptions:5:desc opens with that table sorted by that column (0 is the first)
+var wanted = /^#sort=([A-Za-z0-9_-]+):([0-9]+):(asc|desc)$/.exec(decodeURIComponent(location.hash));
+if (wanted) {
+  var th = document.querySelectorAll("#" + wanted[1] + " thead th")[Number(wanted[2])];
+  if (th) { sortBy(th); if (wanted[3] === "desc") { sortBy(th); } }
+}
 document.body.dataset.ready = "1";
 """
 
@@ -108,8 +115,11 @@ def _summary(report: dict) -> str:
         cells.append(_cell(row[-1], text=True, bad=row[-1] != "yes"))
         body.append(f'<tr data-strategy="{_e(name)}">{"".join(cells)}</tr>')
     table = _table("summary", [(h, i in (0, len(header) - 1)) for i, h in enumerate(header)], body)
-    explained = "".join(f"<dt>{_e(name)}</dt><dd>{_e(text)}</dd>" for name, text in COLUMNS.items())
-    return f"{table}\n<dl>{explained}</dl>"
+    explained = "".join(
+        f'<tr><td class="text"><b>{_e(n)}</b></td><td class="text">{_e(t)}</td></tr>' for n, t in COLUMNS.items()
+    )
+    columns = f'<table id="columns">{explained}</table>'
+    return f"{table}\n<details open><summary>What the columns mean</summary>{columns}</details>"
 
 
 def _links(report: dict) -> str:

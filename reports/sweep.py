@@ -285,7 +285,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepResult:
         try:
             scenarios.append(load_scenario(spec.scenario, _changes(spec, point)))
         except InputError as err:
-            raise InputError(f"{err} (at the sweep point {_point_id(point)})") from None
+            raise InputError(f"{err} (at the sweep point {_label(point)})") from None
     out_dir = options.out or os.path.join("out", f"{scenarios[0].name}-sweep")
     check_out_dir(out_dir, options.force)
     os.makedirs(os.path.join(out_dir, "points"), exist_ok=True)
