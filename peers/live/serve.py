@@ -145,6 +145,7 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
         nodes = [*base.super_peers, *(t.peer for t in thin_peers)]
         lost = await coordinator.drain(nodes, sources, DRAIN_PATIENCE_S, stop)
         end = coordinator.end
+        coordinator.notify_end()
         drained = time.time()
         raise_failed(tasks, "a live service")
     finally:
