@@ -102,16 +102,32 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    from reports.progress import Status
     from sharing import make_plan
+    from sharing.epochs import boundaries
 
     scenario = _load(args)
-    plan = make_plan(scenario, args.strategy)
+    with Status("plan", len(boundaries(scenario)) - 1, "epoch", not args.quiet) as status:
+        status.phase(f"planning {args.strategy}")
+        plan = make_plan(scenario, args.strategy, progress=lambda done, total: status.update(done, args.strategy))
+        status.phase("writing the plan")
+    lines = 0
     if args.json:
         plan.write_json(sys.stdout)
         sys.stdout.write("\n")
     else:
         for line in plan.text_lines():
             sys.stdout.write(line + "\n")
+            lines += 1
+    flows = len({f for e in plan.epochs for f in e.flows})
+    deliveries = len({d for e in plan.epochs for d in e.deliveries})
+    printed = "as JSON" if args.json else f"{lines:,} lines"
+    if not args.quiet:
+        print(
+            f"plan: {plan.strategy} on {scenario.name}: {len(plan.epochs):,} epochs, {len(plan.decisions):,} decisions,"
+            f" {flows:,} distinct flows and {deliveries:,} distinct deliveries; printed {printed}",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -142,6 +158,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not result.exact:
         print("error: some strategy did not deliver exactly the centralized result (see report.json)", file=sys.stderr)
         return 1
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from reports.show import show
+
+    what = "links" if args.links else "subscriptions" if args.subscriptions else "table"
+    print(show(args.report, what, args.strategy, args.sort, args.ascending, args.top))
     return 0
 
 
@@ -329,7 +353,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="one of %(choices)s (default %(default)s)",
     )
     p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress and no summary on stderr")
     p.set_defaults(func=_cmd_plan)
+
+    p = sub.add_parser("show", help="a written report in the terminal: the table, or per link or subscription")
+    p.add_argument("report", help="a report directory (or its report.json)")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--links", action="store_true", help="every link direction, backbone and access")
+    shown.add_argument("--subscriptions", action="store_true", help="every subscription")
+    p.add_argument("--strategy", default=None, help="one strategy's figures (default: a column per strategy)")
+    p.add_argument("--sort", default=None, metavar="COLUMN", help="sort by this column, largest first")
+    p.add_argument("--ascending", action="store_true", help="sort smallest first")
+    p.add_argument("--top", type=int, default=None, metavar="N", help="only the first N rows")
+    p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("sweep", help="run a scenario over a grid of values and seeds; a tidy CSV and banded plots")
     p.add_argument("scenario", help="a scenario file, or a sweep file (docs/SWEEPS.md)")
