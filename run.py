@@ -237,7 +237,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     )  # fmt: skip
     started = time.monotonic()
     print(f"serving {scenario.name} on {args.broker} (strategy {args.strategy}, speed {args.speed:g})", flush=True)
-    served = serve_scenario(scenario, options, out_dir)
+    served = serve_scenario(scenario, options, out_dir, progress=not args.quiet)
     print("\n".join(served_lines(served, time.monotonic() - started)))
     return 0 if served.exact else 1
 
@@ -433,6 +433,7 @@ def _add_live_parsers(sub) -> None:
     p.add_argument("--secure", action="store_true", help="generate passwords and an ACL for the broker")
     p.add_argument("--secure-dir", default=None, help="where --secure keeps the broker files (reused if present)")
     p.add_argument("--prefix", default="streamglobe", help="topic prefix")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_cmd_serve)
     for name, text in [
         ("subscribe", "register a subscription with a running emulator and print its results"),
