@@ -258,7 +258,8 @@ def check_out_dir(out_dir: str, force: bool) -> None:
         return
     if not os.path.isdir(out_dir):
         raise InputError(f"--out {out_dir}: exists and is not a directory")
-    foreign = sorted(n for n in os.listdir(out_dir) if n not in SWEEP_FILES and not n.endswith(".png"))
+    ours = SWEEP_FILES | {n for n in os.listdir(out_dir) if n.endswith(".png") or n.startswith(".plans.")}
+    foreign = sorted(n for n in os.listdir(out_dir) if n not in ours)
     if foreign and not force:
         raise InputError(
             f"--out {out_dir}: directory holds {foreign[0]!r}, which is not part of a sweep"
