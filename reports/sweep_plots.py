@@ -14,7 +14,7 @@ import csv
 import json
 import math
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import matplotlib
 
@@ -114,6 +114,7 @@ def _colours(names: list[str]) -> dict[str, object]:
 def write_sweep_plots(out_dir: str, spec, rows: list[dict], scenario: str) -> list[str]:
     """One PNG per metric (``<metric>.png``) in ``out_dir``; returns their names."""
     stats = aggregate(spec, rows)
+    inexact = Counter(r["strategy"] for r in rows if r["metric"] == "exact" and r["value"] != 1)
     panels = sorted({panel for panel, _ in stats}, key=repr)
     others = [k for k, _ in spec.vary if k not in (spec.x, "seed")]
     seeds = dict(spec.vary).get("seed")
@@ -122,7 +123,7 @@ def write_sweep_plots(out_dir: str, spec, rows: list[dict], scenario: str) -> li
     for metric in metrics:
         fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.3), squeeze=False)
         for ax, panel in zip(axes[0], panels, strict=True):
-            _panel(ax, spec, stats.get((panel, metric), {}), metric)
+            _panel(ax, spec, stats.get((panel, metric), {}), metric, inexact)
             if others:
                 ax.set_title(", ".join(f"{k}={v}" for k, v in zip(others, panel, strict=True)), fontsize=9)
         reps = f"mean over {len(seeds)} seeds, 95 % confidence band" if seeds else "one run per point"
@@ -135,7 +136,9 @@ def write_sweep_plots(out_dir: str, spec, rows: list[dict], scenario: str) -> li
     return written
 
 
-def _panel(ax, spec, per_strategy: dict[str, dict[object, tuple[float, float, int]]], metric: str) -> None:
+def _panel(ax, spec, per_strategy: dict, metric: str, inexact: Counter) -> None:
+    """One panel: per strategy its means against x with their bands; a strategy that was not exact at some
+    point is dashed and says at how many."""
     x_values = [xv for per_x in per_strategy.values() for xv in per_x]
     numeric = _numeric(x_values)
     order = _sorted(set(x_values))
@@ -149,10 +152,10 @@ def _panel(ax, spec, per_strategy: dict[str, dict[object, tuple[float, float, in
         mean = [per_x[xv][0] for xv in xs]
         half = [per_x[xv][1] for xv in xs]
         where = [position[xv] for xv in xs]
-        label = name
+        label = name if not inexact[name] else f"{name} (NOT EXACT at {inexact[name]} points)"
         if saving and max(mean) < SAVING_FLOOR:  # a baseline far dearer than this one would squash the rest
             label = f"{name}: {100 * min(mean):+.0f}% to {100 * max(mean):+.0f}%, below the axis"
-        ax.plot(where, mean, "o-", ms=3, lw=1.3, color=colours[name], label=label)
+        ax.plot(where, mean, "o--" if inexact[name] else "o-", ms=3, lw=1.3, color=colours[name], label=label)
         low = [m - h for m, h in zip(mean, half, strict=True)]
         high = [m + h for m, h in zip(mean, half, strict=True)]
         ax.fill_between(where, low, high, color=colours[name], alpha=0.18, lw=0)
