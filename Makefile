@@ -15,7 +15,8 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
-# System packages: the Mosquitto broker (live mode) and Java 17 (Spark), when missing.
+# System packages: the Mosquitto broker (live mode), Java 17 (Spark) and Chromium (the report.html test),
+# when missing.
 system:
 	@scripts/install-system.sh
 

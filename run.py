@@ -39,10 +39,56 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {_one_line(f'{self.prog}: {message}')} (see {self.prog} --help)\n")
 
 
-def _cmd_validate(args: argparse.Namespace) -> int:
-    from topologies.loader import load_scenario, summary
+def _overrides(args: argparse.Namespace) -> list[tuple[str, object]]:
+    """``--seed N`` and every ``--set KEY=VALUE``, in that order (topologies/overrides.py)."""
+    from topologies.overrides import parse_assignment
 
-    print(summary(load_scenario(args.scenario)))
+    changes: list[tuple[str, object]] = [] if args.seed is None else [("seed", args.seed)]
+    return changes + [parse_assignment(text) for text in args.set or ()]
+
+
+def _load(args: argparse.Namespace):
+    """The scenario file of ``args`` with its ``--seed`` and ``--set`` changes; its warnings on stderr."""
+    from topologies.loader import load_scenario
+
+    scenario = load_scenario(args.scenario, _overrides(args))
+    _warn(scenario.warnings)
+    return scenario
+
+
+def _warn(warnings) -> None:
+    for warning in warnings:
+        print(f"warning: {_one_line(warning)}", file=sys.stderr)
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from topologies.loader import summary
+
+    scenario = _load(args)
+    print(summary(scenario))
+    for line in scenario.generated:
+        print(f"  {line}")
+    return 0
+
+
+def _cmd_expand(args: argparse.Namespace) -> int:
+    from topologies.expand import expand
+
+    into = os.path.dirname(os.path.abspath(args.out)) if args.out else os.getcwd()
+    if args.out and os.path.lexists(args.out) and not args.force:
+        from topologies.errors import InputError
+
+        raise InputError(f"--out {args.out}: exists (pass --force to replace it)")
+    scenario, text = expand(args.scenario, _overrides(args), into)
+    _warn(scenario.warnings)
+    if not args.out:
+        sys.stdout.write(text)
+        return 0
+    tmp = f"{args.out}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, args.out)
+    print(f"wrote {args.out}: {len(scenario.thin_peers)} thin-peers, {len(scenario.subscriptions)} subscriptions")
     return 0
 
 
@@ -56,23 +102,37 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    from reports.progress import Status
     from sharing import make_plan
-    from topologies.loader import load_scenario
+    from sharing.epochs import boundaries
 
-    scenario = load_scenario(args.scenario)
-    plan = make_plan(scenario, args.strategy)
+    scenario = _load(args)
+    with Status("plan", len(boundaries(scenario)) - 1, "epoch", not args.quiet) as status:
+        status.phase(f"planning {args.strategy}")
+        plan = make_plan(scenario, args.strategy, progress=lambda done, total: status.update(done, args.strategy))
+        status.phase("writing the plan")
+    lines = 0
     if args.json:
         plan.write_json(sys.stdout)
         sys.stdout.write("\n")
     else:
         for line in plan.text_lines():
             sys.stdout.write(line + "\n")
+            lines += 1
+    flows = len({f for e in plan.epochs for f in e.flows})
+    deliveries = len({d for e in plan.epochs for d in e.deliveries})
+    printed = "as JSON" if args.json else f"{lines:,} lines"
+    if not args.quiet:
+        print(
+            f"plan: {plan.strategy} on {scenario.name}: {len(plan.epochs):,} epochs, {len(plan.decisions):,} decisions,"
+            f" {flows:,} distinct flows and {deliveries:,} distinct deliveries; printed {printed}",
+            file=sys.stderr,
+        )
     return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from reports.runner import RunOptions, run_lines, run_scenario
-    from topologies.loader import load_scenario
 
     def terminated(signum, frame):  # unwinds like an exception: the half-written output directory goes
         raise SystemExit(128 + signum)
@@ -80,7 +140,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, terminated)
     signal.signal(signal.SIGHUP, terminated)
     started = time.perf_counter()
-    scenario = load_scenario(args.scenario)
+    scenario = _load(args)
     options = RunOptions(
         strategies=tuple(args.strategy or ()),
         engine=args.engine,
@@ -93,12 +153,62 @@ def _cmd_run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         check_plans=args.check_plans,
     )
-    for warning in scenario.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
     result = run_scenario(scenario, options)
     print("\n".join(run_lines(scenario, options, result, time.perf_counter() - started)))
     if not result.exact:
         print("error: some strategy did not deliver exactly the centralized result (see report.json)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from reports.show import show
+
+    what = "links" if args.links else "subscriptions" if args.subscriptions else "table"
+    print(show(args.report, what, args.strategy, args.sort, args.ascending, args.top))
+    return 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    import yaml
+
+    from reports.sweep import SweepOptions, SweepSpec, is_sweep_document, read_sweep_file, vary_option
+
+    try:
+        with open(args.scenario, encoding="utf-8") as fh:
+            is_sweep = is_sweep_document(yaml.safe_load(fh))
+    except (OSError, yaml.YAMLError):
+        is_sweep = False  # the loader says what is wrong with it
+    spec = read_sweep_file(args.scenario) if is_sweep else SweepSpec(args.scenario, ())
+    vary = dict(spec.vary)
+    vary.update(vary_option(text) for text in args.vary or ())
+    spec = SweepSpec(
+        spec.scenario,
+        tuple(vary.items()),
+        (*spec.fixed, *_overrides(args)),
+        tuple(args.strategy or spec.strategies),
+    )
+    options = SweepOptions(
+        out=args.out,
+        engine=args.engine,
+        spark_master=args.spark_master,
+        spark_conf=tuple(args.spark_conf or ()),
+        jobs=args.jobs,
+        plots=not args.no_plots,
+        force=args.force,
+        progress=not args.quiet,
+    )
+    from reports.sweep import run_sweep
+
+    result = run_sweep(spec, options)
+    print(
+        f"{result.points} points ({result.ran} run, {result.reused} finished before) in {result.seconds:.1f} s;"
+        f" wrote {os.path.join(result.out_dir, 'sweep.csv')} ({len(result.rows)} rows), sweep.md"
+        + (f", {len(result.plots)} plots" if result.plots else "")
+    )
+    inexact = sorted({r["strategy"] for r in result.rows if r["metric"] == "exact" and r["value"] != 1})
+    if inexact:
+        print(f"error: not exact at some point: {', '.join(inexact)} (see sweep.csv)", file=sys.stderr)
         return 1
     return 0
 
@@ -127,7 +237,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     )  # fmt: skip
     started = time.monotonic()
     print(f"serving {scenario.name} on {args.broker} (strategy {args.strategy}, speed {args.speed:g})", flush=True)
-    served = serve_scenario(scenario, options, out_dir)
+    served = serve_scenario(scenario, options, out_dir, progress=not args.quiet)
     print("\n".join(served_lines(served, time.monotonic() - started)))
     return 0 if served.exact else 1
 
@@ -179,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="simulate every strategy on a scenario and write the report")
     p.add_argument("scenario")
+    _add_overrides(p)
     # reports.runner.ENGINES, spelled out: importing it would load every engine's modules for any command
     p.add_argument("--engine", choices=["local", "spark"], default="local")
     p.add_argument("--spark-master", default=None, help="Spark master URL (default local[*])")
@@ -202,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write the report's files into an --out directory that holds other files (they are left alone)",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr (a bar, or a line every few seconds)")
     p.add_argument(
         "--jobs",
         type=int,
@@ -216,15 +327,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("validate", help="check a scenario file")
+    p = sub.add_parser("validate", help="check a scenario file; say what its workload generators made")
     p.add_argument("scenario")
+    _add_overrides(p)
     p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("expand", help="write a scenario with its workload generators replaced by what they made")
+    p.add_argument("scenario")
+    _add_overrides(p)
+    p.add_argument("--out", default=None, help="the file to write (default: standard output)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+    p.set_defaults(func=_cmd_expand)
 
     p = sub.add_parser("schema", help="print the JSON Schema of scenario files (for editors)")
     p.set_defaults(func=_cmd_schema)
 
     p = sub.add_parser("plan", help="print the stream-sharing plan of a scenario")
     p.add_argument("scenario")
+    _add_overrides(p)
     p.add_argument(
         "--strategy",
         default="sharing-em",
@@ -233,7 +353,39 @@ def build_parser() -> argparse.ArgumentParser:
         help="one of %(choices)s (default %(default)s)",
     )
     p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress and no summary on stderr")
     p.set_defaults(func=_cmd_plan)
+
+    p = sub.add_parser("show", help="a written report in the terminal: the table, or per link or subscription")
+    p.add_argument("report", help="a report directory (or its report.json)")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--links", action="store_true", help="every link direction, backbone and access")
+    shown.add_argument("--subscriptions", action="store_true", help="every subscription")
+    p.add_argument("--strategy", default=None, help="one strategy's figures (default: a column per strategy)")
+    p.add_argument("--sort", default=None, metavar="COLUMN", help="sort by this column, largest first")
+    p.add_argument("--ascending", action="store_true", help="sort smallest first")
+    p.add_argument("--top", type=int, default=None, metavar="N", help="only the first N rows")
+    p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser("sweep", help="run a scenario over a grid of values and seeds; a tidy CSV and banded plots")
+    p.add_argument("scenario", help="a scenario file, or a sweep file (docs/SWEEPS.md)")
+    p.add_argument(
+        "--vary",
+        action="append",
+        metavar="KEY=VALUES",
+        help="values of a key, e.g. subscriptions=100,200,400 or seed=1..5 (repeatable; the grid of all)",
+    )
+    _add_overrides(p)
+    p.add_argument("--strategy", action="append", choices=STRATEGIES, metavar="STRATEGY", help="(repeatable)")
+    p.add_argument("--engine", choices=["local", "spark"], default="local")
+    p.add_argument("--spark-master", default=None, help="Spark master URL (default local[*])")
+    p.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+    p.add_argument("--jobs", type=int, default=None, help="points at a time, each in its own process (default: CPUs)")
+    p.add_argument("--out", default=None, help="output directory (default out/<scenario name>-sweep/)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--force", action="store_true", help="write into an --out directory holding other files")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=_cmd_sweep)
 
     _add_live_parsers(sub)
 
@@ -245,6 +397,17 @@ def build_parser() -> argparse.ArgumentParser:
         importlib.import_module(f"bench.{name}").configure(bp)
     p.set_defaults(func=_cmd_bench)
     return parser
+
+
+def _add_overrides(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=None, help="the scenario's seed instead of the file's")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="change a value of the file before it is checked, e.g. subscriptions[0].generate.count=200 or"
+        " subscriptions=200 (repeatable; docs/SCENARIOS.md)",
+    )
 
 
 def _add_live_parsers(sub) -> None:
@@ -270,6 +433,7 @@ def _add_live_parsers(sub) -> None:
     p.add_argument("--secure", action="store_true", help="generate passwords and an ACL for the broker")
     p.add_argument("--secure-dir", default=None, help="where --secure keeps the broker files (reused if present)")
     p.add_argument("--prefix", default="streamglobe", help="topic prefix")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_cmd_serve)
     for name, text in [
         ("subscribe", "register a subscription with a running emulator and print its results"),

@@ -68,11 +68,25 @@ def live_report(result: LiveResult) -> dict:
     return report
 
 
-def serve_scenario(scenario: Scenario, options: ServeOptions, out_dir: str) -> ServedReport:
+def serve_scenario(
+    scenario: Scenario, options: ServeOptions, out_dir: str, progress: bool | str = False
+) -> ServedReport:
     """Serve ``scenario`` live (until its end, or SIGINT/SIGTERM) and write its report.json into ``out_dir``
-    (whole, through :class:`reports.runner.OutputDirectory`).  Raises what :func:`peers.live.serve.serve`
-    raises."""
-    result = run_live(scenario, options)
+    (whole, through :class:`reports.runner.OutputDirectory`); ``progress`` shows the emulated time on
+    stderr (reports/progress.py).  Raises what :func:`peers.live.serve.serve` raises."""
+    from reports.progress import Status
+
+    total = 0 if options.forever else int(scenario.duration)
+    with Status("serve", total, "emulated second", progress) as status:
+
+        def shown(now: float | None, phase: str) -> None:
+            if phase != "running" or now is None:
+                if status.current != phase:
+                    status.phase(phase if now is None else f"{phase} at t={now:.1f} s")
+            else:
+                status.update(int(now), f"t={now:.1f} s emulated")
+
+        result = run_live(scenario, options, shown)
     report = live_report(result)
     write_directory(out_dir, {"report.json": report_json(report)}, None)
     return ServedReport(result, report, out_dir)

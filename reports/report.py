@@ -16,6 +16,7 @@ from network.latency import LatencyStats
 from network.meter import StrategyRun, SubscriptionSummary
 from topologies.expected import Expected, compare
 from topologies.model import Scenario
+from topologies.workload import tuple_count
 
 BASELINES = ("data-shipping", "query-shipping", "multicast")
 
@@ -63,10 +64,30 @@ def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected | No
         "backbone_bytes": sum(link["bytes"] for link in links),
         "backbone_tuples": sum(link["tuples"] for link in links),
         "access_bytes": int(run.access_bytes),
+        "exact": all(s["missing"] == 0 and s["extra"] == 0 for s in subscriptions),
         "links": links,
+        "access_links": access_links(scenario, run, subscriptions),
         "subscriptions": subscriptions,
         "latency_s": latency.as_dict(),
     }
+
+
+def access_links(scenario: Scenario, run: StrategyRun, subscriptions: list[dict]) -> list[dict]:
+    """Every access link direction (a thin-peer's upload to its super-peer, and its super-peer's deliveries
+    to it), sorted by ``from``, then ``to``, zeros included: bytes as the engine metered them, tuples as the
+    accounting rules make them (every emitted tuple uploaded once, every delivered copy sent down)."""
+    tuples: dict[tuple[str, str], int] = {}
+    for peer in scenario.thin_peers:
+        tuples[(peer.id, peer.attach)] = tuples[(peer.attach, peer.id)] = 0
+    for stream in scenario.streams:
+        source = scenario.thin_peer(stream.source)
+        tuples[(source.id, source.attach)] += tuple_count(stream, scenario.duration)
+    for sub, found in zip(scenario.subscriptions, subscriptions, strict=True):
+        tuples[(scenario.home(sub.peer), sub.peer)] += found["delivered"]
+    return [
+        {"from": a, "to": b, "bytes": int(run.access_link_bytes.get((a, b), 0)), "tuples": n}
+        for (a, b), n in sorted(tuples.items())
+    ]
 
 
 def build_report(scenario: Scenario, runs: dict[str, StrategyRun], expected: Expected | None, engine: str) -> dict:
@@ -99,6 +120,7 @@ def assemble_report(scenario: Scenario, strategies: dict[str, dict], engine: str
         "header_bytes": scenario.header_bytes,
         "seed": scenario.seed,
         "exact": exact,
+        "warnings": list(scenario.warnings),
         "strategies": strategies,
     }
 
@@ -117,12 +139,29 @@ def report_json(report: dict) -> str:
 
 
 def links_csv(report: dict) -> str:
+    """``links.csv``: per strategy every backbone link direction, then every access link direction (a
+    report without ``access_links``, such as a live one, has only the backbone's)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["strategy", "from", "to", "bytes", "tuples"])
+    writer.writerow(["strategy", "from", "to", "bytes", "tuples", "kind"])
     for name, entry in report["strategies"].items():
-        for link in entry["links"]:
-            writer.writerow([name, link["from"], link["to"], link["bytes"], link["tuples"]])
+        for kind, key in (("backbone", "links"), ("access", "access_links")):
+            for link in entry.get(key, ()):
+                writer.writerow([name, link["from"], link["to"], link["bytes"], link["tuples"], kind])
+    return out.getvalue()
+
+
+def timeline_csv(runs: dict[str, StrategyRun]) -> str:
+    """``timeline.csv``: per strategy and backbone link direction, the bytes that left in each time bin
+    (``start_s`` is the bin's start; the bin width is the difference between consecutive starts, the same
+    for every row of a run); bins with no traffic are left out."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["strategy", "from", "to", "start_s", "bytes"])
+    for name, run in runs.items():
+        for (a, b), line in sorted(run.timeline.items()):
+            for k in np.flatnonzero(line).tolist():
+                writer.writerow([name, a, b, f"{k * run.bin_s:.6g}", int(line[k])])
     return out.getvalue()
 
 
@@ -140,6 +179,23 @@ def _fmt_pct(x: float | None) -> str:
 
 def _fmt_ms(x: float | None) -> str:
     return "n/a" if x is None else f"{1000 * x:.2f}"
+
+
+COLUMNS = {
+    "strategy": "the strategy's name (docs/ACCOUNTING.md)",
+    "backbone": "bytes on super-peer links, both directions (1 KB = 1,000 bytes)",
+    "tuple-hops": "tuples times backbone links crossed",
+    "x ideal": "tuple-hops divided by ideal's; below 1 when the planner found shorter shared routes than the"
+    " fixed least-latency routes the bound assumes",
+    "access": "bytes on the thin-peers' access links: every upload plus every delivery",
+    "saved vs DS": "backbone bytes saved against data-shipping: + is less traffic",
+    "saved vs QS": "backbone bytes saved against query-shipping: + is less traffic",
+    "saved vs MC": "backbone bytes saved against multicast: + is less traffic",
+    "p50 ms": "median delivery latency, emission to arrival at the subscriber",
+    "p99 ms": "99th percentile of the delivery latency",
+    "exact": "yes when every subscription got exactly its centralized result",
+}
+"""What each column of the console table means, in a phrase (docs/REPORT.md tells it in full)."""
 
 
 def table_rows(report: dict) -> tuple[list[str], list[list[str]]]:
@@ -195,6 +251,9 @@ def summary_markdown(report: dict, plots: list[str]) -> str:
         if report["exact"]
         else "**Some subscriptions did not receive exactly the centralized result: see report.json.**",
     ]
+    if report.get("warnings"):
+        lines += ["", "Warnings:", ""] + [f"- {warning}" for warning in report["warnings"]]
+    lines += ["", "Columns:", ""] + [f"- `{name}`: {text}" for name, text in COLUMNS.items()]
     for name in plots:
         lines += ["", f"![{name}]({name})"]
     return "\n".join(lines) + "\n"

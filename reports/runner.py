@@ -10,27 +10,29 @@ import contextlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reports.report import assemble_report, console_table, links_csv, report_json, summary_markdown
+from reports.progress import Status, progress_mode
+from reports.report import assemble_report, console_table, links_csv, report_json, summary_markdown, timeline_csv
 from reports.simulate import Engine, simulate, simulate_parallel, simulate_spark
-from sharing import STRATEGIES, check_strategy
+from sharing import check_strategy, strategy_names
 from sharing.plan import Plan
 from topologies.errors import InputError
 from topologies.expected import expected_results
 from topologies.model import Scenario
+from topologies.workload import tuple_count
 
 ENGINES = ("local", "spark")
 
 
 def choose_strategies(names: tuple[str, ...] | list[str] | None) -> list[str]:
-    """The strategies to run (none given: all), in the canonical order; unknown names are an input error."""
+    """The strategies to run (none given: all, the built-in ones then those registered from Python), in that
+    order; unknown names are an input error."""
     for name in names or ():
         check_strategy(name)
-    return [s for s in STRATEGIES if not names or s in names]
+    return [s for s in strategy_names() if not names or s in names]
 
 
 def choose_jobs(jobs: int | None, engine: str, strategies: list[str]) -> int:
@@ -61,8 +63,9 @@ def engine_for(name: str, master: str | None, conf: list[str] | None = None) -> 
     return spark_engine(master, parse_conf(conf))
 
 
+PLOTS = ("bytes.png", "timeline.png", "latency.png", "topology.png")
 REPORT_FILES = frozenset(
-    {"report.json", "links.csv", "summary.md", "plans.json", "bytes.png", "timeline.png", "latency.png", "topology.png"}
+    {"report.json", "report.html", "links.csv", "timeline.csv", "summary.md", "plans.json", *PLOTS}
 )
 """Every file a report of ours writes: an existing directory holding only these (and :data:`LIVE_ENTRIES`)
 is a previous report, which a new run replaces; any other file is the user's."""
@@ -220,7 +223,7 @@ class RunOptions:
     out: str | None = None  # the report directory; default out/<scenario name>/
     plots: bool = True
     force: bool = False  # write the report's files into a directory holding other files (left alone)
-    progress: bool = False  # a progress bar on stderr, when it is a terminal
+    progress: bool | str = False  # on stderr: True a bar on a terminal, else plain lines (or "bar", "lines", "off")
     jobs: int | None = None  # strategies simulated at a time (local engine); default one per CPU
     check_plans: bool = False  # check every plan's soundness first; an unsound one raises PlanCheckError
 
@@ -249,7 +252,8 @@ class RunResult:
 
 def run_scenario(scenario: Scenario, options: RunOptions) -> RunResult:
     """Plan and simulate each strategy of ``options`` on ``scenario`` and write the report directory
-    (report.json, links.csv, summary.md, plans.json and the plots) whole, or nothing.
+    (report.json, report.html, links.csv, timeline.csv, summary.md, plans.json and the plots) whole, or
+    nothing.
 
     Raises InputError for an output directory that cannot be used (before any work), PlanCheckError for an
     unsound plan (with ``check_plans``), EngineError when the Spark engine fails."""
@@ -257,57 +261,57 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunResult:
     jobs = choose_jobs(options.jobs, options.engine, strategies)
     engine = engine_for(options.engine, options.spark_master, list(options.spark_conf))
     out_dir = options.out or os.path.join("out", scenario.name)  # the loader keeps names to 100 characters
-    show_progress = options.progress and sys.stderr.isatty()
+    mode = progress_mode(options.progress)
     check_plans = options.check_plans
+    per_strategy = sum(tuple_count(s, scenario.duration) for s in scenario.streams)
+    decisions: dict[str, list[dict]] = {}
 
-    with OutputDirectory(out_dir, options.force) as out:
+    with (
+        OutputDirectory(out_dir, options.force) as out,
+        Status("run", per_strategy * len(strategies), "tuple", mode) as status,
+    ):
         # the Spark engine checks deliveries where they are; on the driver, expected tuples would be per-tuple data
-        expected = None if options.engine == "spark" else expected_results(scenario)
+        expected = None
+        if options.engine != "spark":
+            status.phase("computing every subscription's expected answer")
+            expected = expected_results(scenario)
         plans = _PlansFile(out.path("plans.json"))
+        common = {"show_progress": mode, "check_plans": check_plans, "status": status, "decisions": decisions}
         try:
             if jobs > 1 or (options.engine == "spark" and len(strategies) > 1):
                 parts = tempfile.mkdtemp(prefix=".plans.", dir=out.tmp)
                 if options.engine == "spark":
-                    entries, runs, timings = simulate_spark(
-                        scenario, strategies, engine, parts, show_progress=show_progress, check_plans=check_plans
-                    )
+                    entries, runs, timings = simulate_spark(scenario, strategies, engine, parts, **common)
                 else:
-                    entries, runs, timings = simulate_parallel(
-                        scenario,
-                        strategies,
-                        expected,
-                        jobs,
-                        parts,
-                        show_progress=show_progress,
-                        check_plans=check_plans,
-                    )
+                    entries, runs, timings = simulate_parallel(scenario, strategies, expected, jobs, parts, **common)
+                status.phase("writing plans.json")
                 for name in strategies:
                     plans.add_file(name, os.path.join(parts, f"{name}.json"))
                 os.rmdir(parts)
             else:
-                entries, runs, timings = simulate(
-                    scenario,
-                    strategies,
-                    engine,
-                    expected,
-                    show_progress=show_progress,
-                    check_plans=check_plans,
-                    plan_sink=plans.add,
-                )
+                entries, runs, timings = simulate(scenario, strategies, engine, expected, plan_sink=plans.add, **common)
         finally:
             plans.close()
         report = assemble_report(scenario, entries, engine=options.engine)
-        plots: list[str] = []
-        for name, text in {"report.json": report_json(report), "links.csv": links_csv(report)}.items():
+        status.phase("writing report.json, links.csv, timeline.csv, summary.md")
+        texts = {"report.json": report_json(report), "links.csv": links_csv(report), "timeline.csv": timeline_csv(runs)}
+        for name, text in texts.items():
             with open(out.path(name), "w", encoding="utf-8") as fh:
                 fh.write(text)
-        plot_names = ["bytes.png", "timeline.png", "latency.png", "topology.png"] if options.plots else []
+        plot_names = list(PLOTS) if options.plots else []
         with open(out.path("summary.md"), "w", encoding="utf-8") as fh:
             fh.write(summary_markdown(report, plot_names))
+        plots: list[str] = []
         if options.plots:
             from reports.plots import write_plots
 
+            status.phase("drawing the plots")
             plots.extend(write_plots(out.tmp, scenario, report, runs))
+        status.phase("writing report.html")
+        from reports.html import report_html
+
+        with open(out.path("report.html"), "w", encoding="utf-8") as fh:
+            fh.write(report_html(report, scenario, out.tmp, plots, decisions))
         out.commit()
     return RunResult(report, out_dir, strategies, jobs, timings, plots)
 
@@ -324,6 +328,6 @@ def run_lines(scenario: Scenario, options: RunOptions, result: RunResult, second
         f"timing: {seconds:.1f} s in all (plan+run s: {each}{workers});"
         f" peak memory {peak_memory_bytes() / 2**30:.2f} GiB"
         + (f" (largest worker process {peak_memory_bytes(children=True) / 2**30:.2f} GiB)" if result.jobs > 1 else ""),
-        f"wrote {os.path.join(result.out_dir, 'report.json')}, links.csv, summary.md, plans.json"
-        + (", plots" if result.plots else ""),
+        f"wrote {os.path.join(result.out_dir, 'report.html')}, report.json, links.csv, timeline.csv, summary.md,"
+        " plans.json" + (", plots" if result.plots else ""),
     ]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from functools import partial
 
 from network.meter import StrategyRun
 from network.routing import Network
+from reports.progress import Status
 from reports.report import strategy_entry
 from sharing import make_plan
 from sharing.check import plan_problems
@@ -43,9 +43,11 @@ def simulate(
     engine: Engine,
     expected: Expected | None,
     *,
-    show_progress: bool,
+    show_progress: bool | str,
     check_plans: bool = False,
     plan_sink: Callable[[Plan], None] | None = None,
+    status: Status | None = None,
+    decisions: dict[str, list[dict]] | None = None,
 ) -> Results:
     """Plan and run each strategy, one at a time, and reduce each run to its report entry at once.
 
@@ -53,18 +55,22 @@ def simulate(
     and (plan seconds, run seconds) per strategy.  Memory therefore holds one strategy's per-tuple data at a
     time: ``plan_sink`` receives each plan (to write it out) before it is dropped.  With ``check_plans`` every
     plan goes through :func:`sharing.check.plan_problems` first; an unsound one raises PlanCheckError.
+    ``decisions``, when given, receives each strategy's planner decisions (as plans.json writes them), and
+    ``status`` shows the progress (else one is made from ``show_progress``).
     """
     network = Network.of(scenario)
     per_strategy = sum(tuple_count(s, scenario.duration) for s in scenario.streams)
     entries: dict[str, dict] = {}
     runs: dict[str, StrategyRun] = {}
     timings: dict[str, tuple[float, float]] = {}
-    with ProgressBar(per_strategy, strategies, show_progress) as bar:
+    with ProgressBar(per_strategy, strategies, show_progress, status) as bar:
         for name in strategies:
             plan, entries[name], runs[name], timings[name] = _strategy(
                 scenario, network, name, engine, expected, check_plans, partial(bar.update, name)
             )
             bar.update(name, "done", per_strategy)
+            if decisions is not None:
+                decisions[name] = [d.to_json() for d in plan.decisions]
             if plan_sink is not None:
                 plan_sink(plan)
             del plan
@@ -118,9 +124,11 @@ def simulate_parallel(
     jobs: int,
     plan_dir: str,
     *,
-    show_progress: bool,
+    show_progress: bool | str,
     check_plans: bool = False,
     engine: Engine | None = None,
+    status: Status | None = None,
+    decisions: dict[str, list[dict]] | None = None,
 ) -> Results:
     """:func:`simulate` on the local engine (or ``engine``) with up to ``jobs`` strategies at a time, each in
     its own worker process (forked, so the scenario and the expected results are shared, not copied); each
@@ -147,7 +155,7 @@ def simulate_parallel(
     results: dict[str, tuple[dict, StrategyRun, tuple[float, float]]] = {}
     waiting, running = list(strategies), {}
     try:
-        with ProgressBar(per_strategy, strategies, show_progress) as bar:
+        with ProgressBar(per_strategy, strategies, show_progress, status) as bar:
             while waiting or running:
                 while waiting and len(running) < jobs:
                     name = waiting.pop(0)
@@ -165,6 +173,8 @@ def simulate_parallel(
                         raise payload[0]
                     else:
                         results[name] = payload[0]
+                        if decisions is not None:
+                            decisions[name] = payload[1]
                         bar.update(name, "done", per_strategy)
                         running.pop(name).join()
                         if not gone:
@@ -205,7 +215,7 @@ def _worker(job: dict, name: str) -> None:
         )
         with open(os.path.join(job["out"], f"{name}.json"), "w", encoding="utf-8") as fh:
             plan.write_json(fh)
-        queue.put(("result", name, (entry, run, timings)))
+        queue.put(("result", name, (entry, run, timings), [d.to_json() for d in plan.decisions]))
     except Exception as error:  # sent to the parent, which raises it
         queue.put(("error", name, _picklable(name, error)))
     queue.close()
@@ -213,42 +223,36 @@ def _worker(job: dict, name: str) -> None:
 
 
 class ProgressBar:
-    """The progress bar over every strategy's emitted tuples, naming the strategies at work and their phase."""
+    """Progress over every strategy's emitted tuples, naming the strategies at work and their phase, on a
+    :class:`reports.progress.Status` (the run's own, or one made here from ``show``)."""
 
-    def __init__(self, per_strategy: int, strategies: list[str], show: bool):
-        from tqdm import tqdm
-
+    def __init__(self, per_strategy: int, strategies: list[str], show: bool | str, status: Status | None = None):
         self.per_strategy = per_strategy
         self.done = dict.fromkeys(strategies, 0)
         self.phases: dict[str, str] = {}
-        self.bar = tqdm(
-            total=per_strategy * len(strategies),
-            unit="tuple",
-            unit_scale=True,
-            disable=not show,
-            file=sys.stderr,
-            leave=False,
-        )
+        self.finished = 0
+        self.own = status is None
+        self.status = status or Status("run", per_strategy * len(strategies), "tuple", show)
 
     def update(self, name: str, phase: str, done: int) -> None:
         """``name`` is at ``phase`` (planning, running, done) with ``done`` of its tuples simulated."""
         if phase == "done":
             self.phases.pop(name, None)
             done = self.per_strategy
+            self.finished += 1
+            self.status.note(f"{name} done ({self.finished}/{len(self.done)} strategies)")
         else:
             self.phases[name] = phase
         self.done[name] = done
-        self.bar.set_description(
-            ", ".join(n if p == "running" else f"{n}: {p}" for n, p in self.phases.items()), refresh=False
-        )
-        self.bar.n = sum(self.done.values())
-        self.bar.refresh()
+        detail = ", ".join(f"{n}: {p}" for n, p in self.phases.items())
+        self.status.update(sum(self.done.values()), detail)
 
     def __enter__(self) -> ProgressBar:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.bar.close()
+        if self.own:
+            self.status.close()
 
 
 SPARK_STREAMS = 2  # strategies the Spark engine simulates at once
@@ -260,8 +264,10 @@ def simulate_spark(
     engine,
     plan_dir: str,
     *,
-    show_progress: bool,
+    show_progress: bool | str,
     check_plans: bool = False,
+    status: Status | None = None,
+    decisions: dict[str, list[dict]] | None = None,
 ) -> Results:
     """:func:`simulate` on the Spark engine ``engine`` (a :class:`peers.spark.SparkEngine`), pipelined.
 
@@ -301,7 +307,10 @@ def simulate_spark(
         return name, (entry, replace(done, delivered={}, latencies={}), (plan_s, time.perf_counter() - t0))
 
     try:
-        with ProgressBar(per_strategy, strategies, show_progress) as bar, ThreadPoolExecutor(SPARK_STREAMS) as pool:
+        with (
+            ProgressBar(per_strategy, strategies, show_progress, status) as bar,
+            ThreadPoolExecutor(SPARK_STREAMS) as pool,
+        ):
             spark_session(engine.master, engine.conf)  # started here, not by two threads at once
             running: set = set()
             planned = 0
@@ -317,7 +326,10 @@ def simulate_spark(
                     raise payload[0]
                 elif kind == "ready":
                     planned += 1
-                    running.add(pool.submit(run, bar, name, *payload))
+                    path, plan_s, made = payload
+                    if decisions is not None:
+                        decisions[name] = made
+                    running.add(pool.submit(run, bar, name, path, plan_s))
                 if running:
                     finished, running = wait(running, timeout=0, return_when=FIRST_COMPLETED)
                     for future in finished:
@@ -357,8 +369,9 @@ def _planner(scenario: Scenario, strategies: list[str], check_plans: bool, plan_
             path = os.path.join(plan_dir, f"{name}.simulation")
             with open(path, "wb") as fh:
                 pickle.dump(Simulation(scenario, plan), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            made = [d.to_json() for d in plan.decisions]
             del plan
-            queue.put(("ready", name, path, time.perf_counter() - t0))
+            queue.put(("ready", name, path, time.perf_counter() - t0, made))
     except Exception as error:  # sent to the parent, which raises it
         queue.put(("error", name, _picklable(name, error)))
     queue.close()

@@ -5,11 +5,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from dataclasses import replace
 
 from network.routing import Network
 from sharing.plan import Decision, Delivery, Epoch, Flow, Plan
-from topologies.errors import InputError
+from topologies.errors import EmulatorError, InputError
 from topologies.model import Scenario
 
 STRATEGIES = ("data-shipping", "query-shipping", "multicast", "ideal", "sharing-hsr", "sharing-hcr", "sharing-em")
@@ -17,10 +19,44 @@ STRATEGIES = ("data-shipping", "query-shipping", "multicast", "ideal", "sharing-
 command line offers them as its choices)."""
 
 
+Planner = Callable[[Scenario, Network], Plan]
+"""A strategy registered from Python: the plan of a scenario on a network (docs/API.md)."""
+_REGISTERED: dict[str, Planner] = {}
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def register_strategy(name: str, planner: Planner, *, replace: bool = False) -> None:
+    """Make ``name`` a strategy :func:`make_plan` plans with ``planner(scenario, network)``, run by every
+    engine, checked for exactness and reported like the built-in ones (after them).  Registered in this
+    process, and in the worker processes it forks.
+
+    Raises InputError for a name that is not 1-64 letters, digits, ``_`` or ``-``, that of a built-in
+    strategy, or one registered already (unless ``replace``)."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InputError(f"strategy name {name!r}: 1-64 letters, digits, '_' or '-'")
+    if name in STRATEGIES:
+        raise InputError(f"strategy name {name!r}: a built-in strategy")
+    if name in _REGISTERED and not replace:
+        raise InputError(f"strategy {name!r} is registered already (pass replace=True to replace it)")
+    if not callable(planner):
+        raise InputError(f"strategy {name!r}: the planner must be callable, got {planner!r}")
+    _REGISTERED[name] = planner
+
+
+def unregister_strategy(name: str) -> None:
+    """Forget a strategy :func:`register_strategy` made (nothing when it is not registered)."""
+    _REGISTERED.pop(name, None)
+
+
+def strategy_names() -> tuple[str, ...]:
+    """Every strategy :func:`make_plan` knows: :data:`STRATEGIES`, then those registered from Python."""
+    return STRATEGIES + tuple(_REGISTERED)
+
+
 def check_strategy(name: str) -> str:
-    """``name`` if it is one of :data:`STRATEGIES`; raises InputError naming it and the valid ones."""
-    if name not in STRATEGIES:
-        raise InputError(f"unknown strategy {name!r}; valid strategies: {', '.join(STRATEGIES)}")
+    """``name`` if it is one of :func:`strategy_names`; raises InputError naming it and the valid ones."""
+    if name not in STRATEGIES and name not in _REGISTERED:
+        raise InputError(f"unknown strategy {name!r}; valid strategies: {', '.join(strategy_names())}")
     return name
 
 
@@ -47,6 +83,8 @@ def make_plan(
 
     check_strategy(strategy)
     network = network or Network.of(scenario)
+    if strategy in _REGISTERED:
+        return _registered_plan(scenario, strategy, network)
     if strategy not in BASELINES:
         return plan_sharing(scenario, strategy, network, CostModel(scenario), progress).check(scenario, network)
     baseline = Baseline(scenario, network, strategy)
@@ -65,4 +103,25 @@ def make_plan(
     return Plan(strategy, scenario.name, tuple(epochs)).check(scenario, network)
 
 
-__all__ = ["STRATEGIES", "Decision", "Delivery", "Epoch", "Flow", "Plan", "check_strategy", "make_plan"]
+def _registered_plan(scenario: Scenario, strategy: str, network: Network) -> Plan:
+    """A registered planner's plan, named after its strategy; EmulatorError when it returns no Plan."""
+    plan = _REGISTERED[strategy](scenario, network)
+    if not isinstance(plan, Plan):
+        raise EmulatorError(f"strategy {strategy!r}: the planner returned {type(plan).__name__}, not a Plan")
+    return plan if plan.strategy == strategy else replace(plan, strategy=strategy)
+
+
+__all__ = [
+    "STRATEGIES",
+    "Decision",
+    "Delivery",
+    "Epoch",
+    "Flow",
+    "Plan",
+    "Planner",
+    "check_strategy",
+    "make_plan",
+    "register_strategy",
+    "strategy_names",
+    "unregister_strategy",
+]

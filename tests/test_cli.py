@@ -36,7 +36,9 @@ def test_run_writes_the_report_and_prints_the_comparison(figure1_out):
     assert sorted(os.listdir(out)) == sorted(
         [
             "report.json",
+            "report.html",
             "links.csv",
+            "timeline.csv",
             "summary.md",
             "plans.json",
             "bytes.png",
@@ -58,8 +60,9 @@ def test_run_writes_the_report_and_prints_the_comparison(figure1_out):
             assert set(sub) >= {"id", "delivered", "expected", "missing", "extra"}
             assert sub["missing"] == sub["extra"] == 0
     csv_lines = (out / "links.csv").read_text().splitlines()
-    assert csv_lines[0] == "strategy,from,to,bytes,tuples"
-    assert len(csv_lines) - 1 == sum(len(e["links"]) for e in report["strategies"].values())
+    assert csv_lines[0] == "strategy,from,to,bytes,tuples,kind"
+    links = sum(len(e["links"]) + len(e["access_links"]) for e in report["strategies"].values())
+    assert len(csv_lines) - 1 == links
 
 
 def test_run_is_reproducible_one_strategy_at_a_time_or_several(figure1_out, tmp_path):
@@ -188,8 +191,8 @@ def test_out_never_touches_what_is_not_a_report_of_ours(tmp_path):
     result = cli("run", FIGURE1, "--out", str(mine), "--quiet", "--no-plots", "--force", "--strategy", "ideal")
     assert result.returncode == 0, result.stderr
     assert (mine / "thesis.tex").read_text() == "years of work"
-    written = ["links.csv", "plans.json", "report.json", "summary.md"]
-    assert sorted(p.name for p in mine.iterdir()) == [*written, "thesis.tex"]
+    written = ["links.csv", "plans.json", "report.html", "report.json", "summary.md", "thesis.tex", "timeline.csv"]
+    assert sorted(p.name for p in mine.iterdir()) == written
 
 
 def test_out_replaces_a_previous_report_and_drops_its_stale_files(tmp_path):
@@ -199,7 +202,9 @@ def test_out_replaces_a_previous_report_and_drops_its_stale_files(tmp_path):
     (out / "live").mkdir()  # what `serve` writes under the default report directory stays
     result = cli("run", FIGURE1, "--out", str(out), "--quiet", "--no-plots", "--strategy", "multicast")
     assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["links.csv", "live", "plans.json", "report.json", "summary.md"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "links.csv", "live", "plans.json", "report.html", "report.json", "summary.md", "timeline.csv",
+    ]  # fmt: skip
     assert list(json.loads((out / "report.json").read_text())["strategies"]) == ["multicast"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
 

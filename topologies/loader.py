@@ -16,27 +16,25 @@ import math
 import os
 import re
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any, NoReturn
 
-import yaml
-
 from matcher import Choice, Distribution, Empirical, Normal, Query, QueryError, Uniform
 from matcher.text import is_keyword
-from topologies import generators
+from topologies import generators, workload_generators
 from topologies.errors import ScenarioError, shown
 from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
 from topologies.replay import ATTRIBUTE_NAME, ReplayFileError, read_replay
 from topologies.units import as_float, parse_bandwidth, parse_latency
+from topologies.yaml_files import read_yaml
 
 PEER_ID = re.compile(r"[A-Za-z0-9_-]+")
 DEFAULT_BANDWIDTH = 100e6
 DEFAULT_LATENCY = Fraction(0)
 DEFAULT_HEADER_BYTES = 16
 MAX_HEADER_BYTES = 65_535
-MAX_FILE_BYTES = 16 * 2**20  # ~100,000 subscriptions; loading YAML takes about 5 s a megabyte
-MAX_YAML_DEPTH = 64  # nesting of YAML collections
 MAX_REPLAY_BYTES = 2**30
 MAX_ID_LENGTH = 100  # characters of a name or an id: ids become file names, plot labels, topic levels
 
@@ -86,6 +84,9 @@ class _Reader:
         self.file = file
         self.base_dir = os.path.dirname(os.path.abspath(file))
         self.warnings: list[str] = []
+        self.generated: list[str] = []  # what each workload generator made, one line each
+        self.expanded: dict[str, list] = {}  # thin_peers and subscriptions as written out (run.py expand)
+        self.transit: int | None = None  # a generated transit-stub backbone's transit nodes
 
     def fail(self, path: str, message: str) -> NoReturn:
         raise ScenarioError(f"{self.file}: {path}: {message}" if path else f"{self.file}: {message}")
@@ -185,10 +186,11 @@ class _Reader:
             doc.get("header_bytes", DEFAULT_HEADER_BYTES), "header_bytes", maximum=MAX_HEADER_BYTES
         )
         bandwidth, latency, super_peers, links = self.network(doc["network"], seed)
-        thin_peers = self.thin_peers(doc["thin_peers"], set(super_peers), bandwidth, latency)
+        thin_peers = self.thin_peers(doc["thin_peers"], super_peers, links, bandwidth, latency, seed)
         streams = self.streams(doc["streams"], {p.id for p in thin_peers})
         self.tuples(streams, duration)
-        subscriptions = self.subscriptions(doc.get("subscriptions", []), thin_peers, streams, duration)
+        subscriptions = self.subscriptions(doc.get("subscriptions", []), thin_peers, streams, duration, seed)
+        self.replays_exhausted(streams, subscriptions, duration)
         return Scenario(
             name=name,
             seed=seed,
@@ -201,6 +203,7 @@ class _Reader:
             subscriptions=subscriptions,
             path=os.path.abspath(self.file),
             warnings=tuple(self.warnings),
+            generated=tuple(self.generated),
         )
 
     def network(self, value: object, seed: int) -> tuple[float, Fraction, tuple[str, ...], tuple[LinkSpec, ...]]:
@@ -291,6 +294,8 @@ class _Reader:
                 f"{model} of {count:,} super-peers weighs {pairs:,} node pairs, over the cap of {limit:,}"
                 f" (set {name} to change it)",
             )
+        if model == "transit-stub":
+            self.transit = params["transit"]
         try:
             return generators.generate(model, **params)
         except ValueError as err:
@@ -324,27 +329,49 @@ class _Reader:
             self.fail("network.links", f"backbone is disconnected: {shown} unreachable from {super_peers[0]}")
 
     def thin_peers(
-        self, value: object, super_peers: set[str], bandwidth: float, latency: Fraction
+        self,
+        value: object,
+        super_peers: tuple[str, ...],
+        links: tuple[LinkSpec, ...],
+        bandwidth: float,
+        latency: Fraction,
+        seed: int,
     ) -> tuple[ThinPeerSpec, ...]:
+        known = set(super_peers)
+        degrees: dict[str, int] = {}
+        for link in links:
+            degrees[link.a] = degrees.get(link.a, 0) + 1
+            degrees[link.b] = degrees.get(link.b, 0) + 1
         peers = []
         ids: dict[str, str] = {}
+        written: list = []
         for i, item in enumerate(self.sequence(value, "thin_peers")):
-            path = f"thin_peers[{i}]"
-            spec = self.mapping(item, path, THIN_PEER_KEYS)
-            peer_id = self.identifier(spec["id"], f"{path}.id")
-            if peer_id in super_peers:
-                self.fail(f"{path}.id", f"{shown(peer_id)} is already a super-peer id")
-            self.unique(ids, peer_id, f"{path}.id", "thin-peer")
-            attach = self.reference(spec["attach"], super_peers, f"{path}.attach", "super-peer")
-            peers.append(
-                ThinPeerSpec(
-                    peer_id,
-                    attach,
-                    self.bandwidth(spec, path, bandwidth),
-                    self.latency(spec, path, latency),
-                )
-            )
+            if workload_generators.is_generator(item):
+                path = f"thin_peers[{i}].generate"
+                entries, told = workload_generators.thin_peers(
+                    self, item["generate"], path, seed=seed, position=i, super_peers=super_peers,
+                    degrees=degrees, transit=self.transit,
+                )  # fmt: skip
+                self.generated.append(told)
+                items = [(f"{path}[{k}]", entry) for k, entry in enumerate(entries)]
+            else:
+                items = [(f"thin_peers[{i}]", item)]
+            for path, entry in items:
+                written.append(entry)
+                peers.append(self.thin_peer(entry, path, known, ids, bandwidth, latency))
+        self.expanded["thin_peers"] = written
         return tuple(peers)
+
+    def thin_peer(
+        self, item: object, path: str, super_peers: set[str], ids: dict[str, str], bandwidth: float, latency: Fraction
+    ) -> ThinPeerSpec:
+        spec = self.mapping(item, path, THIN_PEER_KEYS)
+        peer_id = self.identifier(spec["id"], f"{path}.id")
+        if peer_id in super_peers:
+            self.fail(f"{path}.id", f"{shown(peer_id)} is already a super-peer id")
+        self.unique(ids, peer_id, f"{path}.id", "thin-peer")
+        attach = self.reference(spec["attach"], super_peers, f"{path}.attach", "super-peer")
+        return ThinPeerSpec(peer_id, attach, self.bandwidth(spec, path, bandwidth), self.latency(spec, path, latency))
 
     def streams(self, value: object, thin_peers: set[str]) -> tuple[StreamSpec, ...]:
         streams = []
@@ -483,33 +510,94 @@ class _Reader:
         return full, tuple(AttributeSpec(n, "float", Empirical.of(table.columns[n])) for n in table.names)
 
     def subscriptions(
-        self, value: object, thin_peers: tuple[ThinPeerSpec, ...], streams: tuple[StreamSpec, ...], duration: float
+        self,
+        value: object,
+        thin_peers: tuple[ThinPeerSpec, ...],
+        streams: tuple[StreamSpec, ...],
+        duration: float,
+        seed: int,
     ) -> tuple[SubscriptionSpec, ...]:
         peers = {p.id for p in thin_peers}
         by_id = {s.id: s for s in streams}
+        sources = {s.id: s.source for s in streams}
         seen: dict[str, str] = {}
         subscriptions = []
+        written: list = []
         for i, item in enumerate(self.sequence(value, "subscriptions")):
-            path = f"subscriptions[{i}]"
-            spec = self.mapping(item, path, SUBSCRIPTION_KEYS)
-            sub_id = self.identifier(spec["id"], f"{path}.id")
-            self.unique(seen, sub_id, f"{path}.id", "subscription")
-            peer = self.reference(spec["peer"], peers, f"{path}.peer", "thin-peer")
-            at = self.number(spec["at"], f"{path}.at")
-            if not 0 <= at < duration:
-                self.fail(f"{path}.at", f"must lie in [0, duration) = [0, {duration:g}), got {shown(spec['at'])}")
-            until = None
-            if spec.get("until") is not None:
-                until = self.number(spec["until"], f"{path}.until")
-                if until <= at:
-                    self.fail(
-                        f"{path}.until", f"must be greater than at ({shown(spec['at'])}), got {shown(spec['until'])}"
-                    )
-            query = self.query(spec["query"], f"{path}.query", by_id)
-            if query.where.is_empty():
-                self.warnings.append(f"{self.file}: {path}.query: WHERE is always false; {sub_id} receives nothing")
-            subscriptions.append(SubscriptionSpec(sub_id, peer, at, until, query))
+            if workload_generators.is_generator(item):
+                path = f"subscriptions[{i}].generate"
+                entries, told = workload_generators.subscriptions(
+                    self, item["generate"], path, seed=seed, position=i, duration=duration,
+                    thin_peers=[p.id for p in thin_peers], sources=set(sources.values()), streams=streams,
+                )  # fmt: skip
+                self.generated.append(told)
+                items = [(f"{path}[{k}]", entry) for k, entry in enumerate(entries)]
+            else:
+                items = [(f"subscriptions[{i}]", item)]
+            for path, entry in items:
+                written.append(entry)
+                subscriptions.append(self.subscription(entry, path, peers, by_id, sources, seen, duration))
+        self.expanded["subscriptions"] = written
         return tuple(subscriptions)
+
+    def subscription(
+        self,
+        item: object,
+        path: str,
+        peers: set[str],
+        streams: dict[str, StreamSpec],
+        sources: dict[str, str],
+        seen: dict[str, str],
+        duration: float,
+    ) -> SubscriptionSpec:
+        spec = self.mapping(item, path, SUBSCRIPTION_KEYS)
+        sub_id = self.identifier(spec["id"], f"{path}.id")
+        self.unique(seen, sub_id, f"{path}.id", "subscription")
+        peer = self.reference(spec["peer"], peers, f"{path}.peer", "thin-peer")
+        at = self.number(spec["at"], f"{path}.at")
+        if not 0 <= at < duration:
+            self.fail(f"{path}.at", f"must lie in [0, duration) = [0, {duration:g}), got {shown(spec['at'])}")
+        until = None
+        if spec.get("until") is not None:
+            until = self.number(spec["until"], f"{path}.until")
+            if until <= at:
+                self.fail(f"{path}.until", f"must be greater than at ({shown(spec['at'])}), got {shown(spec['until'])}")
+            if until > duration:
+                self.warnings.append(
+                    f"{self.file}: {path}.until: {until:g} is past the end of the run (duration {duration:g});"
+                    f" {sub_id} stays to the end"
+                )
+        query = self.query(spec["query"], f"{path}.query", streams)
+        if query.where.is_empty():
+            self.warnings.append(f"{self.file}: {path}.query: WHERE is always false; {sub_id} receives nothing")
+        if sources[query.stream] == peer:
+            self.warnings.append(
+                f"{self.file}: {path}.peer: {peer} is the source of stream {query.stream}; {sub_id} receives its"
+                " own tuples back and crosses no backbone link"
+            )
+        return SubscriptionSpec(sub_id, peer, at, until, query)
+
+    def replays_exhausted(
+        self, streams: tuple[StreamSpec, ...], subscriptions: tuple[SubscriptionSpec, ...], duration: float
+    ) -> None:
+        """Warn about a replayed stream whose file ends before the run does, naming the subscriptions that
+        register after its last tuple (they receive nothing from it)."""
+        from topologies.workload import tuple_count
+
+        for i, stream in enumerate(streams):
+            if stream.replay is None:
+                continue
+            rows = read_replay(stream.replay).rows
+            due = tuple_count(replace(stream, replay=None), duration)
+            if rows >= due:
+                continue
+            last = (rows - 1) / stream.rate  # the emission time of its last tuple
+            late = [s.id for s in subscriptions if s.stream == stream.id and s.at > last]
+            told = f"; {_listed(late)} register after that and receive nothing" if late else ""
+            self.warnings.append(
+                f"{self.file}: streams[{i}].replay: the file has {rows:,} rows, fewer than the {due:,} tuples due"
+                f" at rate {stream.rate:g} over {duration:g} s: its last tuple is emitted at t={last:g} s{told}"
+            )
 
     def query(self, value: object, path: str, streams: Mapping[str, StreamSpec]) -> Query:
         from matcher.parser import parse_query  # the parser is the matcher's; imported where it is used
@@ -529,6 +617,12 @@ class _Reader:
         return query
 
 
+def _listed(ids: list[str], shown_at_most: int = 5) -> str:
+    """``Q1, Q2 and 3 more``."""
+    more = len(ids) - shown_at_most
+    return ", ".join(ids[:shown_at_most]) + (f" and {more} more" if more > 0 else "")
+
+
 def query_problem(query: Query, streams: Mapping[str, StreamSpec], scenario: str | None = None) -> str | None:
     """Why ``query`` is not a query over ``streams`` (by id), or None: its stream is unknown, or its select
     list or its WHERE names an attribute the stream lacks.  The one check of a query against a scenario,
@@ -544,122 +638,42 @@ def query_problem(query: Query, streams: Mapping[str, StreamSpec], scenario: str
     return None
 
 
-# libyaml's scanner and parser when PyYAML was built with them (the wheels are): 4-6x faster on large files
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _StrictLoader(_SafeLoader):
-    """SafeLoader that rejects duplicate keys (PyYAML keeps the last one silently)."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen = set()
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue  # `<<: *defaults`: merged by construct_mapping, where explicit keys win
-        key = loader.construct_object(key_node, deep=deep)
-        try:
-            hash(key)
-        except TypeError:  # a list, a mapping or a !!set as a key
-            raise yaml.constructor.ConstructorError(
-                None, None, f"unhashable key {shown(key)}", key_node.start_mark
-            ) from None
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {shown(key)}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-def _construct_bool(loader: _StrictLoader, node: yaml.ScalarNode) -> bool:
-    value = loader.construct_scalar(node)
-    if value.lower() not in loader.bool_values:  # SafeLoader raises KeyError on `!!bool maybe`
-        raise yaml.constructor.ConstructorError(None, None, f"not a boolean: {shown(value)}", node.start_mark)
-    return loader.bool_values[value.lower()]
-
-
-def _construct_timestamp(loader: _StrictLoader, node: yaml.ScalarNode) -> object:
-    value = loader.construct_scalar(node)
-    if not loader.timestamp_regexp.match(value):  # SafeLoader raises AttributeError on `!!timestamp abc`
-        raise yaml.constructor.ConstructorError(None, None, f"not a timestamp: {shown(value)}", node.start_mark)
-    return loader.construct_yaml_timestamp(node)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_StrictLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
-_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
-
-
-def _read_regular_file(path: str, limit: int) -> bytes:
-    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; otherwise ScenarioError
-    naming the path (a device, a FIFO or a directory is refused before it is opened for reading:
-    ``/dev/zero`` would never end, a FIFO would block)."""
-    try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise ScenarioError(f"{path}: not a regular file")
-        if info.st_size > limit:
-            raise ScenarioError(f"{path}: {info.st_size:,} bytes, over the limit of {limit:,}")
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: file not found") from None
-    except OSError as err:
-        raise ScenarioError(f"{path}: cannot read: {err.strerror or err}") from None
-    except ValueError:  # os.stat refuses a NUL character, which no file name holds
-        raise ScenarioError(f"{shown(path)}: bad file name (a NUL character)") from None
-    if len(data) > limit:
-        raise ScenarioError(f"{path}: over the limit of {limit:,} bytes")
-    return data
-
-
-def _nested_deeper(text: str, limit: int) -> bool:
-    """Whether YAML collections in ``text`` nest deeper than ``limit``, from its events (no objects built).
-
-    Stops at the first collection past the limit, so the deep part is never scanned: PyYAML's scanner
-    takes time quadratic in the nesting depth (4,000 nested ``[`` took 14 s to scan to the end).
-    """
-    depth = 0
-    for event in yaml.parse(text, Loader=_StrictLoader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > limit:
-                return True
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
-    return False
-
-
-def _read_yaml(path: str) -> object:
-    data = _read_regular_file(path, MAX_FILE_BYTES)
-    try:
-        text = data.decode("utf-8-sig")  # a UTF-8 byte-order mark is accepted
-    except UnicodeDecodeError as err:
-        raise ScenarioError(f"{path}: cannot read: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    try:
-        if _nested_deeper(text, MAX_YAML_DEPTH):
-            raise ScenarioError(f"{path}: YAML nested deeper than {MAX_YAML_DEPTH} levels")
-        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader: builds no arbitrary objects
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = " ".join(str(err.problem or err.context or "syntax error").split())
-        raise ScenarioError(f"{path}: {where}YAML error: {problem}") from err
-    except yaml.YAMLError as err:
-        raise ScenarioError(f"{path}: YAML error: {' '.join(str(err).split())}") from err
-    except ValueError as err:  # e.g. an integer of more digits than Python converts
-        raise ScenarioError(f"{path}: YAML error: {shown(str(err))}") from None
-    except RecursionError:
-        raise ScenarioError(f"{path}: YAML nested too deeply") from None
-
-
-def load_scenario(path: str | os.PathLike) -> Scenario:
-    """Read, validate and freeze the scenario at ``path``.
+def load_scenario(path: str | os.PathLike, overrides: Sequence[tuple[str, object]] = ()) -> Scenario:
+    """Read, validate and freeze the scenario at ``path``, with the ``(key, value)`` changes of
+    ``overrides`` (topologies/overrides.py) made to its document first.
 
     Raises ScenarioError (one line: file, key path, value) for any invalid input, including YAML
     syntax errors (with their line), missing files and invalid replay CSVs.
     """
+    return read_scenario(path, overrides)[0]
+
+
+def read_scenario(
+    path: str | os.PathLike, overrides: Sequence[tuple[str, object]] = ()
+) -> tuple[Scenario, dict[str, Any]]:
+    """:func:`load_scenario`, and the document it was read from with every workload generator replaced by
+    the entries it made (what ``run.py expand`` writes)."""
+    from topologies.overrides import apply_overrides
+
     file = os.fspath(path)
-    return _Reader(file).scenario(_read_yaml(file))
+    doc = apply_overrides(read_yaml(file), overrides, file)
+    reader = _Reader(file)
+    scenario = reader.scenario(doc)
+    return scenario, {**doc, **reader.expanded}
+
+
+def scenario_from_document(
+    doc: object, source: str = "<document>", overrides: Sequence[tuple[str, object]] = ()
+) -> Scenario:
+    """The scenario a parsed document (a dict as a scenario file holds) describes, checked exactly like a
+    file; errors name ``source`` where they would name the file, and a replayed CSV path is relative to
+    the working directory.  ``path`` is None."""
+    from topologies.overrides import apply_overrides
+
+    reader = _Reader(source)
+    reader.base_dir = os.getcwd()
+    scenario = reader.scenario(apply_overrides(doc, overrides, source))
+    return replace(scenario, path=None)
 
 
 def summary(scenario: Scenario) -> str:

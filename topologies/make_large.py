@@ -99,7 +99,8 @@ def render(seed: int = 11) -> str:
     for q in range(SUBSCRIPTIONS):
         stream = int(rng.integers(0, STREAMS))
         at = round(float(rng.uniform(0, 80)), 1)
-        until = f", until: {round(at + float(rng.uniform(10, 50)), 1)}" if rng.random() < 0.35 else ""
+        # an until past the end is cut to the end, where it changes nothing (and warns nobody)
+        until = f", until: {min(round(at + float(rng.uniform(10, 50)), 1), DURATION)}" if rng.random() < 0.35 else ""
         peer = int(rng.integers(0, SUBSCRIBER_PEERS))
         query = _query(rng, stream, spots[stream])
         lines.append(f'  - {{id: Q{q}, peer: P{peer}, at: {at}{until}, query: "{query}"}}')

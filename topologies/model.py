@@ -95,6 +95,7 @@ class Scenario:
     max_utilization: float = 0.8
     path: str | None = field(default=None, compare=False)  # the file it was loaded from
     warnings: tuple[str, ...] = field(default=(), compare=False)  # e.g. contradictory queries
+    generated: tuple[str, ...] = field(default=(), compare=False)  # what each workload generator made
 
     # The lookups by id every layer needs, built once per scenario on first use (a frozen dataclass keeps
     # them in its instance dictionary: `dataclasses.replace` starts a new scenario with none).

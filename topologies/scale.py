@@ -21,7 +21,7 @@ churn), with every size a parameter:
   another; with probability ``cut`` ``AND z > c``; with probability ``disjunction`` the whole box OR
   ``(x > a AND y < b AND k = n)`` (a, b another hot spot of the stream); a random non-empty SELECT subset of
   the four attributes; arrival uniform in [0, 0.9 * duration); with probability ``churn`` an ``until``
-  0.05-0.4 durations after arrival (beyond ``duration`` for a few late arrivals, which then never leave);
+  0.05-0.4 durations after arrival (cut to ``duration`` for a few late arrivals, which then stay to the end);
   the subscribing peer is random, so peers often hold several subscriptions.
 
 Everything is drawn from ``np.random.default_rng(seed)``: the same arguments give the same YAML text and
@@ -214,7 +214,7 @@ def render(
         leaves = rng.random() < churn
         life = float(rng.uniform(0.05, 0.4)) * duration
         if leaves:
-            untils.append(round(at + life, 2))
+            untils.append(min(round(at + life, 2), duration))  # past the end it would stay anyway
         until = f", until: {untils[-1]}" if leaves else ""
         peer = int(rng.integers(0, subscriber_peers))
         lines.append(

@@ -8,7 +8,7 @@ are the loader's alone.
 from __future__ import annotations
 
 from matcher.text import KEYWORDS
-from topologies import generators
+from topologies import generators, workload_generators
 from topologies.loader import MAX_HEADER_BYTES, MAX_ID_LENGTH
 from topologies.units import NUMBER_PATTERN
 
@@ -98,6 +98,88 @@ def _distribution() -> dict:
     }
 
 
+PROBABILITY = {"type": "number", "minimum": 0, "maximum": 1}
+COUNT = {"type": "integer", "minimum": 1, "maximum": workload_generators.MAX_GENERATED}
+PREFIX = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": MAX_ID_LENGTH - 7}
+
+
+def _range(minimum: float, kind: str = "number") -> dict:
+    """A number, or ``[lo, hi]``."""
+    one = {"type": kind, "minimum": minimum}
+    return {"oneOf": [one, {"type": "array", "items": one, "minItems": 2, "maxItems": 2}]}
+
+
+def _object(properties: dict, required: tuple[str, ...] = ()) -> dict:
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+def _generator(parameters: dict) -> dict:
+    """A list entry ``{generate: {...}}`` with ``parameters``."""
+    return _object({"generate": _object(parameters, ("count",))}, ("generate",))
+
+
+def _thin_peer_generator() -> dict:
+    rules = {"enum": list(workload_generators.ATTACH_RULES)}
+    return _generator(
+        {
+            "count": COUNT,
+            "prefix": PREFIX,
+            "attach": {"oneOf": [rules, {"type": "array", "items": PEER_ID, "minItems": 1}]},
+            "seed": {"type": "integer", "minimum": 0},
+            "bandwidth": BANDWIDTH,
+            "latency": LATENCY,
+        }
+    )
+
+
+def _subscription_generator() -> dict:
+    models = {
+        "hot-spots": {"spots": {"type": "integer", "minimum": 1}, "spread": {"type": "number", "minimum": 0}},
+        "uniform": {},
+        "zipf": {"regions": {"type": "integer", "minimum": 1}, "exponent": {"type": "number", "minimum": 0}},
+    }
+    over = {"type": "array", "items": {"type": "number", "minimum": 0}, "minItems": 2, "maxItems": 2}
+    processes = {
+        "poisson": {"over": over},
+        "waves": {"over": over, "waves": {"type": "integer", "minimum": 1}, "spread": {"type": "number", "minimum": 0}},
+    }
+    holding = {
+        "leave": PROBABILITY,
+        "exponential": {"type": "number", "exclusiveMinimum": 0},
+        "uniform": _range(0),
+        "fixed": {"type": "number", "exclusiveMinimum": 0},
+    }
+    return _generator(
+        {
+            "count": COUNT,
+            "prefix": PREFIX,
+            "seed": {"type": "integer", "minimum": 0},
+            "peers": {"type": "array", "items": PEER_ID, "minItems": 1},
+            "streams": {"type": "array", "items": NAME, "minItems": 1},
+            "interests": {
+                "oneOf": [_object({"model": {"const": m}, **p}, ("model",)) for m, p in models.items()],
+            },
+            "overlap": PROBABILITY,
+            "predicate": _object(
+                {
+                    "attributes": {"type": "array", "items": NAME, "minItems": 1},
+                    "width": _range(0),
+                    "cut": PROBABILITY,
+                    "disjunction": PROBABILITY,
+                }
+            ),
+            "select": _range(1, "integer"),
+            "arrivals": {
+                "oneOf": [_object({"process": {"const": p}, **q}, ("process",)) for p, q in processes.items()],
+            },
+            "holding": {
+                **_object(holding),
+                "oneOf": [{"required": [form]} for form in workload_generators.HOLDING_FORMS],
+            },
+        }
+    )
+
+
 def json_schema() -> dict:
     """The schema as a plain dict (JSON-serialisable)."""
     attribute = {
@@ -173,9 +255,9 @@ def json_schema() -> dict:
             "duration": {"type": "number", "exclusiveMinimum": 0},
             "header_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_HEADER_BYTES},
             "network": network,
-            "thin_peers": {"type": "array", "items": thin_peer},
+            "thin_peers": {"type": "array", "items": {"oneOf": [thin_peer, _thin_peer_generator()]}},
             "streams": {"type": "array", "items": stream},
-            "subscriptions": {"type": "array", "items": subscription},
+            "subscriptions": {"type": "array", "items": {"oneOf": [subscription, _subscription_generator()]}},
         },
         "required": ["name", "duration", "network", "thin_peers", "streams"],
         "additionalProperties": False,

@@ -23,8 +23,9 @@ REPLY_TIMEOUT_S = 10.0
 class Session:
     """A short-lived CLI connection (clean session) that can ask the coordinator things."""
 
-    def __init__(self, broker: Broker, topics: Topics, name: str, extra: list[str] = (), on_data=None):
+    def __init__(self, broker: Broker, topics: Topics, name: str, extra: list[str] = (), on_data=None, on_event=None):
         self.topics = topics
+        self.on_event = on_event  # called with the coordinator's notices (a reply with an "event")
         self.identity = broker.username or name
         self.client_id = topics.client_id(self.identity, secrets.token_hex(4))
         self.replies: asyncio.Queue[dict] = asyncio.Queue()
@@ -58,7 +59,12 @@ class Session:
     async def _on_message(self, topic: str, payload: bytes, retained: bool) -> None:
         parts = self.topics.parse(topic)
         if parts[:2] == ("ctl", "reply"):
-            await self.replies.put(json_object(payload, "coordinator"))
+            doc = json_object(payload, "coordinator")
+            if "event" in doc:
+                if self.on_event is not None:
+                    self.on_event(doc)
+            else:
+                await self.replies.put(doc)
         elif parts[:1] == ("down",) and self.on_data is not None:
             self.on_data(payload)
 
@@ -111,7 +117,8 @@ async def subscribe(
     sub_id: str | None = None,
 ) -> int:
     """Register, print the decision, print results until ``count`` tuples, ``timeout`` or a signal, then
-    unsubscribe.  Returns the number of tuples printed."""
+    unsubscribe; or until the coordinator says the subscription was removed (by someone else, or by a
+    failure) or the run ended, which ``info`` tells.  Returns the number of tuples printed."""
     sub_id = sub_id or f"C{secrets.token_hex(3)}"
     done = asyncio.Event()
     printed = 0
@@ -145,11 +152,18 @@ async def subscribe(
             done.set()
 
     types: dict[str, str] = {}
+    ended: list[dict] = []
+
+    def on_event(doc: dict) -> None:
+        if doc.get("id") == sub_id and not ended:
+            ended.append(doc)
+            done.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, done.set)
     try:
-        async with Session(broker, topics, peer, [topics.down(peer, sub_id)], on_data) as session:
+        async with Session(broker, topics, peer, [topics.down(peer, sub_id)], on_data, on_event) as session:
             answer = await session.ask({"op": "subscribe", "peer": peer, "query": query, "id": sub_id})
             info(describe_decision(answer))
             types.update(answer.get("types", {}))
@@ -158,7 +172,14 @@ async def subscribe(
                 await asyncio.wait_for(done.wait(), timeout)
             except TimeoutError:
                 info(f"timeout after {timeout:g} s")
-            info(unsubscribed_line(await session.ask({"op": "unsubscribe", "id": sub_id})))
+            if ended:
+                await asyncio.sleep(0.2)  # results sent before the notice may still be on their way
+                flush()
+                notice = ended[0]
+                what = "was removed" if notice["event"] == "removed" else "ended with the run"
+                info(f"subscription {sub_id} {what} at t={float(notice['until']):.3f}s: {notice['reason']}")
+            else:
+                info(unsubscribed_line(await session.ask({"op": "unsubscribe", "id": sub_id})))
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
@@ -179,8 +200,9 @@ async def subscriptions(broker: Broker, topics: Topics) -> list[dict]:
 
 
 async def traffic(broker: Broker, topics: Topics) -> dict:
-    """The running emulator's per-topic counters: ``now`` (emulated seconds) and ``links``, one row per
-    data topic."""
+    """The running emulator's per-topic counters as the nodes count them now: ``now`` (emulated seconds,
+    None before the clock started), ``links`` (one row per data topic) and ``complete`` (every node sent
+    its counters for this request)."""
     async with Session(broker, topics, broker.username or "cli") as session:
         return await session.ask({"op": "traffic"})
 
@@ -202,6 +224,9 @@ def subscription_lines(subs: list[dict]) -> list[str]:
 
 def traffic_lines(answer: dict) -> list[str]:
     """:func:`traffic` as a table."""
-    lines = [f"t={answer['now']:.2f}s", f"{'topic':32} {'messages':>9} {'tuples':>9} {'bytes':>11}"]
+    now = "t=(the clock has not started)" if answer["now"] is None else f"t={answer['now']:.2f}s"
+    if answer.get("complete") is False:
+        now += " (some nodes did not send their counters in time: their rows are older)"
+    lines = [now, f"{'topic':32} {'messages':>9} {'tuples':>9} {'bytes':>11}"]
     lines += [f"{r['topic']:32} {r['messages']:>9} {r['tuples']:>9} {r['bytes']:>11}" for r in answer["links"]]
     return lines

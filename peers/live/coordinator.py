@@ -45,6 +45,7 @@ TICK_S = 0.1  # wall seconds between horizon updates
 LEAD_S = 0.5  # wall seconds of emission the horizon runs ahead of the clock
 MAX_QUERY_CHARS = 65536  # a run-time query is planned in the coordinator's event loop: keep it a query
 GONE_WAIT_S = 2.0  # how long a last will waits for ``gone`` to confirm that the process really exited
+TRAFFIC_WAIT_S = 2.0  # how long a traffic request waits for every node's fresh counters
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ class Coordinator:
         self.gone = gone  # True when a super-peer's process has exited (None: nodes cannot die alone)
         self.failures: list[Failure] = []
         self.lost_ids: set[str] = set()  # subscriptions cut off by a failure: never planned again
-        self._checks: set[asyncio.Future] = set()  # pending confirmations of last wills
+        self._checks: set[asyncio.Future] = set()  # pending confirmations of last wills, traffic replies
+        self.watchers: dict[str, str] = {}  # run-time subscription -> the reply topic of the client that made it
         self.congested: set[str] = set()  # nodes whose incoming queue is over the high-water mark
         self.late: dict[str, float] = {}  # node -> time.monotonic() until which its ``late`` report holds
         self.held_s = 0.0  # wall seconds the horizon stood still for them
@@ -274,6 +276,7 @@ class Coordinator:
                 continue
             lost.append(s.id)
             self.lost_ids.add(s.id)
+            self.notify(s.id, "removed", at, f"super-peer {node} failed and no route reaches it any more")
             if s.at < at:
                 kept.append(replace(s, until=at))
         self.subscriptions = tuple(kept)
@@ -382,9 +385,37 @@ class Coordinator:
             f"reply topic {reply_to[:40]!r} not of {identity}",
             identity,
         )
-        self.connection.publish(self.topics.reply(reply_to), json.dumps(self._answer(identity, request)).encode())
+        if request.get("op") == "traffic":  # answered once the nodes sent fresh counters
+            task = asyncio.ensure_future(self._traffic_reply(identity, reply_to))
+            self._checks.add(task)
+            task.add_done_callback(self._checks.discard)
+            return
+        self._reply(reply_to, self._answer(identity, request, reply_to))
 
-    def _answer(self, identity: str, request: dict) -> dict:
+    def _reply(self, reply_to: str, answer: dict) -> None:
+        self.connection.publish(self.topics.reply(reply_to), json.dumps(answer).encode())
+
+    async def _traffic_reply(self, identity: str, reply_to: str) -> None:
+        """Ask every node still up for its counters and answer with them, at the latest after
+        :data:`TRAFFIC_WAIT_S` (``complete`` says whether every node answered in time)."""
+        nodes = [*self.network.super_peers, *self.thin_peer_ids]
+        complete = await self.collect(nodes, TRAFFIC_WAIT_S)
+        self._reply(reply_to, {**self._answer(identity, {"op": "traffic"}, reply_to), "complete": complete})
+
+    def notify(self, sub_id: str, event: str, at: float, reason: str) -> None:
+        """Tell the client that made run-time subscription ``sub_id`` (on its reply topic) that it ended:
+        ``event`` is ``removed`` (someone else ended it, or a failure cut it off) or ``ended`` (the run
+        ended); the client stops waiting for tuples.  Nothing when no client of this run made it."""
+        watcher = self.watchers.pop(sub_id, None)
+        if watcher is not None:
+            self._reply(watcher, {"ok": True, "event": event, "id": sub_id, "until": at, "reason": reason})
+
+    def notify_end(self) -> None:
+        """The run is over: tell every client still watching a subscription."""
+        for sub_id in list(self.watchers):
+            self.notify(sub_id, "ended", float(self.end or 0.0), "the run ended")
+
+    def _answer(self, identity: str, request: dict, reply_to: str = "") -> dict:
         """The answer to a request of ``identity``; under ``--secure`` a thin-peer may subscribe only for
         itself and list, watch and end only its own subscriptions (the coordinator's identity may do all)."""
         from matcher import QueryError
@@ -400,7 +431,9 @@ class Coordinator:
                     raise InputError(f"query: at most {MAX_QUERY_CHARS:,} characters, got {len(query):,}")
                 if fenced and peer != identity:
                     raise InputError(f"--peer: {identity} may subscribe only for itself, not for {peer!r}")
-                return {"ok": True, **self.subscribe(peer, query, sub_id)}
+                answer = self.subscribe(peer, query, sub_id)
+                self.watchers[answer["id"]] = reply_to
+                return {"ok": True, **answer}
             if op == "unsubscribe":
                 sub_id = request.get("id")
                 if not isinstance(sub_id, str):
@@ -408,13 +441,19 @@ class Coordinator:
                 owner = next((s.peer for s in self.subscriptions if s.id == sub_id), None)
                 if fenced and owner is not None and owner != identity:
                     raise InputError(f"unsubscribe: {sub_id!r} is not a subscription of {identity}")
-                return {"ok": True, **self.unsubscribe(sub_id)}
+                answer = self.unsubscribe(sub_id)
+                if self.watchers.get(sub_id) == reply_to:  # the client ending its own: it knows
+                    self.watchers.pop(sub_id)
+                else:
+                    self.notify(sub_id, "removed", answer["until"], f"unsubscribed by {identity}")
+                return {"ok": True, **answer}
             if op == "subscriptions":
                 listing = [s for s in self.listing() if not fenced or s["peer"] == identity]
                 return {"ok": True, "subscriptions": listing, "version": self.version}
             if op == "traffic":
                 rows = [r for r in self.traffic() if not fenced or _concerns(r["topic"], identity)]
-                return {"ok": True, "now": self.now(), "links": rows}
+                now = self.now()
+                return {"ok": True, "now": now if now != -float("inf") else None, "links": rows}
             return {"ok": False, "error": f"unknown request {str(op)[:40]!r}"}
         except (InputError, QueryError) as err:
             return {"ok": False, "error": str(err)}

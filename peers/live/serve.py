@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from network.meter import StrategyRun
@@ -99,8 +100,17 @@ def _as(options: ServeOptions, user: str) -> Broker:
     return options.broker.as_user(user, options.credentials[user])
 
 
-async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event | None = None) -> LiveResult:
-    """Run ``scenario`` live until its duration (or, with ``forever``, until ``stop`` is set)."""
+async def serve(
+    scenario: Scenario,
+    options: ServeOptions,
+    stop: asyncio.Event | None = None,
+    progress: Callable[[float | None, str], None] | None = None,
+) -> LiveResult:
+    """Run ``scenario`` live until its duration (or, with ``forever``, until ``stop`` is set).
+
+    ``progress(now, phase)``, when given, is called as the run goes: ``now`` the emulated time (None
+    before the clock starts), ``phase`` ``starting``, ``running`` or ``draining``."""
+    report = progress or (lambda now, phase: None)
     check_options(scenario, options)
     await reach(_as(options, "coordinator"))
     launched = time.time()
@@ -135,16 +145,20 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
     try:
         while (end is None or coordinator.now() < end) and not stop.is_set():
             await asyncio.sleep(0.05)
+            now = coordinator.now()
+            report(None if now == -float("inf") else now, "starting" if now == -float("inf") else "running")
             # the run cannot go on without a failed service (a coordinator that never started the clock
             # would leave us waiting)
             raise_failed(tasks, "a live service")
         if stop.is_set():  # cut at the barrier: exact, and never waiting for a horizon congestion holds
             coordinator.stop(math.inf if end is None else end)
         ended = time.time()
+        report(coordinator.now() if coordinator.t0 != float("inf") else None, "draining")
         sources = [t for t in thin_peers if t.streams]
         nodes = [*base.super_peers, *(t.peer for t in thin_peers)]
         lost = await coordinator.drain(nodes, sources, DRAIN_PATIENCE_S, stop)
         end = coordinator.end
+        coordinator.notify_end()
         drained = time.time()
         raise_failed(tasks, "a live service")
     finally:
@@ -194,7 +208,9 @@ async def serve(scenario: Scenario, options: ServeOptions, stop: asyncio.Event |
     )
 
 
-def run_live(scenario: Scenario, options: ServeOptions) -> LiveResult:
+def run_live(
+    scenario: Scenario, options: ServeOptions, progress: Callable[[float | None, str], None] | None = None
+) -> LiveResult:
     """:func:`serve` in an event loop of its own, stopped by SIGINT or SIGTERM (with ``forever``, the only
     way it ends)."""
 
@@ -203,7 +219,7 @@ def run_live(scenario: Scenario, options: ServeOptions) -> LiveResult:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        return await serve(scenario, options, stop)
+        return await serve(scenario, options, stop, progress)
 
     return asyncio.run(main())
 

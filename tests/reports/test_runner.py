@@ -36,7 +36,9 @@ def test_run_scenario_writes_the_report_and_returns_it(tmp_path):
     options = RunOptions(strategies=("ideal", "multicast"), out=str(out), plots=False, jobs=1)
     result = run_scenario(scenario, options)
     assert result.exact and result.strategies == ["multicast", "ideal"] and result.jobs == 1
-    assert sorted(os.listdir(out)) == ["links.csv", "plans.json", "report.json", "summary.md"]
+    assert sorted(os.listdir(out)) == [
+        "links.csv", "plans.json", "report.html", "report.json", "summary.md", "timeline.csv",
+    ]  # fmt: skip
     assert json.loads((out / "report.json").read_text()) == result.report
     assert list(result.report["strategies"]) == list(result.timings) == ["multicast", "ideal"]
     lines = run_lines(scenario, options, result, 1.0)

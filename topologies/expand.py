@@ -1,0 +1,70 @@
+"""``python run.py expand``: a scenario file with its workload generators written out (docs/SCENARIOS.md).
+
+The text loads to a scenario equal to the generated one: the same thin-peers, streams and subscriptions,
+every generated entry as written by its generator (one line each), every other value as the file (and
+its ``--set`` changes) gave it.  Comments and YAML anchors do not survive; a header says where the file
+came from.  A topology generator (``network.generate``) stays as it is: it is as explicit as a list of
+links, and much shorter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+import yaml
+
+from topologies.loader import read_scenario
+from topologies.model import Scenario
+
+
+def _flow(value: object) -> str:
+    """``value`` as one line of YAML (a flow mapping or sequence, or a scalar)."""
+    text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=2**31, allow_unicode=True)
+    return text.removesuffix("\n").removesuffix("\n...")
+
+
+def _block(key: str, value: object, indent: str = "") -> list[str]:
+    """``key: value``: a collection on one line when short (and a list of scalars), else a list one entry per
+    line and a mapping one key per line."""
+    nested = isinstance(value, list) and any(isinstance(v, dict | list) for v in value)
+    if isinstance(value, list) and value and (nested or len(_flow(value)) > 100):
+        return [f"{indent}{key}:"] + [f"{indent}  - {_flow(entry)}" for entry in value]
+    if isinstance(value, dict) and value and len(_flow(value)) > 100:
+        return [f"{indent}{key}:"] + [line for k, v in value.items() for line in _block(k, v, indent + "  ")]
+    return [f"{indent}{_flow({key: value})[1:-1]}"]
+
+
+def render(doc: dict, source: str, overrides: Sequence[tuple[str, object]] = (), into: str | None = None) -> str:
+    """The explicit file's text from the expanded document ``doc`` (:func:`read_scenario`) of the file
+    ``source``, to be written into the directory ``into`` (default: beside ``source``; a replayed
+    stream's CSV path is rewritten relative to it)."""
+    here = os.path.dirname(os.path.abspath(source))
+    there = os.path.abspath(into) if into is not None else here
+    if there != here and isinstance(doc.get("streams"), list):
+        doc = dict(doc)
+        doc["streams"] = [_moved(stream, here, there) for stream in doc["streams"]]
+    changed = "".join(f" --set {key}={json.dumps(value)}" for key, value in overrides)
+    lines = [
+        f"# Written by `python run.py expand {os.path.basename(source)}{changed}`: the scenario with every",
+        "# workload generator replaced by the entries it made (docs/SCENARIOS.md).",
+        "",
+    ]
+    for key, value in doc.items():
+        lines += _block(key, value)
+    return "\n".join(lines) + "\n"
+
+
+def _moved(stream: object, here: str, there: str) -> object:
+    if not isinstance(stream, dict) or not isinstance(stream.get("replay"), str):
+        return stream
+    return {**stream, "replay": os.path.relpath(os.path.join(here, stream["replay"]), there)}
+
+
+def expand(path: str, overrides: Sequence[tuple[str, object]] = (), into: str | None = None) -> tuple[Scenario, str]:
+    """The scenario at ``path`` (with ``overrides``) and its explicit text, to be written into the
+    directory ``into`` (default: beside ``path``).  Raises ScenarioError as
+    :func:`topologies.loader.load_scenario` does."""
+    scenario, doc = read_scenario(path, overrides)
+    return scenario, render(doc, path, overrides, into)
