@@ -1,6 +1,6 @@
 """A plan's soundness, checked without simulating a tuple.
 
-A plan is *sound* when, at every epoch, every active subscription is delivered from a flow that is
+A plan is *sound* when, at every epoch, every active subscription it did not reject is delivered from a flow that is
 available at its super-peer and carries everything it needs: each flow on the chain from the raw stream
 down to the delivering flow keeps every tuple the subscription's WHERE accepts (the WHERE implies each
 flow's predicate), each flow is produced where its parent is available and crosses only backbone links,
@@ -145,6 +145,8 @@ class _Checker:
             chains[f.id] = (*chain, f)
         delivered = [d.subscription for d in epoch.deliveries]
         active = self.sub_ids[(self.at <= epoch.start) & (self.until >= epoch.end)].tolist()  # sharing.epochs
+        if self.plan.rejected:  # they receive nothing
+            active = [s for s in active if s not in self.plan.rejected]
         if len(delivered) != len(active) or set(delivered) != set(active):
             lacking = sorted(set(active) - set(delivered))
             surplus = sorted(set(delivered) - set(active))

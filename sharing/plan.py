@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import pairwise
@@ -164,13 +164,16 @@ class Decision:
 @dataclass(frozen=True)
 class Plan:
     """What every strategy makes: for each epoch, the flows and deliveries in force for the tuples emitted
-    in it (:class:`Epoch`), and the planner's decisions.  A plan made by :func:`sharing.make_plan` has
+    in it (:class:`Epoch`), the planner's decisions, and the subscriptions it ``rejected`` (by id, each
+    with a one-line reason: a network-aware planner found no option within the network limits; such a
+    subscription has no delivery and receives nothing).  A plan made by :func:`sharing.make_plan` has
     passed :meth:`check`; the engines check any other once before they lay it out."""
 
     strategy: str
     scenario: str
     epochs: tuple[Epoch, ...]
     decisions: tuple[Decision, ...] = field(default=())
+    rejected: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def check(self, scenario: Scenario, network: Network | None = None) -> Plan:
         """This plan, once it keeps the rules every plan keeps over ``scenario`` (sharing/rules.py);
@@ -191,7 +194,8 @@ class Plan:
         head = tuple(replace(e, end=min(e.end, at)) for e in self.epochs if e.start < at)
         tail = tuple(replace(e, start=max(e.start, at)) for e in after.epochs if e.end > at)
         decisions = tuple(d for d in self.decisions if d.time < at) + tuple(d for d in after.decisions if d.time >= at)
-        return Plan(after.strategy, after.scenario, head + tail, decisions)
+        rejected = {**_rejected_by(self, lambda t: t < at), **_rejected_by(after, lambda t: t >= at)}
+        return Plan(after.strategy, after.scenario, head + tail, decisions, rejected)
 
     def epoch_at(self, t: float) -> Epoch | None:
         """The epoch in force for a tuple emitted at time ``t`` (None outside every epoch)."""
@@ -206,6 +210,7 @@ class Plan:
             "scenario": self.scenario,
             "epochs": [e.to_json() for e in self.epochs],
             "decisions": [d.to_json() for d in self.decisions],
+            "rejected": dict(self.rejected),
         }
 
     def dumps(self) -> str:
@@ -221,6 +226,8 @@ class Plan:
         yield f"plan {self.scenario} / {self.strategy}"
         for d in self.decisions:
             yield f"  t={d.time:g}s {d.event} {d.subscription}: {d.summary}"
+        for sub, reason in self.rejected.items():
+            yield f"rejected {sub}: {reason}"
         flows: dict[str, Flow] = {}
         deliveries: dict[str, Delivery] = {}
         for e in self.epochs:
@@ -301,7 +308,8 @@ class Plan:
         out.write('],\n"texts":' + dump(list(texts)))
         out.write(',\n"flow_table":[' + ",\n".join(dump(d) for d in flow_docs) + "]")
         out.write(',\n"delivery_table":[' + ",\n".join(dump(d) for d in delivery_docs) + "]")
-        out.write(',\n"decisions":[' + ",\n".join(dump(d.to_json()) for d in self.decisions) + "]}")
+        out.write(',\n"decisions":[' + ",\n".join(dump(d.to_json()) for d in self.decisions) + "]")
+        out.write(',\n"rejected":' + dump(dict(self.rejected)) + "}")
 
 
 def plan_from_wire(doc: dict) -> Plan:
@@ -328,7 +336,13 @@ def plan_from_wire(doc: dict) -> Plan:
         delivery_list = _changed(delivery_list, e["deliveries"], deliveries)
         epochs.append(Epoch(float(e["start"]), float(e["end"]), flow_list, delivery_list))
     decisions = tuple(Decision.from_json(d) for d in doc.get("decisions", ()))
-    return Plan(doc["strategy"], doc["scenario"], tuple(epochs), decisions)
+    return Plan(doc["strategy"], doc["scenario"], tuple(epochs), decisions, dict(doc.get("rejected", {})))
+
+
+def _rejected_by(plan: Plan, when: Callable[[float], bool]) -> dict[str, str]:
+    """``plan``'s rejections decided at a time ``when`` accepts (a rejection is a subscribe decision)."""
+    times = {d.subscription: d.time for d in plan.decisions if d.event == "subscribe"}
+    return {sub: why for sub, why in plan.rejected.items() if sub in times and when(times[sub])}
 
 
 def _change(before: list[int], after: list[int]) -> dict:

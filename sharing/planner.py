@@ -30,11 +30,13 @@ subscriptions placed so far).
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import count
+from functools import partial
+from itertools import count, pairwise
 
 from network.routing import Network
 from sharing.cost import CostModel
 from sharing.epochs import timeline
+from sharing.limits import NetworkLoads
 from sharing.narrowing import ConsumerFold
 from sharing.plan import Decision, Epoch, Plan
 from sharing.search import Option, OptionSearch, strategy_matcher
@@ -58,7 +60,9 @@ class Planner:
         self.masks = AttributeMasks(scenario)
         self.matcher = strategy_matcher(strategy)
         self.snapshots = Snapshots(scenario, self.masks)
-        self.trees = FlowTrees(scenario, cost, self.snapshots)
+        self.loads = NetworkLoads.of(scenario, network)  # None: nothing limited, the planner of old
+        self.trees = FlowTrees(scenario, cost, self.snapshots, self.loads)
+        self.rejected: dict[str, str] = {}  # subscription -> why no option fits the network limits
         self.fold = ConsumerFold(cost, self.masks, self.matcher.match)
         self.subs: dict[str, ActiveSubscription] = {}
         self._arrivals = count()
@@ -118,12 +122,17 @@ class Planner:
         self._ship(sub, +1)
         before = self.trees.bytes_per_s[stream]
         option = self._best_option(sub)
+        if option is None:  # nothing fits the network limits
+            del self.subs[spec.id]
+            self._ship(sub, -1)
+            reason = self.rejected[spec.id] = self._rejection(sub)
+            return Decision(time, "subscribe", spec.id, f"rejected: {reason}")
         widened, split, branch = self._apply(sub, option)
         text = self._describe(sub, option, widened, split, branch)
         replaced = ()
         if self._dearer_than_shipping(stream):
-            replaced = tuple(self._replan(stream))
-            text += f"; re-planned {stream} (tree dearer than query-shipping), replacing {', '.join(replaced)}"
+            said, replaced = self._replanned(stream)
+            text += said
         return Decision(
             time,
             "subscribe",
@@ -145,7 +154,8 @@ class Planner:
             self._hop_order[home] = order
         return order
 
-    def _best_option(self, sub: ActiveSubscription) -> Option:
+    def _best_option(self, sub: ActiveSubscription) -> Option | None:
+        """The least option, or None when the network has limits and no option fits them."""
         stream = sub.stream
         # the stream's flows may not cost more bytes than query-shipping its subscriptions; reusing the
         # raw stream (the subscription's own query-shipping flow) is always allowed
@@ -157,7 +167,60 @@ class Planner:
         root = self.trees.roots[stream]
         source_hops = len(self.network.route(root.origin, sub.home)) - 1
         search = OptionSearch(sub, self.cost, self.masks, self.matcher)
-        return search.best(root, self.trees.available[stream], self._hops_from(sub.home), source_hops, cap)
+        admit = None if self.loads is None else partial(self._admit, sub)
+        return search.best(root, self.trees.available[stream], self._hops_from(sub.home), source_hops, cap, admit)
+
+    # -- the network limits ----------------------------------------------------------------------------
+    def _admit(self, sub: ActiveSubscription, option: Option, best: Option | None) -> Option | None:
+        """``option`` if it keeps every link direction and super-peer it adds load to within its limit;
+        the same with its branch on the route of fewest hops that fits when the route between tap and
+        home does not (only while it can still beat ``best``); else None.
+
+        A widened flow adds load along every link it widens (the part upstream of a split), and on the
+        super-peers those links lead to; the branch adds its rates along its route."""
+        loads = self.loads
+        stream = sub.stream
+        links: dict[tuple[str, str], float] = {}
+        nodes: dict[str, float] = {}
+        for change in option.changes:
+            flow = change.flow
+            bits_after, tuples_after = loads.rates(stream, change.sel, change.attrs.bit_count())
+            bits_before, tuples_before = loads.rates(stream, flow.sel, flow.attrs.bit_count())
+            bits, tuples = bits_after - bits_before, tuples_after - tuples_before
+            if bits <= 0 and tuples <= 0:
+                continue
+            widened = flow.path[: change.cut + 1]
+            for hop in pairwise(widened):
+                links[hop] = links.get(hop, 0.0) + bits
+            for node in widened[1:]:
+                nodes[node] = nodes.get(node, 0.0) + tuples
+        if (links or nodes) and loads.excess(links, nodes) is not None:
+            return None
+        if option.tap == sub.home:
+            return option
+        bits, tuples = loads.rates(stream, sub.sel, sub.select.bit_count())
+        if loads.path_excess(self.network.route(option.tap, sub.home), bits, tuples, links, nodes) is None:
+            return option
+        unit = self.cost.tuple_hops(stream, sub.sel, 1)
+        hops = option.rank.branch_hops
+        max_hops = float("inf")
+        if best is not None and unit > 0:
+            max_hops = hops + (best.rank.tuple_hops * (1 + RELATIVE_SLACK) - option.rank.tuple_hops) / unit
+        route = loads.detour(option.tap, sub.home, bits, tuples, max_hops, links, nodes)
+        if route is None:
+            return None
+        extra = len(route) - 1 - hops
+        rank = option.rank._replace(tuple_hops=option.rank.tuple_hops + unit * extra, branch_hops=len(route) - 1)
+        added = self.cost.flow_cost(stream, sub.sel, sub.select.bit_count(), extra)
+        return option._replace(rank=rank, bytes_per_s=option.bytes_per_s + added, route=route)
+
+    def _rejection(self, sub: ActiveSubscription) -> str:
+        """Why ``sub`` fits nowhere, in one line: its query-shipping flow on the route from the source
+        breaks a limit there (and every other route and option broke one too)."""
+        origin = self.trees.roots[sub.stream].origin
+        bits, tuples = self.loads.rates(sub.stream, sub.sel, sub.select.bit_count())
+        binding = self.loads.path_excess(self.network.route(origin, sub.home), bits, tuples)
+        return f"no route from {origin} to {sub.home} within the network limits: {binding}"
 
     def _apply(
         self, sub: ActiveSubscription, option: Option
@@ -177,7 +240,7 @@ class Planner:
         branch = None
         host = option.flow
         if option.tap != sub.home:
-            path = self.network.route(option.tap, sub.home)
+            path = option.route or self.network.route(option.tap, sub.home)
             branch = self.trees.install(host, path, sub.where, sub.sel, sub.select, sub.select | sub.where_attrs)
             host = branch
         host.deliveries.append(sub)
@@ -210,13 +273,16 @@ class Planner:
             verb = "reuses"
         parts.append(f"{verb} {source} at {option.tap}")
         if branch is not None:
-            parts.append(f"new flow {branch.id} {' -> '.join(branch.path)}")
+            around = " (routed around a hot link)" if option.route is not None else ""
+            parts.append(f"new flow {branch.id} {' -> '.join(branch.path)}{around}")
         else:
             parts.append("delivers there")
         return "; ".join(parts) + f" (+{option.bytes_per_s:.6g} B/s, +{option.rank.tuple_hops:.6g} tuple-hops/s)"
 
     # -- departures ------------------------------------------------------------------------------------
     def unsubscribe(self, spec: SubscriptionSpec, time: float) -> Decision:
+        if spec.id in self.rejected:
+            return Decision(time, "unsubscribe", spec.id, "was rejected: no flow changed")
         sub = self.subs.pop(spec.id)
         stream = spec.stream
         self.snapshots.forget(sub)
@@ -243,9 +309,9 @@ class Planner:
         )
         changed = removed + narrowed
         if self._dearer_than_shipping(stream):
-            replaced = self._replan(stream)
+            said, replaced = self._replanned(stream)
+            summary += said
             changed += replaced
-            summary += f"; re-planned {stream} (tree dearer than query-shipping), replacing {', '.join(replaced)}"
         added = self.trees.bytes_per_s[stream] - before
         return Decision(time, "unsubscribe", spec.id, summary + f" ({added:+.6g} B/s)", None, (), tuple(changed), added)
 
@@ -259,18 +325,39 @@ class Planner:
         self.snapshots.flow_changed(flow)
         return True
 
-    def _replan(self, stream: str) -> list[str]:
+    def _replanned(self, stream: str) -> tuple[str, tuple[str, ...]]:
+        """Re-plan ``stream`` (:meth:`_replan`): what to add to the decision's summary, the flows replaced."""
+        replaced = self._replan(stream)
+        if replaced is None:
+            return f"; kept {stream}'s tree (re-planned, it would not fit the network limits)", ()
+        return f"; re-planned {stream} (tree dearer than query-shipping), replacing {', '.join(replaced)}", tuple(
+            replaced
+        )
+
+    def _replan(self, stream: str) -> list[str] | None:
         """Drop ``stream``'s tree and plan its active subscriptions again in arrival order.  Capped, each
         option's cap counts only the subscriptions placed so far, so the tree stays within
         query-shipping's bytes after every subscription; otherwise each adds at most its own
-        query-shipping tuple-hops."""
-        replaced = self.trees.clear(stream)
+        query-shipping tuple-hops.  When one of them would then fit nowhere within the network limits,
+        the old tree is put back as it was, and the answer is None."""
         subs = sorted((s for s in self.subs.values() if s.stream == stream), key=lambda s: s.arrival)
+        kept = self.trees.kept(stream) if self.loads is not None else None
+        hosts = [(sub, sub.flow) for sub in subs]
+        replaced = self.trees.clear(stream)
         for sub in subs:
             self._ship(sub, -1)
-        for sub in subs:
+        for k, sub in enumerate(subs):
             self._ship(sub, +1)
-            self._apply(sub, self._best_option(sub))
+            option = self._best_option(sub)
+            if option is None:
+                for later in subs[k + 1 :]:
+                    self._ship(later, +1)
+                self.trees.restore(stream, kept)
+                for s, host in hosts:
+                    s.flow = host
+                self.snapshots.recheck(subs)
+                return None
+            self._apply(sub, option)
         return replaced
 
     # -- snapshots -------------------------------------------------------------------------------------
@@ -313,4 +400,5 @@ def _plan_once(
         shipping_bytes += planner.shipping_bytes_per_s * (end - start)
         if progress is not None:
             progress(len(epochs), len(steps))
-    return Plan(strategy, scenario.name, tuple(epochs), tuple(decisions)), run_bytes, shipping_bytes
+    plan = Plan(strategy, scenario.name, tuple(epochs), tuple(decisions), planner.rejected)
+    return plan, run_bytes, shipping_bytes

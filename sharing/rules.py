@@ -5,7 +5,8 @@ only backbone links; it reads the raw stream at the source's super-peer, or a pa
 in the epoch whose path passes through its origin; a delivery names a subscription, its subscriber's
 thin-peer and that peer's super-peer, and reads the raw stream at the source's super-peer or a flow of the
 epoch passing through its super-peer; every filter and projection finds the attributes it needs in what
-its input carries there.  Epochs are non-empty and in time order.
+its input carries there.  Epochs are non-empty and in time order.  A subscription the plan rejected is one
+of the scenario's, its reason is one line, and it has no delivery in any epoch.
 
 The engines rely on these rules and do not check them again: they only lay a checked plan out.  Consecutive
 epochs mostly list the same flow and delivery objects, so an epoch costs what changed in it
@@ -42,8 +43,15 @@ class _Rules:
         self.flows_seen: dict[tuple[int, int], tuple[Flow, Flow | None, frozenset[str]]] = {}
         self.deliveries_seen: dict[tuple[int, int], tuple[Delivery, Flow | None]] = {}
         self.needs: dict[int, tuple[object, frozenset[str]]] = {}  # id(flow or delivery) -> attributes read
+        self.rejected: frozenset[str] = frozenset()
 
     def run(self, plan: Plan) -> None:
+        for sub, reason in plan.rejected.items():
+            if sub not in self.scenario.subscriptions_by_id:
+                raise PlanError(f"plan {plan.strategy}: rejects {sub!r}, which is no subscription of the scenario")
+            if not isinstance(reason, str) or not reason or "\n" in reason:
+                raise PlanError(f"plan {plan.strategy}: the reason {sub} is rejected is not one line: {reason!r}")
+        self.rejected = frozenset(plan.rejected)
         state = _Epochs()
         previous_end = -math.inf
         for epoch in plan.epochs:
@@ -197,6 +205,8 @@ class _Rules:
 
     def _delivery(self, delivery: Delivery, flow: Flow | None, state: _Epochs) -> None:
         what = f"delivery of {delivery.subscription}"
+        if delivery.subscription in self.rejected:
+            raise PlanError(f"{what}: the plan rejected it")
         sub = self.scenario.subscriptions_by_id.get(delivery.subscription)
         home = self.scenario.homes.get(delivery.peer)
         if sub is None or home is None:

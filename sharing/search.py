@@ -86,13 +86,20 @@ class OptionRank(NamedTuple):
 
 
 class Option(NamedTuple):
-    """Serve a subscription by tapping ``flow`` at ``tap`` after ``changes``, then a branch to its home."""
+    """Serve a subscription by tapping ``flow`` at ``tap`` after ``changes``, then a branch to its home
+    along ``route`` (None: the route between them, docs/ACCOUNTING.md)."""
 
     rank: OptionRank
     bytes_per_s: float  # added
     flow: InstalledFlow
     tap: str
     changes: tuple[FlowChange, ...]
+    route: tuple[str, ...] | None = None
+
+
+Admission = Callable[[Option, "Option | None"], "Option | None"]
+"""The network limits' say on an option that would beat the best so far (None before there is one): the
+option, the option with its branch routed around a hot link, or None when it does not fit."""
 
 
 class OptionSearch:
@@ -119,36 +126,49 @@ class OptionSearch:
         nearest_first: Sequence[tuple[int, str]],
         source_hops: int,
         cap: float,
-    ) -> Option:
+        admit: Admission | None = None,
+    ) -> Option | None:
         """The least option among the flows of the subscription's stream: ``root`` the raw stream,
         ``source_hops`` the route hops from its source to the subscriber's super-peer, ``available`` the
         flows at each super-peer, ``nearest_first`` every super-peer as (route hops to the subscriber's
         super-peer, id), nearest first.  Every option but reusing the raw stream adds at most ``cap`` bytes
-        per second."""
+        per second.  With ``admit`` (the network limits), only options it admits count, and None means
+        that none fits."""
         sub = self.sub
         unit = self._cost.tuple_hops(sub.stream, sub.sel, 1)  # a branch's tuple-hops per hop
         # the raw stream first: its query-shipping cost bounds every other candidate from the start
         best = self._evaluate(root, root.origin, source_hops, None)
+        if admit is not None:
+            best = admit(best, None)
         for hops, node in nearest_first:
             flows = available.get(node)
             if not flows:
                 continue
-            if (unit * hops, hops) > (best.rank.tuple_hops, best.rank.branch_hops):
+            if best is not None and (unit * hops, hops) > (best.rank.tuple_hops, best.rank.branch_hops):
                 break
             for flow in flows:
                 if flow is root or node == flow.origin:  # tapping a flow at its origin is tapping its parent there
                     continue
                 # the tuple-hops of every tap along a flow follow from two numbers: skip the hopeless
                 cut = flow.path.index(node)
-                limit = best.rank.tuple_hops * (1 + RELATIVE_SLACK)
+                limit = best.rank.tuple_hops * (1 + RELATIVE_SLACK) if best is not None else float("inf")
                 if unit * hops + self._least_change(flow, cut) > limit:
                     continue
                 per_hop, fixed = self._tuple_terms(flow)
                 if unit * hops + per_hop * cut + fixed > limit:
                     continue
                 option = self._evaluate(flow, node, hops, best)
-                if option is not None and option.rank < best.rank and option.bytes_per_s <= cap * (1 + RELATIVE_SLACK):
-                    best = option
+                if option is None or (best is not None and not option.rank < best.rank):
+                    continue
+                if option.bytes_per_s > cap * (1 + RELATIVE_SLACK):
+                    continue
+                if admit is not None:
+                    option = admit(option, best)  # a branch routed around a hot link may cost more
+                    if option is None or (best is not None and not option.rank < best.rank):
+                        continue
+                    if option.bytes_per_s > cap * (1 + RELATIVE_SLACK):
+                        continue
+                best = option
         return best
 
     def _tuple_terms(self, flow: InstalledFlow) -> tuple[float, float]:

@@ -9,9 +9,11 @@ changed (:mod:`sharing.snapshots`); which flows to install or change is the plan
 from __future__ import annotations
 
 from itertools import count
+from typing import NamedTuple
 
 from matcher import Predicate
 from sharing.cost import CostModel
+from sharing.limits import NetworkLoads
 from sharing.snapshots import Snapshots
 from sharing.state import InstalledFlow
 from topologies.model import Scenario
@@ -20,9 +22,10 @@ from topologies.model import Scenario
 class FlowTrees:
     """The installed flows of one scenario's streams."""
 
-    def __init__(self, scenario: Scenario, cost: CostModel, snapshots: Snapshots):
+    def __init__(self, scenario: Scenario, cost: CostModel, snapshots: Snapshots, loads: NetworkLoads | None = None):
         self._cost = cost
         self._snapshots = snapshots
+        self.loads = loads  # each link direction's and super-peer's load, when the network has limits
         self._ids = count(1)
         self._seq = count()
         self.roots: dict[str, InstalledFlow] = {}
@@ -42,6 +45,8 @@ class FlowTrees:
         stream = flow.stream
         self.bytes_per_s[stream] += sign * self._cost.flow_cost(stream, flow.sel, flow.attrs.bit_count(), flow.hops)
         self.tuple_hops[stream] += sign * self._cost.tuple_hops(stream, flow.sel, flow.hops)
+        if self.loads is not None:
+            self.loads.add(stream, flow.sel, flow.attrs.bit_count(), flow.path, sign)
 
     def install(
         self,
@@ -128,18 +133,56 @@ class FlowTrees:
         return part
 
     def clear(self, stream: str) -> list[str]:
-        """Uninstall every flow of ``stream``; their ids in creation order."""
+        """Uninstall every flow of ``stream``; their ids in creation order.  The flows themselves are left
+        as they were (:meth:`kept` and :meth:`restore` put them back)."""
         root = self.roots[stream]
         replaced = []
-        pending = [root]
-        while pending:
-            flow = pending.pop()
-            pending.extend(flow.children)
-            if flow.id is not None:
-                replaced.append(flow.id)
-        root.children.clear()
+        for flow in self._flows(root):
+            replaced.append(flow.id)
+            if self.loads is not None:
+                self.loads.add(stream, flow.sel, flow.attrs.bit_count(), flow.path, -1)
+        root.children = []
         self._snapshots.tree_changed(root)
-        root.deliveries.clear()
+        root.deliveries = []
         self.available[stream] = {root.origin: [root]}
         self.bytes_per_s[stream] = self.tuple_hops[stream] = 0.0
         return sorted(replaced, key=lambda i: int(i[1:]))
+
+    @staticmethod
+    def _flows(root: InstalledFlow) -> list[InstalledFlow]:
+        """The installed flows of ``root``'s tree (not the raw stream)."""
+        found = []
+        pending = list(root.children)
+        while pending:
+            flow = pending.pop()
+            pending.extend(flow.children)
+            found.append(flow)
+        return found
+
+    def kept(self, stream: str) -> KeptTree:
+        """What :meth:`restore` needs to put ``stream``'s tree back as it is now after a :meth:`clear`."""
+        root = self.roots[stream]
+        available = {node: list(flows) for node, flows in self.available[stream].items()}
+        return KeptTree(root.children, root.deliveries, available, self.bytes_per_s[stream], self.tuple_hops[stream])
+
+    def restore(self, stream: str, kept: KeptTree) -> None:
+        """Drop ``stream``'s flows and put back the tree :meth:`kept` saw, the same flow objects."""
+        self.clear(stream)
+        root = self.roots[stream]
+        root.children, root.deliveries = kept.children, kept.deliveries
+        self.available[stream] = kept.available
+        self.bytes_per_s[stream], self.tuple_hops[stream] = kept.bytes_per_s, kept.tuple_hops
+        if self.loads is not None:
+            for flow in self._flows(root):
+                self.loads.add(stream, flow.sel, flow.attrs.bit_count(), flow.path, +1)
+        self._snapshots.tree_changed(root)
+
+
+class KeptTree(NamedTuple):
+    """A stream's tree as :meth:`FlowTrees.kept` saw it."""
+
+    children: list[InstalledFlow]
+    deliveries: list
+    available: dict[str, list[InstalledFlow]]
+    bytes_per_s: float
+    tuple_hops: float

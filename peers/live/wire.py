@@ -161,7 +161,7 @@ def plan_from_json(doc: dict) -> Plan:
         for e in doc["epochs"]
     )
     decisions = tuple(Decision.from_json(d) for d in doc.get("decisions", ()))
-    return Plan(doc["strategy"], doc["scenario"], epochs, decisions)
+    return Plan(doc["strategy"], doc["scenario"], epochs, decisions, dict(doc.get("rejected", {})))
 
 
 def plan_to_wire(plan: Plan) -> dict:

@@ -1,0 +1,214 @@
+"""Network limits as the network-aware planner sees them: each link direction's and each super-peer's
+planned load, by the cost model's rates, against ``max_utilization`` times its bandwidth or capacity.
+
+A flow of stream ``X`` with selectivity ``s`` carrying ``n`` attributes puts ``rate(X) * s`` tuples per
+second on each link direction of its path, ``rate(X) * s * tuple_bytes(n) * 8`` bits per second (the wire
+size every engine counts, :func:`topologies.model.tuple_bytes`), and makes each super-peer of its path
+after the first take those tuples in.  A super-peer also takes in every tuple its attached sources upload.
+
+The planner never takes an option that adds load to a link direction or a super-peer and leaves it above
+its limit (:meth:`NetworkLoads.excess`); what already stands above a limit (a source uploading more than
+its super-peer may take in) is left as it is.  A scenario without finite limits (``max_utilization``
+infinite, or every bandwidth infinite and no capacity) has no :class:`NetworkLoads` at all: the planner
+then runs exactly as it did before limits existed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from itertools import pairwise
+
+from network.routing import Network
+from sharing.plan import Flow, Plan
+from topologies.model import Scenario, tuple_bytes
+
+Direction = tuple[str, str]
+_NOTHING: Mapping = {}
+
+
+class NetworkLoads:
+    """The planned bits per second of every link direction and tuples per second of every super-peer."""
+
+    def __init__(self, scenario: Scenario, network: Network):
+        share = scenario.max_utilization
+        self.max_utilization = share
+        self.network = network
+        self._header = scenario.header_bytes
+        self._rates = {s.id: float(s.rate) for s in scenario.streams}
+        self.bandwidth = {d: network.link(*d).bandwidth for d in network.directions}
+        self.link_limit = {d: share * bw for d, bw in self.bandwidth.items()}
+        self.capacity = dict(scenario.capacities)
+        self.node_limit = {sp: share * capacity for sp, capacity in scenario.capacities}
+        self.bits = dict.fromkeys(network.directions, 0.0)
+        self.tuples = dict.fromkeys(scenario.super_peers, 0.0)
+        for s in scenario.streams:  # every tuple is uploaded to the source's super-peer, read or not
+            self.tuples[scenario.home(s.source)] += float(s.rate)
+
+    @classmethod
+    def of(cls, scenario: Scenario, network: Network) -> NetworkLoads | None:
+        """The loads of ``scenario``'s network, or None when nothing in it is limited."""
+        if not math.isfinite(scenario.max_utilization):
+            return None
+        if not scenario.capacities and all(math.isinf(link.bandwidth) for link in scenario.links):
+            return None
+        return cls(scenario, network)
+
+    def rates(self, stream: str, sel: float, n_attributes: int) -> tuple[float, float]:
+        """(bits/s per link direction, tuples/s per receiving super-peer) of a flow."""
+        tuples = self._rates[stream] * sel
+        return tuples * tuple_bytes(self._header, n_attributes) * 8, tuples
+
+    def add(self, stream: str, sel: float, n_attributes: int, path: tuple[str, ...], sign: int) -> None:
+        """Count a flow along ``path`` in (+1) or out (-1)."""
+        bits, tuples = self.rates(stream, sel, n_attributes)
+        if sign < 0:
+            bits, tuples = -bits, -tuples
+        load = self.bits
+        for hop in pairwise(path):
+            load[hop] += bits
+        load = self.tuples
+        for node in path[1:]:
+            load[node] += tuples
+
+    def excess(self, links: Mapping[Direction, float], nodes: Mapping[str, float]) -> str | None:
+        """None when adding ``links`` (bits/s by direction) and ``nodes`` (tuples/s by super-peer) keeps
+        every element that gains load within its limit; else the first that would break it, in words."""
+        for hop, bits in links.items():
+            if bits > 0 and self.bits[hop] + bits > self.link_limit[hop]:
+                return self._link_words(hop, bits)
+        limits = self.node_limit
+        for node, tuples in nodes.items():
+            if tuples > 0 and node in limits and self.tuples[node] + tuples > limits[node]:
+                return self._node_words(node, tuples)
+        return None
+
+    def path_excess(
+        self,
+        path: tuple[str, ...],
+        bits: float,
+        tuples: float,
+        links: Mapping[Direction, float] = _NOTHING,
+        nodes: Mapping[str, float] = _NOTHING,
+    ) -> str | None:
+        """:meth:`excess` of one flow's rates along ``path``, on top of ``links`` and ``nodes``."""
+        if bits > 0:
+            for hop in pairwise(path):
+                if self.bits[hop] + links.get(hop, 0.0) + bits > self.link_limit[hop]:
+                    return self._link_words(hop, links.get(hop, 0.0) + bits)
+        if tuples > 0:
+            limits = self.node_limit
+            for node in path[1:]:
+                if node in limits and self.tuples[node] + nodes.get(node, 0.0) + tuples > limits[node]:
+                    return self._node_words(node, nodes.get(node, 0.0) + tuples)
+        return None
+
+    def detour(
+        self,
+        start: str,
+        end: str,
+        bits: float,
+        tuples: float,
+        max_hops: float,
+        links: Mapping[Direction, float],
+        nodes: Mapping[str, float],
+    ) -> tuple[str, ...] | None:
+        """The path of fewest hops (at most ``max_hops``) from ``start`` to ``end`` on which a flow of
+        ``bits`` and ``tuples`` per second fits, on top of the planned loads plus ``links`` and ``nodes``;
+        None when there is none.  Breadth first over sorted neighbours: ties go the same way every time."""
+        load, link_limit = self.bits, self.link_limit
+        node_load, node_limit = self.tuples, self.node_limit
+        before: dict[str, str | None] = {start: None}
+        frontier = [start]
+        hops = 0
+        while frontier and hops < max_hops:
+            hops += 1
+            reached = []
+            for here in frontier:
+                for there in self.network.neighbours(here):
+                    if there in before:
+                        continue
+                    hop = (here, there)
+                    if bits > 0 and load[hop] + links.get(hop, 0.0) + bits > link_limit[hop]:
+                        continue
+                    limit = node_limit.get(there)
+                    if tuples > 0 and limit is not None and node_load[there] + nodes.get(there, 0.0) + tuples > limit:
+                        continue
+                    before[there] = here
+                    if there == end:
+                        path = [there]
+                        while before[path[-1]] is not None:
+                            path.append(before[path[-1]])
+                        return tuple(reversed(path))
+                    reached.append(there)
+            frontier = reached
+        return None
+
+    def _link_words(self, hop: Direction, bits: float) -> str:
+        a, b = hop
+        return (
+            f"link {a} -> {b} would carry {_si(self.bits[hop] + bits)}bit/s,"
+            f" above {self.max_utilization:g} x its bandwidth {_si(self.bandwidth[hop])}bit/s"
+        )
+
+    def _node_words(self, node: str, tuples: float) -> str:
+        return (
+            f"super-peer {node} would take in {self.tuples[node] + tuples:.6g} tuples/s,"
+            f" above {self.max_utilization:g} x its capacity {self.capacity[node]:g} tuples/s"
+        )
+
+
+def _si(value: float) -> str:
+    """``value`` with an SI prefix: 1.5e6 -> '1.5 M'."""
+    for factor, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if abs(value) >= factor:
+            return f"{value / factor:.4g} {prefix}"
+    return f"{value:.4g} "
+
+
+class PlannedLoad:
+    """The peak over a plan's epochs of each link direction's and super-peer's planned load (cost model
+    rates), as a share of its bandwidth or capacity: what ``run.py plan`` prints."""
+
+    def __init__(self, scenario: Scenario, network: Network, plan: Plan):
+        from sharing.cost import CostModel
+
+        self.scenario = scenario
+        self._cost = CostModel(scenario)
+        self._loads = NetworkLoads(scenario, network)
+        self.links: dict[Direction, float] = {}  # peak bits/s
+        self.nodes: dict[str, float] = {}  # peak tuples/s
+        counted: dict[int, Flow] = {}
+        for epoch in plan.epochs:
+            now = {id(f): f for f in epoch.flows}
+            for key in counted.keys() - now.keys():
+                self._add(counted.pop(key), -1)
+            added = [now[key] for key in now.keys() - counted.keys()]
+            for flow in added:
+                counted[id(flow)] = flow
+                self._add(flow, +1)
+            self._peaks(f.path for f in added)  # a load only rises where a flow came
+
+    def _add(self, flow: Flow, sign: int) -> None:
+        sel = self._cost.selectivity(flow.stream, flow.predicate)
+        self._loads.add(flow.stream, sel, len(flow.attrs), flow.path, sign)
+
+    def _peaks(self, paths: Iterable[tuple[str, ...]]) -> None:
+        loads = self._loads
+        for path in paths:
+            for hop in pairwise(path):
+                self.links[hop] = max(self.links.get(hop, 0.0), loads.bits[hop])
+            for node in path[1:]:
+                self.nodes[node] = max(self.nodes.get(node, 0.0), loads.tuples[node])
+
+    def lines(self) -> list[str]:
+        """One line per loaded link direction, then per limited super-peer, the busiest first."""
+        loads = self._loads
+        out = [f"planned utilization (peak over epochs, cost model rates; limit {loads.max_utilization:g}):"]
+        for hop, bits in sorted(self.links.items(), key=lambda kv: (-kv[1] / loads.bandwidth[kv[0]], kv[0])):
+            share = bits / loads.bandwidth[hop]
+            out.append(f"  link {hop[0]} -> {hop[1]}: {share:.3f} of {_si(loads.bandwidth[hop])}bit/s")
+        for node in sorted(loads.capacity):
+            peak = max(self.nodes.get(node, 0.0), loads.tuples[node])
+            out.append(f"  super-peer {node}: {peak / loads.capacity[node]:.3f} of {loads.capacity[node]:g} tuples/s")
+        return out
