@@ -1,17 +1,26 @@
 """Subscriptions planned per second on a generated transit-stub backbone.
 
 ``python run.py bench planner [--json] [--super-peers 1000 --subscriptions 10000 --streams 10
---strategy sharing-em --seed 1 --waves 10]``.  Subscriptions arrive in ``--waves`` waves (one epoch
-each); each asks for 1-2 boxes over 1-3 of a stream's 5 uniform attributes around one of a few hot spots
-and selects 1-5 attributes.  The baseline, measured in the same run on the same events, is
+--strategy sharing-em --seed 1 --waves 10] [--limits [BITS]]``.  Subscriptions arrive in ``--waves``
+waves (one epoch each); each asks for 1-2 boxes over 1-3 of a stream's 5 uniform attributes around one of
+a few hot spots and selects 1-5 attributes.  The baseline, measured in the same run on the same events, is
 query-shipping (one result stream per subscription, no sharing).
+
+``--limits`` measures network-aware planning: the strategy plans the scenario once without limits
+(``max_utilization`` infinite: the planner tracks no load) and once with every link's bandwidth set to
+BITS bits per second (default 400 Kbit/s, where hot links near the sources bind) at the default
+``max_utilization``, and the ratio of the two times is printed with how many subscriptions were rejected.
+Times are wall clock and CPU seconds of this process (the machine may be shared).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
+
+DEFAULT_LIMIT = 400e3
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +30,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strategy", default="sharing-em", choices=["sharing-hsr", "sharing-hcr", "sharing-em"])
     parser.add_argument("--waves", type=int, default=10, help="arrival instants (epochs)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--limits",
+        type=float,
+        nargs="?",
+        const=DEFAULT_LIMIT,
+        default=None,
+        metavar="BITS",
+        help=f"also plan with every link's bandwidth BITS bit/s (default {DEFAULT_LIMIT:g}) against no limits",
+    )
 
 
 def _scenario(args: argparse.Namespace):
@@ -60,18 +78,26 @@ def _scenario(args: argparse.Namespace):
     )
 
 
+def _timed(plan):
+    """``plan()``, its wall clock and CPU seconds."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = plan()
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
 def main(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from network.routing import Network
     from sharing import make_plan
     from sharing.cost import CostModel, epoch_cost
 
     scenario = _scenario(args)
-    start = time.perf_counter()  # each run computes its own routes
-    baseline = make_plan(scenario, "query-shipping", Network.of(scenario))
-    baseline_s = time.perf_counter() - start
-    start = time.perf_counter()
-    plan = make_plan(scenario, args.strategy, Network.of(scenario))
-    total_s = time.perf_counter() - start
+    # each run computes its own routes
+    baseline, baseline_s, _ = _timed(lambda: make_plan(scenario, "query-shipping", Network.of(scenario)))
+    # with --limits, the strategy's own run is the one without limits: the planner then tracks no load
+    plain = replace(scenario, max_utilization=math.inf) if args.limits is not None else scenario
+    plan, total_s, total_cpu = _timed(lambda: make_plan(plain, args.strategy, Network.of(plain)))
     model = CostModel(scenario)
     shared_cost = epoch_cost(model, plan.epochs[-1].flows)
     shipped_cost = epoch_cost(model, baseline.epochs[-1].flows)
@@ -92,17 +118,51 @@ def main(args: argparse.Namespace) -> int:
         "estimated_bytes_per_s": shared_cost,
         "baseline_estimated_bytes_per_s": shipped_cost,
     }
+    rows = [
+        ("query-shipping", baseline_s, None, shipped_cost, None),
+        (args.strategy, total_s, total_cpu, shared_cost, None),
+    ]
+    if args.limits is not None:
+        params["limits_bit_per_s"] = args.limits
+        links = tuple(replace(link, bandwidth=args.limits) for link in scenario.links)
+        bound = replace(scenario, links=links)
+        limited, bound_s, bound_cpu = _timed(lambda: make_plan(bound, args.strategy, Network.of(bound)))
+        result.update(
+            limits_s=bound_s,
+            limits_cpu_s=bound_cpu,
+            no_limits_cpu_s=total_cpu,
+            rejected=len(limited.rejected),
+            around_hot_links=sum("around a hot link" in d.summary for d in limited.decisions),
+        )
+        rows[-1] = (f"{args.strategy}, no limits", total_s, total_cpu, shared_cost, None)
+        rows.append(
+            (
+                f"{args.strategy}, limits",
+                bound_s,
+                bound_cpu,
+                epoch_cost(model, limited.epochs[-1].flows),
+                len(limited.rejected),
+            )
+        )
     if args.json:
         print(json.dumps(result))
         return 0
     print("planner benchmark: " + ", ".join(f"{k}={v}" for k, v in params.items()))
-    print(f"{'strategy':<16}{'total s':>10}{'subs/s':>12}{'est. B/s':>16}")
-    print(
-        f"{'query-shipping':<16}{baseline_s:>10.2f}{result['baseline_subscriptions_per_s']:>12.0f}{shipped_cost:>16.0f}"
-    )
-    print(f"{args.strategy:<16}{total_s:>10.2f}{result['subscriptions_per_s']:>12.0f}{shared_cost:>16.0f}")
+    print(f"{'strategy':<28}{'total s':>10}{'CPU s':>10}{'subs/s':>12}{'est. B/s':>16}{'rejected':>10}")
+    for name, wall, cpu, cost, rejected in rows:
+        cpu_text = "" if cpu is None else f"{cpu:.2f}"
+        rejected_text = "" if rejected is None else f"{rejected}"
+        print(
+            f"{name:<28}{wall:>10.2f}{cpu_text:>10}{args.subscriptions / wall:>12.0f}{cost:>16.0f}{rejected_text:>10}"
+        )
     print(
         f"planning time ratio {args.strategy}/query-shipping: {total_s / baseline_s:.1f}x; "
         f"estimated traffic ratio: {shared_cost / shipped_cost:.3f}"
     )
+    if args.limits is not None:
+        print(
+            f"with limits / without: {bound_s / total_s:.2f}x wall,"
+            f" {result['limits_cpu_s'] / result['no_limits_cpu_s']:.2f}x CPU;"
+            f" {result['rejected']} rejected, {result['around_hot_links']} branches routed around a hot link"
+        )
     return 0

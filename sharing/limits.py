@@ -21,6 +21,7 @@ from itertools import pairwise
 
 from network.routing import Network
 from sharing.plan import Flow, Plan
+from sharing.state import RELATIVE_SLACK
 from topologies.model import Scenario, tuple_bytes
 
 Direction = tuple[str, str]
@@ -144,6 +145,32 @@ class NetworkLoads:
             frontier = reached
         return None
 
+    def toward(self, end: str, bits: float, tuples: float) -> dict[str, str | None]:
+        """For every super-peer from which a flow of ``bits`` and ``tuples`` per second fits on some path
+        to ``end`` (on top of the planned loads), the next super-peer on such a path of fewest hops
+        (``end`` itself maps to None).  Breadth first backwards from ``end`` over sorted neighbours; a
+        super-peer over its capacity may start such a path but not be passed through."""
+        load, link_limit = self.bits, self.link_limit
+        node_load, node_limit = self.tuples, self.node_limit
+
+        def receives(node: str) -> bool:
+            limit = node_limit.get(node)
+            return tuples <= 0 or limit is None or node_load[node] + tuples <= limit
+
+        following: dict[str, str | None] = {end: None}
+        frontier = [end] if receives(end) else []
+        while frontier:
+            reached = []
+            for there in frontier:
+                for here in self.network.neighbours(there):
+                    if here in following or (bits > 0 and load[(here, there)] + bits > link_limit[(here, there)]):
+                        continue
+                    following[here] = there
+                    if receives(here):
+                        reached.append(here)
+            frontier = reached
+        return following
+
     def _link_words(self, hop: Direction, bits: float) -> str:
         a, b = hop
         return (
@@ -156,6 +183,95 @@ class NetworkLoads:
             f"super-peer {node} would take in {self.tuples[node] + tuples:.6g} tuples/s,"
             f" above {self.max_utilization:g} x its capacity {self.capacity[node]:g} tuples/s"
         )
+
+
+class Admission:
+    """The network limits' say on one arriving subscription's options (:class:`sharing.search.Option`):
+    :meth:`reaches` rules a tap out before it is priced, calling the object admits or reroutes an option.
+
+    ``rates`` are the branch's (bits/s, tuples/s), ``unit`` and ``bytes_per_hop`` its tuple-hops and
+    bytes per second per hop (the cost model's)."""
+
+    def __init__(
+        self, loads: NetworkLoads, stream: str, home: str, rates: tuple[float, float], unit: float, bytes_per_hop: float
+    ):
+        self.loads, self.stream, self.home = loads, stream, home
+        self.bits, self.tuples = rates
+        self.unit, self.bytes_per_hop = unit, bytes_per_hop
+        self._toward: dict[str, str | None] | None = None
+
+    def _following(self) -> dict[str, str | None]:
+        if self._toward is None:
+            self._toward = self.loads.toward(self.home, self.bits, self.tuples)
+        return self._toward
+
+    def reaches(self, tap: str, back: tuple[str, ...]) -> bool:
+        """Whether a branch from ``tap`` fits on some path to the subscriber's super-peer (before any
+        change an option makes): else no option tapping there fits.  ``back`` is the route from the
+        subscriber's super-peer to ``tap``: when the branch fits on it reversed, no search is needed."""
+        if tap == self.home:
+            return True
+        if self._toward is None and self.loads.path_excess(back[::-1], self.bits, self.tuples) is None:
+            return True
+        return tap in self._following()
+
+    def may_grow(self, flow, cut: int, sel: float) -> bool:
+        """Whether ``flow`` may take ``sel`` more selectivity (carrying what it carries now) on its first
+        ``cut`` hops: a lower bound of what tapping it ``cut`` hops from its origin adds there."""
+        bits, tuples = self.loads.rates(self.stream, sel, flow.attrs.bit_count())
+        return self.loads.path_excess(flow.path[: cut + 1], bits, tuples) is None
+
+    def __call__(self, option, best):
+        """``option`` if it keeps every link direction and super-peer it adds load to within its limit;
+        the same with its branch on the path of fewest hops that fits when the route between tap and home
+        does not (only while it can still beat ``best``); else None.
+
+        A widened flow adds load along every link it widens (the part upstream of a split) and on the
+        super-peers those links lead to; the branch adds its rates along its path."""
+        loads = self.loads
+        links: dict[Direction, float] = {}
+        nodes: dict[str, float] = {}
+        for change in option.changes:
+            flow = change.flow
+            bits_after, tuples_after = loads.rates(self.stream, change.sel, change.attrs.bit_count())
+            bits_before, tuples_before = loads.rates(self.stream, flow.sel, flow.attrs.bit_count())
+            bits, tuples = bits_after - bits_before, tuples_after - tuples_before
+            if bits <= 0 and tuples <= 0:
+                continue
+            widened = flow.path[: change.cut + 1]
+            for hop in pairwise(widened):
+                links[hop] = links.get(hop, 0.0) + bits
+            for node in widened[1:]:
+                nodes[node] = nodes.get(node, 0.0) + tuples
+        if (links or nodes) and loads.excess(links, nodes) is not None:
+            return None
+        tap = option.tap
+        if tap == self.home:
+            return option
+        bits, tuples = self.bits, self.tuples
+        if loads.path_excess(loads.network.route(tap, self.home), bits, tuples, links, nodes) is None:
+            return option
+        hops = option.rank.branch_hops
+        max_hops = math.inf
+        if best is not None and self.unit > 0:
+            max_hops = hops + (best.rank.tuple_hops * (1 + RELATIVE_SLACK) - option.rank.tuple_hops) / self.unit
+        following = self._following()
+        if tap not in following:
+            return None
+        path = [tap]
+        while path[-1] != self.home and len(path) - 1 < max_hops:
+            path.append(following[path[-1]])
+        if path[-1] != self.home:
+            return None
+        route = tuple(path)
+        if (links or nodes) and loads.path_excess(route, bits, tuples, links, nodes) is not None:
+            # the option's own changes load this path: look again, around them too
+            route = loads.detour(tap, self.home, bits, tuples, max_hops, links, nodes)
+            if route is None:
+                return None
+        extra = len(route) - 1 - hops
+        rank = option.rank._replace(tuple_hops=option.rank.tuple_hops + self.unit * extra, branch_hops=len(route) - 1)
+        return option._replace(rank=rank, bytes_per_s=option.bytes_per_s + self.bytes_per_hop * extra, route=route)
 
 
 def _si(value: float) -> str:

@@ -30,13 +30,12 @@ subscriptions placed so far).
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
-from itertools import count, pairwise
+from itertools import count
 
 from network.routing import Network
 from sharing.cost import CostModel
 from sharing.epochs import timeline
-from sharing.limits import NetworkLoads
+from sharing.limits import Admission, NetworkLoads
 from sharing.narrowing import ConsumerFold
 from sharing.plan import Decision, Epoch, Plan
 from sharing.search import Option, OptionSearch, strategy_matcher
@@ -167,53 +166,17 @@ class Planner:
         root = self.trees.roots[stream]
         source_hops = len(self.network.route(root.origin, sub.home)) - 1
         search = OptionSearch(sub, self.cost, self.masks, self.matcher)
-        admit = None if self.loads is None else partial(self._admit, sub)
-        return search.best(root, self.trees.available[stream], self._hops_from(sub.home), source_hops, cap, admit)
+        admit = None
+        if self.loads is not None:
+            rates = self.loads.rates(stream, sub.sel, sub.select.bit_count())
+            per_hop = self.cost.flow_cost(stream, sub.sel, sub.select.bit_count(), 1)
+            admit = Admission(self.loads, stream, sub.home, rates, self.cost.tuple_hops(stream, sub.sel, 1), per_hop)
+        routes = None if admit is None else self.network.routes_from(sub.home)
+        return search.best(
+            root, self.trees.available[stream], self._hops_from(sub.home), source_hops, cap, admit, routes
+        )
 
     # -- the network limits ----------------------------------------------------------------------------
-    def _admit(self, sub: ActiveSubscription, option: Option, best: Option | None) -> Option | None:
-        """``option`` if it keeps every link direction and super-peer it adds load to within its limit;
-        the same with its branch on the route of fewest hops that fits when the route between tap and
-        home does not (only while it can still beat ``best``); else None.
-
-        A widened flow adds load along every link it widens (the part upstream of a split), and on the
-        super-peers those links lead to; the branch adds its rates along its route."""
-        loads = self.loads
-        stream = sub.stream
-        links: dict[tuple[str, str], float] = {}
-        nodes: dict[str, float] = {}
-        for change in option.changes:
-            flow = change.flow
-            bits_after, tuples_after = loads.rates(stream, change.sel, change.attrs.bit_count())
-            bits_before, tuples_before = loads.rates(stream, flow.sel, flow.attrs.bit_count())
-            bits, tuples = bits_after - bits_before, tuples_after - tuples_before
-            if bits <= 0 and tuples <= 0:
-                continue
-            widened = flow.path[: change.cut + 1]
-            for hop in pairwise(widened):
-                links[hop] = links.get(hop, 0.0) + bits
-            for node in widened[1:]:
-                nodes[node] = nodes.get(node, 0.0) + tuples
-        if (links or nodes) and loads.excess(links, nodes) is not None:
-            return None
-        if option.tap == sub.home:
-            return option
-        bits, tuples = loads.rates(stream, sub.sel, sub.select.bit_count())
-        if loads.path_excess(self.network.route(option.tap, sub.home), bits, tuples, links, nodes) is None:
-            return option
-        unit = self.cost.tuple_hops(stream, sub.sel, 1)
-        hops = option.rank.branch_hops
-        max_hops = float("inf")
-        if best is not None and unit > 0:
-            max_hops = hops + (best.rank.tuple_hops * (1 + RELATIVE_SLACK) - option.rank.tuple_hops) / unit
-        route = loads.detour(option.tap, sub.home, bits, tuples, max_hops, links, nodes)
-        if route is None:
-            return None
-        extra = len(route) - 1 - hops
-        rank = option.rank._replace(tuple_hops=option.rank.tuple_hops + unit * extra, branch_hops=len(route) - 1)
-        added = self.cost.flow_cost(stream, sub.sel, sub.select.bit_count(), extra)
-        return option._replace(rank=rank, bytes_per_s=option.bytes_per_s + added, route=route)
-
     def _rejection(self, sub: ActiveSubscription) -> str:
         """Why ``sub`` fits nowhere, in one line: its query-shipping flow on the route from the source
         breaks a limit there (and every other route and option broke one too)."""

@@ -27,12 +27,13 @@ for its own duration: ancestors and taps along one flow share them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import NamedTuple
 
 from matcher import Box, Predicate
 from sharing.cost import CostModel, added_boxes
+from sharing.limits import Admission
 from sharing.state import RELATIVE_SLACK, ActiveSubscription, AttributeMasks, InstalledFlow, holds_exactly
 
 Matcher = Callable[[Predicate, Predicate], tuple[bool, Predicate]]
@@ -97,11 +98,6 @@ class Option(NamedTuple):
     route: tuple[str, ...] | None = None
 
 
-Admission = Callable[[Option, "Option | None"], "Option | None"]
-"""The network limits' say on an option that would beat the best so far (None before there is one): the
-option, the option with its branch routed around a hot link, or None when it does not fit."""
-
-
 class OptionSearch:
     """One arriving subscription's search, and what it remembers while the flows stand still."""
 
@@ -127,19 +123,21 @@ class OptionSearch:
         source_hops: int,
         cap: float,
         admit: Admission | None = None,
+        routes: Mapping[str, tuple[str, ...]] | None = None,
     ) -> Option | None:
         """The least option among the flows of the subscription's stream: ``root`` the raw stream,
         ``source_hops`` the route hops from its source to the subscriber's super-peer, ``available`` the
         flows at each super-peer, ``nearest_first`` every super-peer as (route hops to the subscriber's
         super-peer, id), nearest first.  Every option but reusing the raw stream adds at most ``cap`` bytes
-        per second.  With ``admit`` (the network limits), only options it admits count, and None means
-        that none fits."""
+        per second.  With ``admit`` (the network limits, :class:`sharing.limits.Admission`), only the
+        options it admits count (maybe with their branch rerouted), and None means that none fits;
+        ``routes`` are then the routes from the subscriber's super-peer to every super-peer."""
         sub = self.sub
         unit = self._cost.tuple_hops(sub.stream, sub.sel, 1)  # a branch's tuple-hops per hop
         # the raw stream first: its query-shipping cost bounds every other candidate from the start
         best = self._evaluate(root, root.origin, source_hops, None)
         if admit is not None:
-            best = admit(best, None)
+            best = admit(best, None) if admit.reaches(root.origin, routes[root.origin]) else None
         for hops, node in nearest_first:
             flows = available.get(node)
             if not flows:
@@ -149,11 +147,19 @@ class OptionSearch:
             for flow in flows:
                 if flow is root or node == flow.origin:  # tapping a flow at its origin is tapping its parent there
                     continue
+                if admit is not None and not admit.reaches(node, routes[node]):  # no branch from here fits
+                    break
                 # the tuple-hops of every tap along a flow follow from two numbers: skip the hopeless
                 cut = flow.path.index(node)
                 limit = best.rank.tuple_hops * (1 + RELATIVE_SLACK) if best is not None else float("inf")
                 if unit * hops + self._least_change(flow, cut) > limit:
                     continue
+                if (
+                    admit is not None
+                    and self._outside[flow.seq] > 0
+                    and not admit.may_grow(flow, cut, self._outside[flow.seq])
+                ):
+                    continue  # the flow itself cannot grow by what it lacks
                 per_hop, fixed = self._tuple_terms(flow)
                 if unit * hops + per_hop * cut + fixed > limit:
                     continue

@@ -22,8 +22,10 @@ from matcher.selectivity import selectivity
 from network.routing import Network
 from peers.local import run_local
 from sharing import make_plan
+from sharing.cost import CostModel
 from sharing.limits import PlannedLoad
 from sharing.plan import Plan, plan_from_wire
+from sharing.planner import Planner
 from topologies.errors import PlanError
 from topologies.expected import compare, expected_results
 from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
@@ -253,3 +255,20 @@ def test_baselines_ignore_the_limits(strategy):
     plan = make_plan(scenario, strategy)
     assert plan.rejected == {}
     assert [d.subscription for d in plan.epochs[-1].deliveries] == ["Q1"]
+
+
+def test_a_replan_that_would_not_fit_keeps_the_tree_as_it_was():
+    scenario = _line({}, [("Q1", "p2", 0, None, "a < 50"), ("Q2", "p1", 0, None, "a >= 30")])
+    planner = Planner(scenario, "sharing-em", Network.of(scenario), CostModel(scenario), capped=False)
+    for sub in scenario.subscriptions:
+        planner.subscribe(sub, 0.0)
+    before = planner.epoch(0.0, 1.0)
+    bits = dict(planner.loads.bits)
+    for hop in planner.loads.link_limit:  # nothing fits any more: re-placing Q1 fails
+        planner.loads.link_limit[hop] = 0.0
+    assert planner._replan("s") is None
+    after = planner.epoch(1.0, 2.0)
+    assert all(a is b for a, b in zip(after.flows, before.flows, strict=True))
+    assert after.deliveries == before.deliveries
+    assert planner.loads.bits == pytest.approx(bits)
+    assert planner.trees.bytes_per_s["s"] > 0
