@@ -102,21 +102,28 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    from itertools import chain
+
+    from network.routing import Network
     from reports.progress import Status
     from sharing import make_plan
     from sharing.epochs import boundaries
+    from sharing.limits import PlannedLoad
 
     scenario = _load(args)
+    network = Network.of(scenario)
     with Status("plan", len(boundaries(scenario)) - 1, "epoch", not args.quiet) as status:
         status.phase(f"planning {args.strategy}")
-        plan = make_plan(scenario, args.strategy, progress=lambda done, total: status.update(done, args.strategy))
+        plan = make_plan(
+            scenario, args.strategy, network, progress=lambda done, total: status.update(done, args.strategy)
+        )
         status.phase("writing the plan")
     lines = 0
     if args.json:
         plan.write_json(sys.stdout)
         sys.stdout.write("\n")
     else:
-        for line in plan.text_lines():
+        for line in chain(plan.text_lines(), PlannedLoad(scenario, network, plan).lines()):
             sys.stdout.write(line + "\n")
             lines += 1
     flows = len({f for e in plan.epochs for f in e.flows})
@@ -125,7 +132,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(
             f"plan: {plan.strategy} on {scenario.name}: {len(plan.epochs):,} epochs, {len(plan.decisions):,} decisions,"
-            f" {flows:,} distinct flows and {deliveries:,} distinct deliveries; printed {printed}",
+            f" {flows:,} distinct flows and {deliveries:,} distinct deliveries, {len(plan.rejected):,} rejected;"
+            f" printed {printed}",
             file=sys.stderr,
         )
     return 0

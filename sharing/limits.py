@@ -323,8 +323,8 @@ class PlannedLoad:
         out = [f"planned utilization (peak over epochs, cost model rates; limit {loads.max_utilization:g}):"]
         for hop, bits in sorted(self.links.items(), key=lambda kv: (-kv[1] / loads.bandwidth[kv[0]], kv[0])):
             share = bits / loads.bandwidth[hop]
-            out.append(f"  link {hop[0]} -> {hop[1]}: {share:.3f} of {_si(loads.bandwidth[hop])}bit/s")
+            out.append(f"  link {hop[0]} -> {hop[1]}: {share:.4g} of {_si(loads.bandwidth[hop])}bit/s")
         for node in sorted(loads.capacity):
             peak = max(self.nodes.get(node, 0.0), loads.tuples[node])
-            out.append(f"  super-peer {node}: {peak / loads.capacity[node]:.3f} of {loads.capacity[node]:g} tuples/s")
+            out.append(f"  super-peer {node}: {peak / loads.capacity[node]:.4g} of {loads.capacity[node]:g} tuples/s")
         return out

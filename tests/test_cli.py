@@ -136,6 +136,7 @@ def test_validate_and_schema_and_plan():
     assert schema["type"] == "object" and "network" in schema["properties"]
     plan = cli("plan", FIGURE1)
     assert plan.returncode == 0 and "sharing-em" in plan.stdout
+    assert "planned utilization" in plan.stdout and "link SP4 -> SP5: " in plan.stdout
     as_json = json.loads(cli("plan", FIGURE1, "--json").stdout)
     assert as_json["strategy"] == "sharing-em" and as_json["epochs"]
 

@@ -190,7 +190,7 @@ def test_a_branch_goes_around_a_hot_link(strategy):
     paths = {f.path for f in plan.epochs[-1].flows}
     assert ("SP0", "SP1", "SP2") in paths and ("SP0", "SP3", "SP2") in paths
     assert "routed around a hot link" in plan.decisions[-1].summary
-    assert PlannedLoad(scenario, Network.of(scenario), plan).lines()[1] == "  link SP1 -> SP2: 0.667 of 14.4 Kbit/s"
+    assert PlannedLoad(scenario, Network.of(scenario), plan).lines()[1] == "  link SP1 -> SP2: 0.6667 of 14.4 Kbit/s"
 
 
 @pytest.mark.parametrize("strategy", SHARING)
