@@ -8,7 +8,7 @@ query-shipping (one result stream per subscription, no sharing).
 
 ``--limits`` measures network-aware planning: the strategy plans the scenario once without limits
 (``max_utilization`` infinite: the planner tracks no load) and once with every link's bandwidth set to
-BITS bits per second (default 400 Kbit/s, where hot links near the sources bind) at the default
+BITS bits per second (default 60 Kbit/s, where links near the sources bind) at the default
 ``max_utilization``, and the ratio of the two times is printed with how many subscriptions were rejected.
 Times are wall clock and CPU seconds of this process (the machine may be shared).
 """
@@ -20,7 +20,7 @@ import json
 import math
 import time
 
-DEFAULT_LIMIT = 400e3
+DEFAULT_LIMIT = 60e3
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
