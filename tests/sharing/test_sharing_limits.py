@@ -11,6 +11,7 @@ import math
 from collections import deque
 from fractions import Fraction
 from itertools import pairwise
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,9 +29,11 @@ from sharing.plan import Plan, plan_from_wire
 from sharing.planner import Planner
 from topologies.errors import PlanError
 from topologies.expected import compare, expected_results
+from topologies.loader import load_scenario
 from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
 
 SHARING = ("sharing-hsr", "sharing-hcr", "sharing-em")
+SHIPPED = Path(__file__).resolve().parents[2] / "topologies"
 TOLERANCE = 1e-9
 
 
@@ -272,3 +275,11 @@ def test_a_replan_that_would_not_fit_keeps_the_tree_as_it_was():
     assert after.deliveries == before.deliveries
     assert planner.loads.bits == pytest.approx(bits)
     assert planner.trees.bytes_per_s["s"] > 0
+
+
+@pytest.mark.parametrize("strategy", SHARING)
+@pytest.mark.parametrize("name", ["figure1", "sky-survey", "sensor-grid"])
+def test_shipped_scenarios_plan_as_without_limits(name, strategy):
+    scenario = load_scenario(SHIPPED / f"{name}.yaml")  # 100 Mbit/s links: the limits never bind
+    absent = dataclasses.replace(scenario, max_utilization=math.inf)
+    assert make_plan(scenario, strategy).to_json() == make_plan(absent, strategy).to_json()
