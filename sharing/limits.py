@@ -18,11 +18,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 from network.routing import Network
 from sharing.plan import Flow, Plan
-from sharing.state import RELATIVE_SLACK
+from sharing.state import RELATIVE_SLACK, InstalledFlow
 from topologies.model import Scenario, tuple_bytes
+
+if TYPE_CHECKING:  # sharing.search imports this module
+    from sharing.search import Option
 
 Direction = tuple[str, str]
 _NOTHING: Mapping = {}
@@ -215,13 +219,13 @@ class Admission:
             return True
         return tap in self._following()
 
-    def may_grow(self, flow, cut: int, sel: float) -> bool:
+    def may_grow(self, flow: InstalledFlow, cut: int, sel: float) -> bool:
         """Whether ``flow`` may take ``sel`` more selectivity (carrying what it carries now) on its first
         ``cut`` hops: a lower bound of what tapping it ``cut`` hops from its origin adds there."""
         bits, tuples = self.loads.rates(self.stream, sel, flow.attrs.bit_count())
         return self.loads.path_excess(flow.path[: cut + 1], bits, tuples) is None
 
-    def __call__(self, option, best):
+    def __call__(self, option: Option, best: Option | None) -> Option | None:
         """``option`` if it keeps every link direction and super-peer it adds load to within its limit;
         the same with its branch on the path of fewest hops that fits when the route between tap and home
         does not (only while it can still beat ``best``); else None.
