@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 
 import numpy as np
 from numba import njit
@@ -82,9 +81,10 @@ class Queues:
         self.routes = list(routes)
         self.busy = np.zeros(len(self.directions))
         n = len(self.routes)
-        self.hop_start = np.zeros(n + 1, dtype=np.int64)
+        # plain lists while building: indexing numpy arrays one scalar at a time costs more than the work
+        hop_start = [0]
         hop_link: list[int] = []
-        inbound = np.full(n, -1, dtype=np.int64)  # the link a channel's tuples reach its first node over
+        inbound = [-1] * n  # the link a channel's tuples reach its first node over
         edges: set[tuple[int, int]] = set()
         for c, route in enumerate(self.routes):
             try:
@@ -94,28 +94,32 @@ class Queues:
                 raise EmulatorError(f"a channel crosses {a} -> {b}, which is not a link") from None
             if route.parent >= 0:
                 p = route.parent
-                inbound[c] = hop_link[self.hop_start[p] + route.tap - 1] if route.tap >= 1 else inbound[p]
-            chain = [int(inbound[c]), *links_c]
-            edges.update((a, b) for a, b in pairwise(chain) if a >= 0)
+                inbound[c] = hop_link[hop_start[p] + route.tap - 1] if route.tap >= 1 else inbound[p]
+            previous = inbound[c]
+            for b in links_c:
+                if previous >= 0:
+                    edges.add((previous, b))
+                previous = b
             hop_link.extend(links_c)
-            self.hop_start[c + 1] = len(hop_link)
+            hop_start.append(len(hop_link))
+        self.hop_start = np.array(hop_start, dtype=np.int64)
         self.hop_link = np.array(hop_link, dtype=np.int64)
         back = cycle_closing_edges(edges)
         level = _levels(len(self.directions), edges - back)
         # the round of each (channel, hop): cycle-closing edges crossed up to it
-        hop_round = np.zeros(len(hop_link), dtype=np.int64)
-        round_in = np.zeros(n, dtype=np.int64)
+        hop_round = [0] * len(hop_link)
+        round_in = [0] * n
         for c, route in enumerate(self.routes):
             if route.parent >= 0:
                 p = route.parent
-                round_in[c] = hop_round[self.hop_start[p] + route.tap - 1] if route.tap >= 1 else round_in[p]
-            previous, r = int(inbound[c]), int(round_in[c])
-            for h in range(self.hop_start[c], self.hop_start[c + 1]):
-                r += (previous, int(self.hop_link[h])) in back
+                round_in[c] = hop_round[hop_start[p] + route.tap - 1] if route.tap >= 1 else round_in[p]
+            previous, r = inbound[c], round_in[c]
+            for h in range(hop_start[c], hop_start[c + 1]):
+                r += (previous, hop_link[h]) in back
                 hop_round[h] = r
-                previous = int(self.hop_link[h])
-        self.hop_round = hop_round
-        self.rounds = int(hop_round.max()) + 1 if len(hop_round) else 1
+                previous = hop_link[h]
+        self.hop_round = np.array(hop_round, dtype=np.int64)
+        self.rounds = max(hop_round, default=0) + 1
         # links in serving order: by level, then id; a window is solved group by group, a group being one
         # link in one round, in the order (round, level, link)
         self.rank = np.empty(len(self.directions), dtype=np.int64)
@@ -391,22 +395,22 @@ def solve_window(
 def _levels(n: int, edges: set[tuple[int, int]]) -> np.ndarray:
     """Per node of an acyclic graph, the length of the longest path reaching it."""
     successors: dict[int, list[int]] = {}
-    indegree = np.zeros(n, dtype=np.int64)
+    indegree = [0] * n
     for a, b in edges:
         successors.setdefault(a, []).append(b)
         indegree[b] += 1
-    level = np.zeros(n, dtype=np.int64)
-    ready = list(np.flatnonzero(indegree == 0))
+    level = [0] * n
+    ready = [a for a in range(n) if indegree[a] == 0]
     while ready:
-        a = int(ready.pop())
+        a = ready.pop()
         for b in successors.get(a, ()):
             level[b] = max(level[b], level[a] + 1)
             indegree[b] -= 1
             if indegree[b] == 0:
                 ready.append(b)
-    if indegree.any():
+    if any(indegree):
         raise AssertionError("the dependency graph without its cycle-closing edges is acyclic")
-    return level
+    return np.array(level, dtype=np.int64)
 
 
 def cycle_closing_edges(edges: set[tuple[int, int]]) -> set[tuple[int, int]]:

@@ -59,11 +59,10 @@ class SelectorTable:
         self.attrs: list[int] = []
         self.members: list[int] = []  # the distinct boxes (numbers) of each predicate, predicate by predicate
         self._box_size: list[int] = []  # per distinct box: its constraints, each an attribute position and bounds
-        self._box_dims: list[frozenset[str]] = []  # per distinct box: the attributes it constrains
         self._pos: list[int] = []
         self._bounds: list[tuple[float, float, bool, bool]] = []
-        # (id(predicate), stream) -> (predicate, its members from, to, the attributes it constrains)
-        self._ranges: dict[tuple[int, str], tuple[object, int, int, frozenset[str]]] = {}
+        # (id(predicate), stream) -> (predicate, its members from, to)
+        self._ranges: dict[tuple[int, str], tuple[object, int, int]] = {}
         self._box_ids: dict[str, dict[int, int]] = {}  # stream -> id(box) -> number
         self._box_numbers: dict[tuple[object, str], int] = {}  # (box, stream) -> number
         self._kept: list[object] = []  # the boxes looked up by id, so their ids stay their own
@@ -104,24 +103,18 @@ class SelectorTable:
         self.trim_end.append(len(self.trim_entries))
         return len(self.width) - 1
 
-    def dims(self, predicate, stream: str) -> frozenset[str]:
-        """The attributes ``predicate``'s boxes over ``stream`` constrain (its boxes are added if new)."""
-        self._boxes(predicate, stream)
-        return self._ranges[(id(predicate), stream)][3]
-
     def _boxes(self, predicate, stream: str) -> tuple[int, int]:
         """Where the list of ``predicate``'s boxes over ``stream`` is in :attr:`members` (added on first use)."""
         hit = self._ranges.get((id(predicate), stream))
         if hit is None:
             at = len(self.members)
             known = self._box_ids.setdefault(stream, {})
-            numbers = [known.get(id(box)) for box in predicate.boxes]
+            numbers = list(map(known.get, map(id, predicate.boxes)))
             if None in numbers:
                 pairs = zip(predicate.boxes, numbers, strict=True)
                 numbers = [self._box(box, stream) if n is None else n for box, n in pairs]
             self.members.extend(numbers)
-            dims = frozenset().union(*[self._box_dims[n] for n in numbers])
-            hit = self._ranges[(id(predicate), stream)] = (predicate, at, len(self.members), dims)
+            hit = self._ranges[(id(predicate), stream)] = (predicate, at, len(self.members))
         return hit[1], hit[2]
 
     def _box(self, box, stream: str) -> int:
@@ -134,7 +127,6 @@ class SelectorTable:
             missing = len(index)  # an attribute the stream lacks: a position past its attributes never holds
             constraints = box.items()
             self._box_size.append(len(constraints))
-            self._box_dims.append(frozenset([d for d, _ in constraints]))
             self._pos.extend([index.get(d, missing) for d, _ in constraints])
             self._bounds.extend([iv for _, iv in constraints])
         self._box_ids[stream][id(box)] = number

@@ -18,8 +18,8 @@ one block per channel (tuple indices ascending, their positions in the parent's 
 is all the queueing solve of :mod:`network.queues` needs.
 
 **Reading costs what changed.**  An epoch's flows and deliveries are compared with the previous epoch's by
-identity (:class:`~sharing.epochs.EpochOrder`): the runs both epochs start and end with are skipped by a
-pointer comparison, and only the objects in between are looked at.  Their order within the epoch, which
+identity (:class:`~sharing.epochs.EpochOrder`): the runs both epochs list alike are skipped by a pointer
+comparison, and only the objects between them are looked at.  Their order within the epoch, which
 the numbering of new channels follows, is kept for the flows as a rank per object, renumbered only where
 the epoch changed, and listed for the deliveries in the epochs where one that did not change must be laid
 out again.  The plan keeps the rules of every plan (:meth:`~sharing.plan.Plan.check`, run once when it is

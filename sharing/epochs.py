@@ -58,13 +58,19 @@ def timeline(scenario: Scenario) -> list[tuple[float, float, list[Event]]]:
 class EpochOrder:
     """The flows (or the deliveries) of the epochs read so far, diffed by identity one epoch to the next.
 
-    :meth:`advance` only touches the objects between the longest common head and tail of two consecutive
-    epochs (a pointer comparison over those); when an object is listed twice, the epoch (and the next) is
-    diffed in full.  Where an object stands in the current epoch is asked in two ways: a ``ranked``
-    sequence keeps :attr:`rank`, a number per object increasing along the epoch and renumbered only where
-    the epoch changed (the flows: their order is asked about for every flow laid out); otherwise
-    :meth:`positions` lists the whole epoch when asked (the deliveries: only those reading a flow that
-    moved need it)."""
+    :meth:`advance` skips the longest head and tail two consecutive epochs share by a pointer comparison per
+    object.  A long middle between them is walked side by side the same way, each run of objects both list
+    in the same order skipped, so it costs about its changes while the objects kept stay in their order (a
+    planner's epochs: objects put in and taken out, the deliveries in subscription order).  A short middle,
+    or one whose kept objects changed order or that lists an object twice, is diffed by sets (when an object
+    is listed twice, the epoch and the next in full).  Where an object stands in the current epoch is asked
+    in two ways: a ``ranked`` sequence keeps :attr:`rank`, a number per object increasing along the epoch and
+    renumbered only where the epoch changed (the flows: their order is asked about for every flow laid
+    out); otherwise :meth:`positions` lists the whole epoch when asked (the deliveries: only those reading a
+    flow that moved need it)."""
+
+    WALK_FROM = 48  # a middle (between the common head and tail) longer than this is walked, not diffed by sets
+    MAX_CHANGES = 64  # a walk meeting more changes than this gives way to the diff by sets
 
     def __init__(self, ranked: bool) -> None:
         self.ranked = ranked
@@ -82,14 +88,18 @@ class EpochOrder:
         """Move to the epoch listing ``items``: the ids of the objects that went, the positions of the
         objects that came (ascending; an object's first listing), and whether an object is listed twice.
         :attr:`shifted` then holds the ids of the objects whose place among the others may have changed
-        (those between the parts both epochs start and end with)."""
-        prev = self.items
+        (the new ones when the kept ones kept their order; else those between the parts both epochs
+        start and end with)."""
         known = self.rank.keys() if self.ranked else self.members
+        prev = self.items
         head = tail = 0
         if prev and not self._twice:
             short = min(len(prev), len(items))
             head = next(compress(count(), map(is_not, prev, items)), short)
             tail = min(next(compress(count(), map(is_not, reversed(prev), reversed(items))), short), short - head)
+            walked = self._walk(prev, items, known, head) if len(items) - tail - head > self.WALK_FROM else None
+            if walked is not None:
+                return self._walked(items, *walked)
         old = list(map(id, prev[head : len(prev) - tail]))
         new = list(map(id, items[head : len(items) - tail]))
         old_set, new_set = set(old), set(new)
@@ -119,6 +129,62 @@ class EpochOrder:
             self.members.difference_update(gone)
             self.members.update(came)
         return gone, fresh, False
+
+    def _walked(self, items: tuple, gone: list[int], fresh: list[int]) -> tuple[list[int], list[int], bool]:
+        """Move to ``items``, whose changes :meth:`_walk` found."""
+        self.items, self._positions = items, None
+        self.shifted = [id(items[p]) for p in fresh]
+        if self.ranked:
+            for ident in gone:
+                del self.rank[ident]
+            first = 0  # rank each run of consecutive new objects between its neighbours
+            for k in range(1, len(fresh) + 1):
+                if k == len(fresh) or fresh[k] != fresh[k - 1] + 1:
+                    self._rank(fresh[first], fresh[k - 1] + 1, self.shifted[first:k])
+                    first = k
+        else:
+            self.members.difference_update(gone)
+            self.members.update(self.shifted)
+        return gone, fresh, False
+
+    def _walk(self, prev: tuple, items: tuple, known, head: int) -> tuple[list[int], list[int]] | None:
+        """The ids of the objects of ``prev`` gone from ``items`` and the positions of the new objects of
+        ``items``, found by walking both side by side from ``head`` (``known``: the ids of ``prev``, each
+        listed once); None when the objects kept are not in the order ``prev`` had them, when an object is
+        listed twice, or past :attr:`MAX_CHANGES` changes."""
+        gone: list[int] = []
+        fresh: list[int] = []
+        i = j = head
+        n, m = len(prev), len(items)
+        # each run of objects alike is skipped by one pointer comparison per object; the two iterators are
+        # put at i and j (a tuple iterator's state is its position) rather than made anew from the start
+        at_prev, at_items = iter(prev), iter(items)
+        while True:
+            at_prev.__setstate__(i)
+            at_items.__setstate__(j)
+            alike = next(compress(count(), map(is_not, at_prev, at_items)), None)
+            if alike is None:  # one of the two ran out
+                step = min(n - i, m - j)
+                i, j = i + step, j + step
+                break
+            i, j = i + alike, j + alike
+            if len(gone) + len(fresh) >= self.MAX_CHANGES:
+                return None
+            if id(items[j]) in known:  # an object kept: the one it stands in place of went (or moved)
+                gone.append(id(prev[i]))
+                i += 1
+            else:
+                fresh.append(j)
+                j += 1
+        if j < m:
+            rest = list(map(id, items[j:]))
+            if not known.isdisjoint(rest):  # a kept object out of order, or listed twice
+                return None
+            fresh.extend(range(j, m))
+        gone.extend(map(id, prev[i:]))
+        if len({id(items[p]) for p in fresh}) < len(fresh):  # a new object listed twice
+            return None
+        return gone, fresh
 
     def positions(self) -> dict[int, int]:
         """Where each object of the current epoch is first listed (by id; built when first asked)."""
