@@ -97,3 +97,24 @@ def test_the_whole_command_writes_every_figure_table_and_verdict(tmp_path, capsy
 def test_pairs_are_those_of_the_matching_benchmark():
     base = paper_matching.base_setting(3, 2, seed=9)
     assert len(make_pairs(base)) == 6
+
+
+def test_the_command_runs_end_to_end_on_tiny_sweeps(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(paper_matching, "SWEEPS", {"dims": (2, 3), "query_size": (1, 2), "stream_size": (4, 8)})
+    monkeypatch.setattr(paper_matching, "LARGE_POINTS", (10, 50))
+    monkeypatch.setattr(paper_matching, "MEMORY_POINTS", (10, 50))
+    sweeps = {"dims": (1, 3), "boxes_n": (10, 40), "selectivity": (0.01, 0.5, 1.0)}
+    monkeypatch.setattr(paper_evaluation, "SWEEPS", sweeps)
+    monkeypatch.setattr(paper_evaluation, "CLAIM_OVERLAPS", (0.0,))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json", action="store_true")
+    paper.configure(parser)
+    out = tmp_path / "paper"
+    argv = ["--out", str(out), "--pairs-query", "3", "--pairs-stream", "2", "--items", "3000", "--budget", "0.001"]
+    # the figures take most of the time; the slow test above draws them
+    assert paper.main(parser.parse_args([*argv, "--no-plots"])) == 0
+    text = capsys.readouterr().out
+    assert "Table 8" in text and "verdicts: " in text
+    results = json.loads((out / "results.json").read_text())
+    assert len(results["verdicts"]) >= 20 and len(results["evaluation"]["table8"]) == 10
+    assert not list(out.glob("*.png"))
