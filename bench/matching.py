@@ -80,7 +80,7 @@ def _setting(args: argparse.Namespace) -> dict:
 # --- workload ---------------------------------------------------------------------------------------------
 
 
-def _predicates(rng, count: int, size: int, dims: int, distinct: int, normal: bool, unbounded: bool) -> list:
+def random_predicates(rng, count: int, size: int, dims: int, distinct: int, normal: bool, unbounded: bool) -> list:
     """``count`` predicates of ``size`` boxes over dimensions d00, d01, ...; each interval is closed with
     two distinct bounds among ``distinct`` values evenly spread over 0..100, their positions drawn normally
     around the middle (sigma: a sixth of the values) or uniformly.  With ``unbounded``, each box constrains
@@ -116,14 +116,16 @@ def _predicates(rng, count: int, size: int, dims: int, distinct: int, normal: bo
     return [Predicate([box() for _ in range(size)]) for _ in range(count)]
 
 
-def _pairs(setting: dict) -> list:
+def make_pairs(setting: dict) -> list:
     """(stream, query) pairs: every query predicate with every stream predicate."""
     import numpy as np
 
     rng = np.random.default_rng(setting["seed"])
     common = (setting["dims"], setting["distinct_values"])
-    queries = _predicates(rng, setting["pairs_query"], setting["query_size"], *common, True, setting["unbounded"])
-    streams = _predicates(rng, setting["pairs_stream"], setting["stream_size"], *common, False, setting["unbounded"])
+    queries = random_predicates(rng, setting["pairs_query"], setting["query_size"], *common, True, setting["unbounded"])
+    streams = random_predicates(
+        rng, setting["pairs_stream"], setting["stream_size"], *common, False, setting["unbounded"]
+    )
     return [(p, q) for q in queries for p in streams]
 
 
@@ -188,7 +190,7 @@ def _measure(pairs: list, names: list[str], repeat: int) -> dict:
 
 
 def _single(args: argparse.Namespace, setting: dict, names: list[str]) -> int:
-    pairs = _pairs(setting)
+    pairs = make_pairs(setting)
     truth = sum(implies_by_sweep(q, p) for p, q in pairs)
     results = _measure(pairs, names, args.repeat)
     if args.json:
@@ -215,7 +217,7 @@ def _sweep(args: argparse.Namespace, names: list[str]) -> int:
     rows = []
     for point in points:
         setting = {**_setting(args), parameter: point}
-        rows.append({parameter: point, "algorithms": _measure(_pairs(setting), names, args.repeat)})
+        rows.append({parameter: point, "algorithms": _measure(make_pairs(setting), names, args.repeat)})
     if args.json:
         print(json.dumps({"sweep": args.sweep, "parameter": parameter, "setting": _setting(args), "points": rows}))
         return 0
@@ -231,30 +233,41 @@ def _sweep(args: argparse.Namespace, names: list[str]) -> int:
     return 0
 
 
-def _selectivity(args: argparse.Namespace) -> int:
+TABLE7_ALGORITHMS = ("HSR", "HSR+QC", "HCR", "EM-DFS+QC")
+
+
+def selectivity_chain(seed: int, dims: int, stream_size: int, query_size: int) -> dict:
     """Table 7: one stream predicate (4 distinct bound values) matched in turn with 4 query predicates
-    (6 distinct values), each result feeding the next match; exact selectivity over uniform data."""
+    (6 distinct values), each result feeding the next match; exact selectivity over uniform data.
+
+    Returns the stream predicate's selectivity and, per algorithm, the selectivities of ``p_A .. p_D`` and
+    their numbers of boxes."""
     import numpy as np
 
     from matcher.matching import MATCHERS
     from matcher.selectivity import volume
 
-    rng = np.random.default_rng(args.seed)
-    dims, algorithms = args.dims, ("HSR", "HSR+QC", "HCR", "EM-DFS+QC")
-    stream = _predicates(rng, 1, args.stream_size, dims, 4, False, False)[0]
-    queries = _predicates(rng, 4, args.query_size, dims, 6, True, False)
+    rng = np.random.default_rng(seed)
+    stream = random_predicates(rng, 1, stream_size, dims, 4, False, False)[0]
+    queries = random_predicates(rng, 4, query_size, dims, 6, True, False)
     bounds = {f"d{k:02d}": (0.0, 100.0) for k in range(dims)}
     chains, boxes = {}, {}
-    for name in algorithms:
+    for name in TABLE7_ALGORITHMS:
         current, chain, sizes = stream, [], []
         for q in queries:
             current = MATCHERS[name](current, q)[1]
             chain.append(volume(current, bounds))
             sizes.append(len(current.boxes))
         chains[name], boxes[name] = chain, sizes
-    base = volume(stream, bounds)
+    return {"stream_selectivity": volume(stream, bounds), "selectivity": chains, "boxes": boxes}
+
+
+def _selectivity(args: argparse.Namespace) -> int:
+    result = selectivity_chain(args.seed, args.dims, args.stream_size, args.query_size)
+    chains, boxes, base = result["selectivity"], result["boxes"], result["stream_selectivity"]
+    dims, algorithms = args.dims, TABLE7_ALGORITHMS
     if args.json:
-        print(json.dumps({"stream_selectivity": base, "selectivity": chains, "boxes": boxes}))
+        print(json.dumps(result))
         return 0
     print(f"dims={dims} stream boxes={args.stream_size} query boxes={args.query_size} seed={args.seed}")
     print(f"selectivity over uniform [0, 100]^{dims} (%, exact); stream predicate alone: {100 * base:.2f}")

@@ -5,12 +5,19 @@ Every evaluator has ``evaluate(item) -> bool`` for one item (a mapping from attr
 All are exact, open and closed ends included; a missing attribute that the predicate constrains raises
 KeyError naming it.
 
-- ``SE``: standard evaluation, a sequential scan of the boxes; the first containing box wins.
-- ``IE`` / ``IE+SC``: index-based evaluation on an R-tree of the boxes, with a verification step for
-  open ends; IE+SC stops the tree search at the first hit (the short-circuit of section 4.2).
+- ``SE``: standard evaluation, a sequential scan of the boxes per item; the first containing box wins.
+- ``IE`` / ``IE+SC``: index-based evaluation per item on an R*-tree of the boxes (the paper's evaluation
+  index; ``variant="rtree"`` for the quadratic R-tree), with a verification step for open ends; IE finds
+  every containing box, IE+SC stops at the first (the short-circuit of section 4.2).
+- ``SE-plain``, ``IE-plain``, ``IE+SC-plain``: the same three algorithms in plain Python over the same data
+  (the references the compiled ones are tested against, and the cost of running them in Python).
 - ``SE-numpy``: the vectorised scan, one numpy comparison per bound per box.
 - ``bitmap-numpy`` / ``bitmap``: region bitmaps (``matcher._eval_bitmap``) evaluated with numpy or with
   the compiled numba kernel; ``bitmap`` is the fastest exact batch evaluator.
+
+SE, IE and IE+SC run per item in numba kernels (:mod:`matcher._rtree_kernels`), one item after another
+without vectorisation or threads, so that their relative costs are the algorithms' (section 6.3 compares
+them); ``evaluate_counted`` also returns the boxes or rectangles each item tested.
 
 :func:`evaluate_reference` is the plain pointwise reference (``Predicate.evaluate`` per row).
 """
@@ -23,8 +30,8 @@ import numpy as np
 
 from matcher._eval_bitmap import any_numpy, build_bitmap
 from matcher._eval_boxes import BoxTable, stack_columns
-from matcher._eval_rtree import BoxRTree
-from matcher.predicate import Box, Predicate
+from matcher._eval_items import IETree, SEBoxes, ie_plain, se_plain
+from matcher.predicate import Predicate
 
 
 def evaluate_reference(predicate: Predicate, columns: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -35,100 +42,82 @@ def evaluate_reference(predicate: Predicate, columns: Mapping[str, np.ndarray]) 
     return np.fromiter((predicate.evaluate(dict(zip(names, row, strict=True))) for row in rows), bool, count=n)
 
 
-def _rows(columns: Mapping[str, np.ndarray], dims: tuple[str, ...]) -> list[dict[str, float]]:
-    values = stack_columns(columns, dims)
-    return [dict(zip(dims, row, strict=True)) for row in values.T.tolist()]
+class _PerItem:
+    """Shared shell of SE, IE and IE+SC: ``dims`` and ``_run(values) -> (hits, work)`` over a ``(d, N)`` matrix."""
 
+    dims: tuple[str, ...]
 
-def _box_order(box: Box) -> tuple[int, float]:
-    """Kuntschke & Kemper, section 6.1: boxes with fewer infinite ends first, then larger (finite) volume first."""
-    infinite = sum((iv.lo == -np.inf) + (iv.hi == np.inf) for _, iv in box.items())
-    volume = float(np.prod([iv.length for _, iv in box.items() if np.isfinite(iv.length)]))
-    return infinite, -volume
-
-
-class StandardEvaluator:
-    """SE, Algorithm 13: iterate the boxes; within a box test the shortest intervals first."""
-
-    name = "SE"
-
-    def __init__(self, predicate: Predicate):
-        self.predicate = predicate
-        self.dims = predicate.dims
-        ordered = sorted(predicate.boxes, key=_box_order)
-        self._boxes = [tuple(sorted(box.items(), key=lambda item: item[1].length)) for box in ordered]
+    def _run(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
 
     def evaluate(self, item: Mapping[str, float]) -> bool:
-        for box in self._boxes:
-            for dim, (lo, hi, lo_closed, hi_closed) in box:
-                x = item[dim]
-                if not ((lo < x or (lo_closed and x == lo)) and (x < hi or (hi_closed and x == hi))):
-                    break
-            else:
-                return True
-        return False
+        values = np.array([float(item[d]) for d in self.dims], dtype=np.float64).reshape(len(self.dims), 1)
+        return bool(self._run(values)[0][0])
 
     def evaluate_batch(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
-        rows = _rows(columns, self.dims)
-        return np.fromiter((self.evaluate(row) for row in rows), bool, count=len(rows))
+        return self._run(stack_columns(columns, self.dims))[0]
+
+    def evaluate_counted(self, columns: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """``(hits, work)``: per item, whether it satisfies the predicate and how many boxes (SE) or tree
+        rectangles (IE) it was tested against."""
+        return self._run(stack_columns(columns, self.dims))
 
 
-class IndexEvaluator:
-    """IE (``short_circuit=False``) or IE+SC: R-tree containment search, then exact verification."""
+class StandardEvaluator(_PerItem):
+    """SE, Algorithm 13: iterate the boxes; within a box test the shortest intervals first.
 
-    def __init__(self, predicate: Predicate, short_circuit: bool = False):
+    ``compiled=False`` runs the same scan in plain Python (``SE-plain``).
+    """
+
+    def __init__(self, predicate: Predicate, compiled: bool = True):
+        self.predicate = predicate
+        self.compiled = compiled
+        self.name = "SE" if compiled else "SE-plain"
+        self.boxes = SEBoxes.of(predicate)
+        self.dims = self.boxes.dims
+
+    def _run(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = values.shape[1]
+        out, work = np.empty(n, dtype=bool), np.empty(n, dtype=np.int64)
+        if self.compiled:
+            from matcher._rtree_kernels import se_batch
+
+            se_batch(values, *self.boxes.arrays(), out, work)
+        else:
+            for i, row in enumerate(values.T.tolist()):
+                out[i], work[i] = se_plain(self.boxes, row)
+        return out, work
+
+
+class IndexEvaluator(_PerItem):
+    """IE (``short_circuit=False``) or IE+SC on a packed R*-tree (``variant="rstar"``) or quadratic R-tree
+    (``"rtree"``) of the boxes, each leaf hit verified exactly.  ``compiled=False``: the plain Python walk.
+
+    Raises ValueError for an unknown variant.
+    """
+
+    def __init__(
+        self, predicate: Predicate, short_circuit: bool = False, variant: str = "rstar", compiled: bool = True
+    ):
         self.predicate = predicate
         self.short_circuit = short_circuit
-        self.name = "IE+SC" if short_circuit else "IE"
-        self.table = BoxTable.of([predicate])
-        self._all = BoxRTree(self.table)
-        self._first = BoxRTree(self.table, limit=1) if short_circuit else None
-        self.dims = tuple(self.table.dims[k] for k in self._all.active)
-        self._lo, self._hi = self.table.lo[:, self._all.active], self.table.hi[:, self._all.active]
-        self._lo_closed = self.table.lo_closed[:, self._all.active]
-        self._hi_closed = self.table.hi_closed[:, self._all.active]
-        self._fallback = StandardEvaluator(predicate)
+        self.compiled = compiled
+        self.name = ("IE+SC" if short_circuit else "IE") + ("" if compiled else "-plain")
+        self.index = IETree.of(predicate, variant)
+        self.dims = self.index.dims
 
-    def _holds(self, r: int, values: list[float]) -> bool:
-        lo, hi, lo_closed, hi_closed = self._lo[r], self._hi[r], self._lo_closed[r], self._hi_closed[r]
-        return all(
-            (lo[k] == -np.inf and hi[k] == np.inf)
-            or ((lo[k] < x or (lo_closed[k] and x == lo[k])) and (x < hi[k] or (hi_closed[k] and x == hi[k])))
-            for k, x in enumerate(values)
-        )
+    def _run(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = values.shape[1]
+        out, work = np.empty(n, dtype=bool), np.empty(n, dtype=np.int64)
+        if self.compiled:
+            from matcher._rtree_kernels import ie_batch
 
-    def _evaluate_values(self, values: list[float]) -> bool:
-        if self._all.point(values) is None:
-            return self._fallback.evaluate(dict(zip(self.dims, values, strict=True)))
-        if self._first is not None:
-            first = self._first.candidates(values)
-            if not first:
-                return False
-            if self._holds(first[0], values):
-                return True
-        return any(self._holds(r, values) for r in self._all.candidates(values))
-
-    def evaluate(self, item: Mapping[str, float]) -> bool:
-        return self._evaluate_values([float(item[d]) for d in self.dims])
-
-    def evaluate_batch(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
-        values = stack_columns(columns, self.dims)
-        if self.short_circuit:
-            rows = values.T.tolist()
-            return np.fromiter((self._evaluate_values(row) for row in rows), bool, count=len(rows))
-        result = np.zeros(values.shape[1], dtype=bool)
-        nan_rows = np.isnan(values).any(axis=0)
-        searchable = np.flatnonzero(~nan_rows)
-        items, boxes = self._all.candidates_batch(values[:, searchable])
-        x = values[:, searchable[items]].T
-        lo, hi = self._lo[boxes], self._hi[boxes]
-        above = (lo < x) | (self._lo_closed[boxes] & (x == lo))
-        below = (x < hi) | (self._hi_closed[boxes] & (x == hi))
-        ok = ((lo == -np.inf) & (hi == np.inf)) | (above & below)
-        result[searchable[items[ok.all(axis=1)]]] = True
-        for i in np.flatnonzero(nan_rows):
-            result[i] = self._evaluate_values(values[:, i].tolist())
-        return result
+            arrays = (self.index.tree.arrays(), self.index.box_arrays())
+            ie_batch(values, self.index.sentinel, *arrays, self.short_circuit, out, work)
+        else:
+            for i, row in enumerate(values.T.tolist()):
+                out[i], work[i] = ie_plain(self.index, row, self.short_circuit)
+        return out, work
 
 
 class ScanEvaluator:
@@ -185,6 +174,9 @@ EVALUATORS: dict[str, Callable[[Predicate], object]] = {
     "SE": StandardEvaluator,
     "IE": IndexEvaluator,
     "IE+SC": lambda predicate: IndexEvaluator(predicate, short_circuit=True),
+    "SE-plain": lambda predicate: StandardEvaluator(predicate, compiled=False),
+    "IE-plain": lambda predicate: IndexEvaluator(predicate, compiled=False),
+    "IE+SC-plain": lambda predicate: IndexEvaluator(predicate, short_circuit=True, compiled=False),
     "SE-numpy": ScanEvaluator,
     "bitmap-numpy": lambda predicate: BitmapEvaluator(predicate, backend="numpy"),
     "bitmap": BitmapEvaluator,

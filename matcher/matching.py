@@ -34,7 +34,7 @@ from matcher.predicate import (
     split_cells,
     uncovered_breadth_first,
 )
-from matcher.rtree_index import BoxIndex
+from matcher.rtree_index import StreamIndex, stream_index
 
 MatchResult = tuple[bool, Predicate]
 
@@ -93,7 +93,7 @@ class _Stream:
         return [self.constraint_of[slot] for slot in sorted(slots, key=rank.__getitem__)]
 
     def result(self, p: Predicate) -> MatchResult:
-        return (False, Predicate(self.boxes)) if self.changed else (True, p)
+        return (False, Predicate.from_nonempty(self.boxes)) if self.changed else (True, p)
 
 
 def _quick_check(constraints: list[Constraint], part: tuple[int, ...]) -> int:
@@ -227,44 +227,71 @@ _STRATEGIES: dict[str, Callable[[tuple[int, ...], list[Constraint]], bool]] = {
 
 
 def match_em(
-    p: Predicate, q: Predicate, strategy: str = "dfs", quick_check: bool = True, index: bool = False
+    p: Predicate, q: Predicate, strategy: str = "dfs", quick_check: bool = True, index: str | None = None
 ) -> MatchResult:
     """Exact matching (Algorithms 4, 10-12) of query ``q`` with stream ``p``: matched iff ``q => p``.
 
     ``strategy`` is the split strategy: "bfs", "dfs" or "mix".  A query box with a piece outside ``p`` is
-    appended whole (section 3.5: one more box rather than its pieces).  With ``index``, an R-tree over the
-    stream boxes (section 3.6) narrows the quick check and the splitting to the stream boxes overlapping
-    the query box, the only ones that can cover any of its pieces.  Raises ValueError for an unknown
-    strategy.
+    appended whole (section 3.5: one more box rather than its pieces).  With ``index`` ("rtree" or "rstar"),
+    the R-tree of ``p``'s boxes (section 3.6, :mod:`matcher.rtree_index`, built once per stream predicate)
+    gives each query box the stream boxes it overlaps, the only ones that can cover any of its pieces; the
+    quick check and the splitting see only those.  Raises ValueError for an unknown strategy or variant.
     """
     try:
         covered = _STRATEGIES[strategy]
     except KeyError:
         raise ValueError(f"unknown split strategy {strategy!r} (expected one of {', '.join(_STRATEGIES)})") from None
+    if index is not None:
+        return _match_em_indexed(p, q, covered, quick_check, stream_index(p, index))
     grid = CellGrid(p.boxes + q.boxes)
     stream = _Stream(p, grid)
-    tree = None
-    if index:
-        tree = BoxIndex(len(grid.dims), [(slot, grid.encode(b)) for slot, b in enumerate(stream.boxes)])
     for box in q.boxes:
         part = grid.encode(box)
-        candidates = stream.constraints if tree is None else stream.in_order(tree.overlapping(part))
         if quick_check:
-            state = _quick_check(candidates, part)
+            state = _quick_check(stream.constraints, part)
             if state == 1:
                 continue
             if state == -1:
-                _add(stream, tree, box, part)
+                stream.add(box)
                 continue
-        if not covered(part, candidates):
-            _add(stream, tree, box, part)
+        if not covered(part, stream.constraints):
+            stream.add(box)
     return stream.result(p)
 
 
-def _add(stream: _Stream, tree: BoxIndex | None, box: Box, cells: tuple[int, ...]) -> None:
-    slot = stream.add(box)
-    if tree is not None:
-        tree.insert(slot, cells)
+def _match_em_indexed(
+    p: Predicate,
+    q: Predicate,
+    covered: Callable[[tuple[int, ...], list[Constraint]], bool],
+    quick_check: bool,
+    tree: StreamIndex,
+) -> MatchResult:
+    """:func:`match_em` over the candidates the index gives each query box.
+
+    The quick check asks the tree for the stream boxes whose rectangle holds the query box's (a containment
+    query prunes every node that does not hold it) and tests those exactly; only when none covers it does
+    the box meet the stream boxes it overlaps, and only those enter the cell grid, so a query
+    box costs in proportion to the stream boxes near it, not to all of them.  The boxes appended so far (at
+    most ``q``'s) are checked directly.  The result equals the unindexed one.
+    """
+    added: list[Box] = []
+    for box in q.boxes:
+        if quick_check and any(
+            c.contains(box) for c in [*(p.boxes[s] for s in tree.overlapping(box, containing=True)), *added]
+        ):
+            continue
+        slots = tree.overlapping(box)
+        slots += [len(p.boxes) + j for j, b in enumerate(added) if b.overlaps(box)]
+        boxes = [p.boxes[s] if s < len(p.boxes) else added[s - len(p.boxes)] for s in slots]
+        ranked = sorted(zip((b.size_key() for b in boxes), slots, boxes, strict=True))
+        grid = CellGrid((box, *boxes))
+        part = grid.encode(box)
+        constraints = [grid.constraint_of(b.items_by_length()) for _, _, b in ranked]
+        # No quick check over the candidates: none holds the box (the containment query said so), and the
+        # split strategies themselves append a box that overlaps none of them.
+        if not covered(part, constraints):
+            added.append(box)
+    return (False, Predicate.from_nonempty(p.boxes + tuple(added))) if added else (True, p)
 
 
 Matcher = Callable[[Predicate, Predicate], MatchResult]
@@ -277,10 +304,12 @@ MATCHERS: dict[str, Matcher] = {
     "EM-BFS": partial(match_em, strategy="bfs", quick_check=False),
     "EM-BFS+QC": partial(match_em, strategy="bfs", quick_check=True),
     # the paper's EM+QC+I: the indexed quick check, then splitting against the overlapping boxes only
-    "EM-BFS+I": partial(match_em, strategy="bfs", quick_check=True, index=True),
+    "EM-BFS+I": partial(match_em, strategy="bfs", quick_check=True, index="rtree"),
     "EM-DFS": partial(match_em, strategy="dfs", quick_check=False),
     "EM-DFS+QC": partial(match_em, strategy="dfs", quick_check=True),
+    "EM-DFS+I": partial(match_em, strategy="dfs", quick_check=True, index="rtree"),
     "EM-MIX": partial(match_em, strategy="mix", quick_check=False),
     "EM-MIX+QC": partial(match_em, strategy="mix", quick_check=True),
+    "EM-MIX+I": partial(match_em, strategy="mix", quick_check=True, index="rtree"),
 }
 """Every matcher by its benchmark name, each called as ``matcher(stream_predicate, query_predicate)``."""

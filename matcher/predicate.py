@@ -256,6 +256,15 @@ class Predicate:
         self.boxes: tuple[Box, ...] = tuple(b for b in boxes if not b.is_empty())
         self._hash = hash(self.boxes)
 
+    @classmethod
+    def from_nonempty(cls, boxes: Iterable[Box]) -> Predicate:
+        """A predicate of boxes known to be non-empty (boxes of predicates, hulls of such boxes), taken as
+        they are: relaxing a stream predicate of hundreds of boxes would otherwise re-check every one."""
+        self = cls.__new__(cls)
+        self.boxes = tuple(boxes)
+        self._hash = hash(self.boxes)
+        return self
+
     @property
     def dims(self) -> tuple[str, ...]:
         try:
@@ -273,7 +282,7 @@ class Predicate:
 
     def or_(self, other: Predicate) -> Predicate:
         """Disjunctive add: ``other``'s boxes appended to ``self``'s."""
-        return Predicate(self.boxes + other.boxes)
+        return Predicate.from_nonempty(self.boxes + other.boxes)
 
     def and_(self, other: Predicate) -> Predicate:
         return Predicate(a.intersect(b) for a in self.boxes for b in other.boxes)

@@ -49,6 +49,7 @@ logger.codegen.level = off
 
 _session = None
 _session_key: tuple | None = None  # (master, extra configuration) of the running session
+_jvm_started = False  # the driver's JVM outlives a stopped session: its options are fixed from then on
 _CONF_KEY = re.compile(r"spark\.[A-Za-z0-9_.\-]+")
 
 
@@ -107,11 +108,22 @@ def _executor_pythonpath() -> str:
     return os.pathsep.join(p for p in (REPO_ROOT, inherited) if p)
 
 
+_JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+
+
+def _java_options(log_option: str, conf: dict[str, str] | None, role: str) -> str:
+    """The JVM options of the driver or the executors: the quiet log configuration, then the caller's own
+    ``spark.<role>.extraJavaOptions`` (appended: replacing them would bring Spark's INFO lines back)."""
+    extra = (conf or {}).get(f"spark.{role}.extraJavaOptions", "").strip()
+    return f"{log_option} {extra}" if extra else log_option
+
+
 def spark_session(master: str | None = None, conf: dict[str, str] | None = None):
     """The process's SparkSession on ``master`` (validated by :func:`parse_master`) with the extra
     configuration ``conf``, created on first use (a different master or configuration stops the old one).
-    Settings of the driver's JVM (``spark.driver.memory``) only take effect in a process that has not
-    started Spark yet.
+    ``extraJavaOptions`` in ``conf`` are added to the session's own.  Settings of the driver's JVM
+    (``spark.driver.memory``, its ``extraJavaOptions``) only take effect in a process that has not started
+    Spark yet.
 
     Raises InputError for a malformed master URL and EngineError when Java or Spark cannot start or the
     standalone master cannot be reached.
@@ -138,8 +150,8 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.driver.extraJavaOptions", log_option)
-            .config("spark.executor.extraJavaOptions", log_option)
+            .config("spark.driver.extraJavaOptions", _java_options(log_option, conf, "driver"))
+            .config("spark.executor.extraJavaOptions", _java_options(log_option, conf, "executor"))
             .config("spark.pyspark.python", sys.executable)
             .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
             .config("spark.executorEnv.PYTHONPATH", _executor_pythonpath())
@@ -147,14 +159,23 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
             .config("spark.sql.shuffle.partitions", "4")
         )
         for name, value in (conf or {}).items():
-            session = session.config(name, value)
+            if name not in _JAVA_OPTIONS:
+                session = session.config(name, value)
         session = session.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
     except Exception as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineError(f"Spark could not start on {master}: {first_line}") from err
     _session, _session_key = session, key
+    global _jvm_started
+    _jvm_started = True
     return session
+
+
+def jvm_started() -> bool:
+    """Whether this process has started Spark's JVM (whose options, ``extraJavaOptions`` included, a later
+    session can no longer change)."""
+    return _jvm_started
 
 
 def stop_session() -> None:

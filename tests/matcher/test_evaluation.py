@@ -114,11 +114,11 @@ def test_many_dimensions_with_unbounded_ones():
 def test_standard_evaluation_tries_larger_boxes_first():
     small, large = Box({"x": Interval.closed(0, 1)}), Box({"x": Interval.closed(0, 10)})
     evaluator = StandardEvaluator(Predicate([small, Box({"x": Interval.above(5)}), large]))
-    assert [box for box in evaluator._boxes] == [
-        tuple(large.items()),
-        tuple(small.items()),
-        tuple(Box({"x": Interval.above(5)}).items()),
-    ]
+    # one interval per box: the scan order is the order of the lower bounds 0 (large), 0 (small), 5
+    assert evaluator.boxes.hi.tolist() == [10.0, 1.0, np.inf]
+    hits, work = evaluator.evaluate_counted({"x": np.array([0.5, 7.0, 20.0, -1.0])})
+    assert hits.tolist() == [True, True, True, False]
+    assert work.tolist() == [1, 1, 3, 3]
 
 
 def test_missing_attribute_and_bad_backend_are_reported():

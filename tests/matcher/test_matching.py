@@ -73,10 +73,11 @@ def test_exact_matching_verdict_is_the_implication(name, p, q):
 
 @pytest.mark.parametrize("strategy", ["bfs", "dfs", "mix"])
 @pytest.mark.parametrize("check", [False, True])
+@pytest.mark.parametrize("variant", ["rtree", "rstar"])
 @settings(max_examples=30, deadline=None)
 @given(p=predicates, q=predicates)
-def test_indexed_exact_matching_agrees_with_brute_force(strategy, check, p, q):
-    matched, relaxed = match_em(p, q, strategy=strategy, quick_check=check, index=True)
+def test_indexed_exact_matching_agrees_with_brute_force(strategy, check, variant, p, q):
+    matched, relaxed = match_em(p, q, strategy=strategy, quick_check=check, index=variant)
     assert matched == implies(q, p)
     assert (matched, relaxed) == match_em(p, q, strategy=strategy, quick_check=check)
 

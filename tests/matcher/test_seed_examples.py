@@ -93,8 +93,8 @@ def test_figure_4_split_parts():
 
 def test_exact_matching_with_index_on_the_examples():
     for strategy in ("bfs", "dfs", "mix"):
-        assert match_em(P1, P2, strategy=strategy, index=True) == (True, P1)
-        assert match_em(P1, P3, strategy=strategy, index=True, quick_check=False) == (
+        assert match_em(P1, P2, strategy=strategy, index="rtree") == (True, P1)
+        assert match_em(P1, P3, strategy=strategy, index="rtree", quick_check=False) == (
             False,
             Predicate([*P1.boxes, *P3.boxes]),
         )

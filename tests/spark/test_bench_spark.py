@@ -41,9 +41,38 @@ def test_bench_json_reports_identical_results_and_rates(spark, capsys):
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", action="store_true")
     bench_spark.configure(parser)
-    args = parser.parse_args(["--json", "--tuples", "6000", "--flows", "6", "--repeat", "1", "--batch", "2048"])
+    argv = ["--json", "--tuples", "6000", "--flows", "6", "--repeat", "1", "--batch", "2048", "--screen", "2000"]
+    args = parser.parse_args([*argv, "--chunk", "4", "--no-naive"])
     assert bench_spark.main(args) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["identical"] is True
+    assert result["identical"] is True and result["naive"] is None
     assert result["ours"]["evals_per_s"] > 0 and result["catalyst"]["evals_per_s"] > 0
-    assert result["params"]["tuples"] == 6000 and result["params"]["flows"] == 6
+    assert result["params"]["tuples"] == 6000 and result["params"]["flows"] == 6 and result["params"]["screen"] == 2000
+    assert set(result["screened"]) == {
+        "explode, one query",
+        "explode, 2 queries of 4 flows",
+        "aggregate, one query",
+        "aggregate, 2 queries of 4 flows",
+    }
+    assert result["catalyst"]["formulation"] == min(result["screened"], key=lambda n: result["screened"][n]["seconds"])
+    # the shared session started without the flag; the JVM's options are fixed
+    assert result["params"]["jit_flag"] is False
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("formulation", sorted(bench_spark.FORMULATIONS))
+@pytest.mark.parametrize("chunk", [0, 1, 3])
+def test_every_catalyst_formulation_gives_the_operators_results(spark, formulation, chunk):
+    from pyspark import StorageLevel
+
+    predicates = bench_spark.flow_predicates(5, 2, seed=4)
+    frame = bench_spark._input_frame(spark, 3000, 2, seed=4).persist(StorageLevel.MEMORY_ONLY)
+    try:
+        got = bench_spark._catalyst(frame, predicates, formulation, chunk)
+        rows = frame.orderBy("id").collect()
+    finally:
+        frame.unpersist()
+    columns = {d: np.array([r[d] for r in rows]) for d in bench_spark.DIMS}
+    outs = bench_spark.super_peer_operator(predicates).process(len(rows), columns)
+    ids = np.array([r["id"] for r in rows])
+    assert got == {j: (len(o.positions), int(ids[o.positions].sum())) for j, o in enumerate(outs)}

@@ -86,3 +86,13 @@ def test_cli_reports_an_unreachable_master_with_exit_1_and_one_line(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: Spark master {url} is not reachable"), done.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_extra_java_options_are_added_to_the_sessions_own():
+    from peers.spark_session import _java_options
+
+    quiet = "-Dlog4j2.configurationFile=file:/x"
+    assert _java_options(quiet, None, "driver") == quiet
+    conf = {"spark.driver.extraJavaOptions": " -XX:-DontCompileHugeMethods "}
+    assert _java_options(quiet, conf, "driver") == f"{quiet} -XX:-DontCompileHugeMethods"
+    assert _java_options(quiet, conf, "executor") == quiet
