@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
@@ -61,6 +61,15 @@ class StrategyRun:
     bin_s: float
     summary: dict[str, SubscriptionSummary] | None = None
     latency: LatencyStats | None = None
+    # what the network limits are measured by (docs/REPORT.md): per access-link direction the tuples that
+    # crossed it; per backbone direction the tuples dropped at its tail and the bytes reaching its queue per
+    # bin (its offered load); per super-peer the tuples landing there per bin (its load); per subscription
+    # the copies dropped on the way
+    access_link_tuples: dict[Direction, int] = field(default_factory=dict)
+    link_dropped: dict[Direction, int] = field(default_factory=dict)
+    offered: dict[Direction, np.ndarray] = field(default_factory=dict)
+    landed: dict[str, np.ndarray] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
 
     @property
     def backbone_bytes(self) -> int:
@@ -90,16 +99,43 @@ def bin_width(duration: float) -> float:
 class TrafficMeter:
     """Accumulates one strategy's traffic; :meth:`result` freezes it into a :class:`StrategyRun`."""
 
-    def __init__(self, backbone: Iterable[Direction], subscriptions: dict[str, tuple[str, ...]], bin_s: float):
+    def __init__(
+        self,
+        backbone: Iterable[Direction],
+        subscriptions: dict[str, tuple[str, ...]],
+        bin_s: float,
+        super_peers: Sequence[str] = (),
+    ):
         self.bin_s = bin_s
         self._bytes: dict[Direction, int] = {d: 0 for d in sorted(backbone)}
         self._tuples: dict[Direction, int] = dict.fromkeys(self._bytes, 0)
+        self.super_peers = list(super_peers)  # numbered by position, for the tuples landing at each
         self._directions: list[Direction] | None = None  # what :meth:`cross_runs` counts over
         self._default_attrs = dict(subscriptions)
         self._attrs: dict[str, tuple[str, ...]] = {}
         self.subscriptions = list(subscriptions)  # numbered by position, for :meth:`deliver_many`
         # (subscription numbers, indices, latencies) per call, grouped per subscription at the end
         self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._dropped = np.zeros(len(self.subscriptions), np.int64)
+
+    def line_of(self, directions: Sequence[Direction]) -> np.ndarray:
+        """Per direction of ``directions``, its row in the backbone timelines (-1: an access link); the
+        directions every call of this meter counts over, fixed by the first call (of this or
+        :meth:`cross_runs`)."""
+        if self._directions is None:
+            self._directions = list(directions)
+            n = len(self._directions)
+            self._sums, self._counts, self._drops = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+            row = {d: k for k, d in enumerate(self._bytes)}
+            self._row = np.array([row.get(d, -1) for d in self._directions], np.int64)
+            number = {p: k for k, p in enumerate(self.super_peers)}
+            self._end = np.array([number.get(d[1], -1) for d in self._directions], np.int64)
+            self._timeline = np.zeros((len(self._bytes), 0))
+            self._offered = np.zeros((len(self._bytes), 0))
+            self._landed = np.zeros((len(self.super_peers), 0), np.int64)
+        elif self._directions != list(directions):
+            raise ValueError("one meter counts over one list of link directions")
+        return self._row
 
     def cross_runs(
         self,
@@ -110,28 +146,24 @@ class TrafficMeter:
         first_wire: np.ndarray,
         wire_bytes: np.ndarray,
         departures: np.ndarray,
+        latency: np.ndarray | None = None,
     ) -> None:
-        """Runs of tuples at once: run ``r``'s ``count[r]`` tuples crossed ``directions[link[r]]``, finishing
-        at ``departures[first[r]:]``, of ``wire_bytes[first_wire[r]:]`` bytes (every call of one meter with
-        the same ``directions``)."""
-        if self._directions is None:
-            self._directions = list(directions)
-            n = len(self._directions)
-            self._sums, self._counts = np.zeros(n, np.int64), np.zeros(n, np.int64)
-            row = {d: k for k, d in enumerate(self._bytes)}
-            self._row = np.array([row.get(d, -1) for d in self._directions], np.int64)
-            self._timeline = np.zeros((len(self._bytes), 0))
-        elif self._directions != directions:
-            raise ValueError("one meter counts over one list of link directions")
+        """Runs of tuples at once: run ``r``'s ``count[r]`` tuples reached ``directions[link[r]]``,
+        finishing at ``departures[first[r]:]`` (NaN: dropped, not counted), of ``wire_bytes[first_wire[r]:]``
+        bytes.  With ``latency`` (per direction), each tuple landing at a super-peer ``latency`` after its
+        departure is counted there too (the super-peers' load)."""
+        self.line_of(directions)
         if not len(link):
             return
         # a link that never drains (a tiny bandwidth) would grow the timeline without bound: what departs
         # after MAX_TIMELINE_BINS bins is counted in the last one
-        needed = _last_bin(link, first, count, departures, self._row, self.bin_s, MAX_TIMELINE_BINS) + 1
-        if needed > self._timeline.shape[1]:
-            grown = np.zeros((len(self._bytes), needed))
-            grown[:, : self._timeline.shape[1]] = self._timeline
-            self._timeline = grown
+        lands = self._end if latency is not None else np.full(len(self._directions), -1, np.int64)
+        latency = np.zeros(len(self._directions)) if latency is None else latency
+        last, last_landed = _last_bins(
+            link, first, count, departures, self._row, lands, latency, self.bin_s, MAX_TIMELINE_BINS
+        )
+        self._timeline = _widened(self._timeline, last + 1)
+        self._landed = _widened(self._landed, last_landed + 1)
         _accumulate(
             link,
             first,
@@ -140,12 +172,23 @@ class TrafficMeter:
             wire_bytes,
             departures,
             self._row,
+            lands,
+            latency,
             self.bin_s,
             MAX_TIMELINE_BINS,
             self._sums,
             self._counts,
             self._timeline,
+            self._landed,
         )
+
+    def offer(self, rows: np.ndarray, bins: np.ndarray, sent: np.ndarray, drops: np.ndarray) -> None:
+        """Bytes ``sent[i]`` reached the queue of backbone timeline row ``rows[i]`` in bin ``bins[i]`` (the
+        offered load, dropped tuples included); ``drops[k]`` tuples were dropped at direction ``k``."""
+        self._drops += drops
+        if len(rows):
+            self._offered = _widened(self._offered, int(bins.max()) + 1)
+            np.add.at(self._offered, (rows, bins), sent)
 
     def deliver_many(self, numbers: np.ndarray, counts: np.ndarray, indices: np.ndarray, latencies: np.ndarray) -> None:
         """Subscription ``subscriptions[numbers[k]]`` received the next ``counts[k]`` of ``indices``, after
@@ -164,14 +207,24 @@ class TrafficMeter:
 
     def deliveries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every delivered copy so far as flat arrays ``(subscription number, tuple index, latency)``, by
-        subscription, then tuple index (copies of a tuple in the order they came); the meter forgets them."""
+        subscription, then tuple index (copies of a tuple in the order they came); the copies dropped on
+        the way are counted in :attr:`dropped` instead.  The meter forgets them."""
         parts, self._parts = self._parts, []
         owner = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
         indices = np.concatenate([p[1] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
         times = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
         del parts
+        lost = np.isnan(times)
+        if lost.any():
+            self._dropped += np.bincount(owner[lost], minlength=len(self.subscriptions))
+            owner, indices, times = owner[~lost], indices[~lost], times[~lost]
         order = np.lexsort((indices, owner))
         return owner[order], indices[order], times[order]
+
+    @property
+    def dropped(self) -> np.ndarray:
+        """Per subscription number, the copies dropped on the way (counted as :meth:`deliveries` sorts)."""
+        return self._dropped
 
     def result(self, strategy: str, engine: str) -> StrategyRun:
         owner, indices, times = self.deliveries()
@@ -181,18 +234,27 @@ class TrafficMeter:
             delivered[sub] = indices[cuts[k] : cuts[k + 1]].copy()
             latencies[sub] = times[cuts[k] : cuts[k + 1]].copy()
         link_bytes, link_tuples = dict(self._bytes), dict(self._tuples)
+        link_dropped = dict.fromkeys(self._bytes, 0)
         access: dict[Direction, int] = {}
-        timeline = {}
+        access_tuples: dict[Direction, int] = {}
+        timeline, offered, landed = {}, {}, {}
         if self._directions is not None:
             for k in np.flatnonzero(self._counts).tolist():
                 d = self._directions[k]
                 if self._row[k] >= 0:
                     link_bytes[d], link_tuples[d] = int(self._sums[k]), int(self._counts[k])
                 else:
-                    access[d] = int(self._sums[k])
+                    access[d], access_tuples[d] = int(self._sums[k]), int(self._counts[k])
+            for k in np.flatnonzero(self._drops).tolist():
+                link_dropped[self._directions[k]] = int(self._drops[k])
             if self._timeline.shape[1]:
                 rounded = np.rint(self._timeline).astype(np.int64)
                 timeline = {d: rounded[k] for k, d in enumerate(self._bytes)}
+            if self._offered.shape[1]:
+                rounded = np.rint(self._offered).astype(np.int64)
+                offered = {d: rounded[k] for k, d in enumerate(self._bytes)}
+            if self._landed.shape[1]:
+                landed = {p: self._landed[k] for k, p in enumerate(self.super_peers)}
         attrs = {sub: self._attrs.get(sub, default) for sub, default in self._default_attrs.items()}
         attrs.update(self._attrs)
         return StrategyRun(
@@ -207,7 +269,21 @@ class TrafficMeter:
             latencies=latencies,
             timeline=timeline,
             bin_s=self.bin_s,
+            access_link_tuples=dict(sorted(access_tuples.items())),
+            link_dropped=link_dropped,
+            offered=offered,
+            landed=landed,
+            dropped={sub: int(n) for sub, n in zip(self.subscriptions, self._dropped.tolist(), strict=True)},
         )
+
+
+def _widened(matrix: np.ndarray, columns: int) -> np.ndarray:
+    """``matrix`` with at least ``columns`` columns (new ones zero)."""
+    if columns <= matrix.shape[1]:
+        return matrix
+    grown = np.zeros((matrix.shape[0], columns), matrix.dtype)
+    grown[:, : matrix.shape[1]] = matrix
+    return grown
 
 
 @njit(cache=True)
@@ -216,40 +292,75 @@ def _bin(departure, bin_s, max_bins):
 
 
 @njit(cache=True)
-def _last_bin(link, first, count, departures, row, bin_s, max_bins):
-    """The last timeline bin any backbone departure falls in (-1: none).  A run's departures ascend (one
-    channel served FIFO at one link), so only its last one is looked at."""
-    last = -1
+def _last_bins(link, first, count, departures, row, lands, latency, bin_s, max_bins):
+    """The last timeline bin any backbone departure falls in, and the last any landing at a super-peer
+    does (-1: none).  A run's departures ascend (one channel served FIFO at one link), dropped ones (NaN)
+    aside, so only its last one that is not NaN is looked at."""
+    last = last_landed = -1
     for r in range(len(link)):
-        if row[link[r]] < 0 or count[r] == 0:
+        k = link[r]
+        if (row[k] < 0 and lands[k] < 0) or count[r] == 0:
             continue
-        b = _bin(departures[first[r] + count[r] - 1], bin_s, max_bins)
-        if b > last:
-            last = b
-    return last
+        i = first[r] + count[r] - 1
+        while i >= first[r] and np.isnan(departures[i]):
+            i -= 1
+        if i < first[r]:
+            continue
+        if row[k] >= 0:
+            last = max(last, _bin(departures[i], bin_s, max_bins))
+        if lands[k] >= 0:
+            last_landed = max(last_landed, _bin(departures[i] + latency[k], bin_s, max_bins))
+    return last, last_landed
 
 
 @njit(cache=True)
-def _accumulate(link, first, count, first_wire, wire, departures, row, bin_s, max_bins, sums, counts, timeline):
-    """Add the runs to the per-direction sums and timeline.  A run's departures ascend, so its bytes are
-    summed per bin before they are added to the timeline (whole numbers: the float sums are exact)."""
+def _accumulate(
+    link,
+    first,
+    count,
+    first_wire,
+    wire,
+    departures,
+    row,
+    lands,
+    latency,
+    bin_s,
+    max_bins,
+    sums,
+    counts,
+    timeline,
+    landed,
+):
+    """Add the runs to the per-direction sums, the timeline and the super-peers' landings.  A run's
+    departures ascend, so its bytes are summed per bin before they are added to the timeline (whole
+    numbers: the float sums are exact); a dropped tuple (NaN) is not counted."""
     for r in range(len(link)):
         k = link[r]
-        counts[k] += count[r]
         w = first_wire[r]
-        line = row[k]
+        line, end = row[k], lands[k]
         total = 0
-        if line < 0:
-            for i in range(count[r]):
-                total += wire[w + i]
-            sums[k] += total
-            continue
+        crossed = 0
         current = -1
         in_bin = 0
+        landing = -1  # the bin the run's tuples land in at the far end, and how many so far (they ascend)
+        landing_count = 0
         for i in range(count[r]):
+            d = departures[first[r] + i]
+            if np.isnan(d):
+                continue
             size = wire[w + i]
             total += size
-            b = _bin(departures[first[r] + i], bin_s, max_bins)
+            crossed += 1
+            if end >= 0:
+                b = _bin(d + latency[k], bin_s, max_bins)
+                if b != landing:
+                    if landing >= 0:
+                        landed[end, landing] += landing_count
+                    landing, landing_count = b, 0
+                landing_count += 1
+            if line < 0:
+                continue
+            b = _bin(d, bin_s, max_bins)
             if b != current:
                 if b >= timeline.shape[1]:
                     raise IndexError("a run's departures do not ascend")
@@ -259,4 +370,7 @@ def _accumulate(link, first, count, first_wire, wire, departures, row, bin_s, ma
             in_bin += size
         if current >= 0:
             timeline[line, current] += in_bin
+        if landing >= 0:
+            landed[end, landing] += landing_count
         sums[k] += total
+        counts[k] += crossed

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from network.meter import Direction, TrafficMeter
+from network.meter import MAX_TIMELINE_BINS, Direction, TrafficMeter
 from topologies.errors import EmulatorError
 
 
@@ -48,6 +48,25 @@ class Route:
     tap: int
     sink: str | None = None
     attrs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """Where the link queues stand between two windows: when each link direction is next free (``busy``),
+    and per direction with a buffer (one ring each) the tuples admitted but not yet on the wire, as start
+    times and bytes in start order (``ring_count`` of them from ``ring_head``, ``ring_waiting`` bytes)."""
+
+    busy: np.ndarray
+    ring_start: np.ndarray
+    ring_bytes: np.ndarray
+    ring_head: np.ndarray
+    ring_count: np.ndarray
+    ring_waiting: np.ndarray
+
+    def waiting(self, ring: int) -> tuple[np.ndarray, np.ndarray]:
+        """Ring ``ring``'s waiting tuples (start times, bytes), oldest first."""
+        at = (self.ring_head[ring] + np.arange(self.ring_count[ring])) % self.ring_start.shape[1]
+        return self.ring_start[ring, at], self.ring_bytes[ring, at]
 
 
 @dataclass(frozen=True)
@@ -68,15 +87,29 @@ class Queues:
     """Every link direction's FIFO over the run, for the channels ``routes`` (numbered by position, each
     parent before its children); :meth:`serve` solves one window and records it in ``meter``.
 
-    ``links`` maps every direction a channel may cross (backbone and access) to (bandwidth bit/s, latency s).
-    Raises EmulatorError naming the direction when a channel crosses one that is not a link.
+    ``links`` maps every direction a channel may cross (backbone and access) to (bandwidth bit/s, latency s)
+    or (bandwidth, latency, buffer bytes: ``inf`` for none).  ``smallest`` is the fewest bytes a tuple weighs on the wire (it sizes
+    the rings that hold a buffer's waiting tuples).  Raises EmulatorError naming the direction when a channel
+    crosses one that is not a link.
     """
 
-    def __init__(self, links: Mapping[Direction, tuple[float, float]], routes: Sequence[Route], meter: TrafficMeter):
+    def __init__(
+        self,
+        links: Mapping[Direction, tuple[float, ...]],
+        routes: Sequence[Route],
+        meter: TrafficMeter,
+        smallest: int = 8,
+    ):
         self.directions = sorted(links)
         ids = {d: i for i, d in enumerate(self.directions)}
         self.bandwidth = np.array([links[d][0] for d in self.directions], dtype=np.float64)
         self.latency = np.array([links[d][1] for d in self.directions], dtype=np.float64)
+        self.buffer = np.array([(*links[d], np.inf)[2] for d in self.directions], dtype=np.float64)
+        buffered = np.flatnonzero(np.isfinite(self.buffer))
+        self.ring_of = np.full(len(self.directions), -1, np.int64)
+        self.ring_of[buffered] = np.arange(len(buffered))
+        # a ring holds the tuples admitted but not yet on the wire: at most buffer / smallest of them
+        self.ring_size = int(np.floor(self.buffer[buffered].max() / max(1, smallest))) + 2 if len(buffered) else 1
         self.meter = meter
         self.routes = list(routes)
         self.busy = np.zeros(len(self.directions))
@@ -128,24 +161,51 @@ class Queues:
         self.tap = np.array([r.tap for r in self.routes], dtype=np.int64)
         number = {s: k for k, s in enumerate(meter.subscriptions)}
         self.sink = np.array([-1 if r.sink is None else number[r.sink] for r in self.routes], dtype=np.int64)
-        self.restart(meter, np.zeros(len(self.directions)))
+        self.restart(meter, self.free())
 
-    def restart(self, meter: TrafficMeter, busy: np.ndarray) -> None:
-        """Continue the run from another point: ``busy[k]`` is when link ``k`` is next free, and ``meter``
-        counts what follows.  :attr:`first_arrival` then records, per link, the earliest arrival in the
-        first window that uses it (``inf``: none yet): a run restarted from a guessed ``busy`` gives the
-        same times as from the true one when the true one is no later than that, link by link (every
-        tuple's service starts at its arrival either way, so every departure and arrival after it is the
-        same; docs/SPARK.md)."""
+    def free(self) -> QueueState:
+        """Every link free and no tuple waiting: the state a run starts from."""
+        rings = len(np.flatnonzero(self.ring_of >= 0))
+        return QueueState(
+            np.zeros(len(self.directions)),
+            np.zeros((rings, self.ring_size)),
+            np.zeros((rings, self.ring_size)),
+            np.zeros(rings, np.int64),
+            np.zeros(rings, np.int64),
+            np.zeros(rings),
+        )
+
+    def state(self) -> QueueState:
+        """Where the queues stand now (a copy)."""
+        return QueueState(
+            self.busy.copy(),
+            self.ring_start.copy(),
+            self.ring_bytes.copy(),
+            self.ring_head.copy(),
+            self.ring_count.copy(),
+            self.ring_waiting.copy(),
+        )
+
+    def restart(self, meter: TrafficMeter, state: QueueState) -> None:
+        """Continue the run from ``state`` (:meth:`state`, :meth:`free`, or a guess), ``meter`` counting what
+        follows.  :attr:`first_arrival` then records, per link, the earliest arrival in the first window
+        that uses it (``inf``: none yet): a run restarted from a guessed state gives the same times as from
+        the true one when, at that link, the true one is free no later than that (every tuple's service
+        starts at its arrival either way, and no tuple is left waiting in its buffer; so every departure,
+        drop and arrival after it is the same; docs/SPARK.md)."""
         self.meter = meter
-        self.busy = np.array(busy, dtype=np.float64)
+        self.busy = np.array(state.busy, dtype=np.float64)
+        self.ring_start, self.ring_bytes = state.ring_start.copy(), state.ring_bytes.copy()
+        self.ring_head, self.ring_count = state.ring_head.copy(), state.ring_count.copy()
+        self.ring_waiting = state.ring_waiting.copy()
         self.first_arrival = np.full(len(self.directions), np.inf)
         self._told = np.zeros(len(self.routes), dtype=np.bool_)  # the meter knows what its deliveries carry
 
     def serve(self, blocks: Blocks) -> None:
         """Move the window's tuples over their links and record traffic and deliveries in the meter."""
         arrival_min = np.full(len(self.directions), np.inf)
-        departures, row_base, seg_link, seg_row, seg_count, seg_tuple = solve_window(
+        drops = np.zeros(len(self.directions), np.int64)
+        departures, row_base, seg_link, seg_row, seg_count, seg_tuple, *offered = solve_window(
             blocks.first,
             blocks.count,
             self.hop_start,
@@ -162,10 +222,25 @@ class Queues:
             blocks.parents,
             blocks.wire,
             arrival_min,
+            self.buffer,
+            self.ring_of,
+            self.ring_start,
+            self.ring_bytes,
+            self.ring_head,
+            self.ring_count,
+            self.ring_waiting,
+            drops,
+            self.meter.line_of(self.directions),
+            self.meter.bin_s,
+            MAX_TIMELINE_BINS,
         )
         fresh = np.isinf(self.first_arrival)
         self.first_arrival[fresh] = arrival_min[fresh]
-        self.meter.cross_runs(self.directions, seg_link, seg_row, seg_count, seg_tuple, blocks.wire, departures)
+        self.meter.cross_runs(
+            self.directions, seg_link, seg_row, seg_count, seg_tuple, blocks.wire, departures, self.latency
+        )
+        row, at, sent, n = offered
+        self.meter.offer(row[:n], at[:n], sent[:n], drops)
         sinks = np.flatnonzero((self.sink >= 0) & (blocks.count > 0))
         if not len(sinks):
             return
@@ -245,6 +320,63 @@ def _gap_serve(arrival, service, busy_until, starts, ends, out):
 
 
 @njit(cache=True)
+def _admit(a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer):
+    """Tail drop at a link direction with a buffer (ring ``ring``): whether a tuple of ``w`` bytes arriving at
+    ``a`` finds room, counting the bytes of the tuples admitted before it that have not started their
+    transmission by then (``ring_start`` ascending from ``ring_head``)."""
+    cap = ring_start.shape[1]
+    while ring_count[ring] > 0 and ring_start[ring, ring_head[ring]] <= a:
+        ring_waiting[ring] -= ring_bytes[ring, ring_head[ring]]
+        ring_head[ring] = (ring_head[ring] + 1) % cap
+        ring_count[ring] -= 1
+    if ring_count[ring] == 0:
+        ring_waiting[ring] = 0.0  # no rounding left behind by the subtractions
+    return ring_waiting[ring] + w <= buffer
+
+
+@njit(cache=True)
+def _queued(start, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting):
+    """An admitted tuple joins the ring of its link: it waits for the wire until ``start`` (kept in start
+    order; a later round's tuple, served in a gap, may start before tuples queued earlier)."""
+    cap = ring_start.shape[1]
+    if ring_count[ring] == cap:
+        raise ValueError("a link's buffer holds more tuples than its ring was sized for")
+    at = (ring_head[ring] + ring_count[ring]) % cap
+    ring_start[ring, at], ring_bytes[ring, at] = start, w
+    ring_count[ring] += 1
+    ring_waiting[ring] += w
+    k = ring_count[ring] - 1
+    while k > 0:  # insertion sort from the back: nothing moves for a FIFO's tuples
+        here, before = (ring_head[ring] + k) % cap, (ring_head[ring] + k - 1) % cap
+        if ring_start[ring, before] <= ring_start[ring, here]:
+            break
+        ring_start[ring, before], ring_start[ring, here] = ring_start[ring, here], ring_start[ring, before]
+        ring_bytes[ring, before], ring_bytes[ring, here] = ring_bytes[ring, here], ring_bytes[ring, before]
+        k -= 1
+
+
+@njit(cache=True)
+def _offer(line, a, w, bin_s, max_bins, out_link, out_bin, out_bytes, n):
+    """Add ``w`` bytes reaching the backbone direction of timeline row ``line`` at ``a`` to the offered-load
+    triples (row, bin, bytes), merging into the last triple when it is the same row and bin."""
+    b = int(min(np.floor(a / bin_s), max_bins - 1))
+    if n > 0 and out_link[n - 1] == line and out_bin[n - 1] == b:
+        out_bytes[n - 1] += w
+        return out_link, out_bin, out_bytes, n
+    if n == len(out_link):
+        out_link, out_bin, out_bytes = _grow(out_link, n + 1), _grow(out_bin, n + 1), _grow(out_bytes, n + 1)
+    out_link[n], out_bin[n], out_bytes[n] = line, b, w
+    return out_link, out_bin, out_bytes, n + 1
+
+
+@njit(cache=True)
+def _grow(a, size):
+    out = np.empty(max(size, 2 * len(a)), a.dtype)
+    out[: len(a)] = a
+    return out
+
+
+@njit(cache=True)
 def solve_window(
     ch_first,
     ch_count,
@@ -262,14 +394,29 @@ def solve_window(
     parents,
     wire,
     arrival_min,
+    buffer,
+    ring_of,
+    ring_start,
+    ring_bytes,
+    ring_head,
+    ring_count,
+    ring_waiting,
+    drops,
+    line_of,
+    bin_s,
+    max_bins,
 ):
     """Departures of one window's tuples at every hop (module docstring), updating ``busy``; sets
     ``arrival_min[k]`` to the earliest arrival at link ``k`` in the window (``inf``: none).
 
     A *segment* is one channel at one hop: its tuples cross one link in index order, as rows ``row ..
     row + count - 1`` (hop ``h`` of channel ``c``'s ``j``-th tuple is row ``row_base[c] + h * count + j``).
-    Returns the departure of every row, ``row_base``, and per segment its link, first row, count and first
-    tuple (a position in the window's flat arrays)."""
+    A link with a finite ``buffer`` drops at the tail (:func:`_admit`, its waiting tuples in ring
+    ``ring_of[k]``), counting in ``drops[k]``; a dropped tuple's row and every row after it (its next hops,
+    what reads it further on) depart at NaN.  Returns the departure of every row, ``row_base``, per segment
+    its link, first row, count and first tuple (a position in the window's flat arrays), and the bytes
+    reaching each backbone direction (timeline row ``line_of[k] >= 0``) per bin of ``bin_s`` as triples
+    (row, bin, bytes) with their count: what the offered load of the report is made of."""
     n_links = len(bandwidth)
     n_ch = len(ch_count)
     row_base = np.full(n_ch, -1, np.int64)
@@ -331,6 +478,10 @@ def solve_window(
     picks = np.empty(widest, np.int64)
     buffer_keys = np.empty(widest)
     buffer_picks = np.empty(widest, np.int64)
+    out_link = np.empty(64, np.int64)
+    out_bin = np.empty(64, np.int64)
+    out_bytes = np.empty(64, np.float64)
+    n_out = 0
     for g in range(rounds * n_links):
         if seg_groups[g] == seg_groups[g + 1]:
             continue
@@ -342,24 +493,45 @@ def solve_window(
             for j in range(n):
                 row = row0 + j
                 if before >= 0:  # from the channel's previous hop
-                    keys[m] = departures[row - n] + latency[before]
+                    key = departures[row - n] + latency[before]
                 elif start[f + j] >= 0:  # from where the channel is read off its parent
-                    keys[m] = departures[start[f + j]] + latency[start_link[f + j]]
+                    key = departures[start[f + j]] + latency[start_link[f + j]]
                 else:
-                    keys[m] = emitted[f + j]
+                    key = emitted[f + j]
+                if np.isnan(key):  # dropped before it got here
+                    departures[row] = np.nan
+                    continue
+                keys[m] = key
                 rows[m], tuples[m], picks[m] = row, f + j, m
                 m += 1
+        if m == 0:
+            continue
         _merge_runs(keys[:m], picks[:m], buffer_keys, buffer_picks)
         k = seg_link[order[seg_groups[g]]]
         if keys[0] < arrival_min[k]:
             arrival_min[k] = keys[0]
+        line, ring = line_of[k], ring_of[k]
         r = g // n_links
         if r == 0:
             free = busy[k]
             for i in range(m):
                 a = keys[i]
-                free = (a if a > free else free) + wire[tuples[picks[i]]] * 8.0 / bandwidth[k]
+                w = wire[tuples[picks[i]]]
+                if line >= 0:  # offered load: what reaches the queue, dropped or not
+                    out_link, out_bin, out_bytes, n_out = _offer(
+                        line, a, w, bin_s, max_bins, out_link, out_bin, out_bytes, n_out
+                    )
+                if ring >= 0 and not _admit(
+                    a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer[k]
+                ):
+                    departures[rows[picks[i]]] = np.nan
+                    drops[k] += 1
+                    continue
+                begin = a if a > free else free
+                free = begin + w * 8.0 / bandwidth[k]
                 departures[rows[picks[i]]] = free
+                if ring >= 0:
+                    _queued(begin, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting)
             busy[k] = free
             continue
         # a later round: in the gaps the window's earlier rounds left at this link
@@ -375,21 +547,40 @@ def solve_window(
             for i in range(seg_groups[e], seg_groups[e + 1]):
                 q = order[i]
                 for j in range(seg_count[q]):
+                    if np.isnan(departures[seg_row[q] + j]):
+                        continue  # dropped: it never took the wire
                     ends[served] = departures[seg_row[q] + j]
                     starts[served] = ends[served] - wire[seg_tuple[q] + j] * 8.0 / bandwidth[k]
                     served += 1
-        by_start = np.argsort(starts, kind="mergesort")
-        starts, ends = starts[by_start], ends[by_start]
-        service = np.empty(m)
+        by_start = np.argsort(starts[:served], kind="mergesort")
+        starts, ends = starts[:served][by_start], ends[:served][by_start]
+        previous = window_busy[k]
         for i in range(m):
-            service[i] = wire[tuples[picks[i]]] * 8.0 / bandwidth[k]
-        out = np.empty(m)
-        _gap_serve(keys[:m], service, window_busy[k], starts, ends, out)
-        for i in range(m):
-            departures[rows[picks[i]]] = out[i]
-            if out[i] > busy[k]:
-                busy[k] = out[i]
-    return departures, row_base, seg_link, seg_row, seg_count, seg_tuple
+            a = keys[i]
+            w = wire[tuples[picks[i]]]
+            if line >= 0:
+                out_link, out_bin, out_bytes, n_out = _offer(
+                    line, a, w, bin_s, max_bins, out_link, out_bin, out_bytes, n_out
+                )
+            if ring >= 0 and not _admit(
+                a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer[k]
+            ):
+                departures[rows[picks[i]]] = np.nan
+                drops[k] += 1
+                continue
+            service = np.empty(1)
+            out = np.empty(1)
+            service[0] = w * 8.0 / bandwidth[k]
+            arrival = np.empty(1)
+            arrival[0] = a
+            _gap_serve(arrival, service, previous, starts, ends, out)
+            previous = out[0]
+            departures[rows[picks[i]]] = out[0]
+            if out[0] > busy[k]:
+                busy[k] = out[0]
+            if ring >= 0:
+                _queued(out[0] - service[0], w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting)
+    return departures, row_base, seg_link, seg_row, seg_count, seg_tuple, out_link, out_bin, out_bytes, n_out
 
 
 def _levels(n: int, edges: set[tuple[int, int]]) -> np.ndarray:

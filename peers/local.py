@@ -12,7 +12,7 @@ import numpy as np
 import simpy
 
 from network.meter import StrategyRun, TrafficMeter, bin_width
-from network.queues import Queues
+from network.queues import Queues, QueueState
 from network.routing import Network
 from peers.timetable import Timetable, Values
 from sharing.plan import Plan
@@ -53,19 +53,23 @@ class Simulation:
         self.scenario = scenario
         self.window = batch_window(scenario) if window is None else window
         network = Network.of(scenario)
-        links = {d: (network.link(*d).bandwidth, float(network.link(*d).latency)) for d in network.directions}
+        links = {}
+        for d in network.directions:
+            link = network.link(*d)
+            links[d] = (link.bandwidth, float(link.latency), np.inf if link.buffer is None else float(link.buffer))
         for peer in scenario.thin_peers:
-            links[(peer.id, peer.attach)] = links[(peer.attach, peer.id)] = (peer.bandwidth, float(peer.latency))
+            access = (peer.bandwidth, float(peer.latency), np.inf)
+            links[(peer.id, peer.attach)] = links[(peer.attach, peer.id)] = access
         self.backbone = network.directions
         self.attrs = {
             s.id: s.query.attributes(scenario.stream(s.stream).attribute_names) for s in scenario.subscriptions
         }
         self.timetable = Timetable(scenario, plan, network)
-        self.queues = Queues(links, self.timetable.routes(), self.meter())
+        self.queues = Queues(links, self.timetable.routes(), self.meter(), smallest=scenario.tuple_bytes(1))
 
     def meter(self) -> TrafficMeter:
         """A meter for (part of) this run."""
-        return TrafficMeter(self.backbone, self.attrs, bin_width(self.scenario.duration))
+        return TrafficMeter(self.backbone, self.attrs, bin_width(self.scenario.duration), self.scenario.super_peers)
 
     def windows(self) -> list[tuple[float, float]]:
         """The run's windows of emission time, in order."""
@@ -76,13 +80,13 @@ class Simulation:
         windows: Sequence[tuple[float, float]],
         meter: TrafficMeter,
         *,
-        busy: np.ndarray | None = None,
+        state: QueueState | None = None,
         values: Values | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> Queues:
-        """Run ``windows`` (consecutive, in order) into ``meter``, the links next free at ``busy`` (default:
-        all free); returns the queues, whose ``busy`` and ``first_arrival`` tell where the stretch ended
-        and how it depended on ``busy``."""
+        """Run ``windows`` (consecutive, in order) into ``meter``, the queues starting from ``state`` (default:
+        all links free, nothing waiting); returns the queues, whose :meth:`~network.queues.Queues.state`
+        and ``first_arrival`` tell where the stretch ended and how it depended on ``state``."""
         scenario = self.scenario
         keep_freed_memory()
         if values is None:
@@ -93,7 +97,7 @@ class Simulation:
         times = {
             s.id: workload.emission_times(s, 0, workload.tuple_count(s, scenario.duration)) for s in scenario.streams
         }
-        self.queues.restart(meter, np.zeros(len(self.queues.directions)) if busy is None else busy)
+        self.queues.restart(meter, self.queues.free() if state is None else state)
         env = simpy.Environment()
         env.process(_play(env, self.timetable, self.queues, windows, values, times, progress))
         env.run()
