@@ -35,9 +35,10 @@ def node_id(index: int) -> str:
     return f"SP{index}"
 
 
-def _topology(n: int, edges: dict[tuple[int, int], tuple[float, Fraction]]) -> Topology:
-    """Ids and links from ``{(i, j): (bandwidth, latency)}`` with ``i < j``."""
-    links = tuple(LinkSpec(node_id(i), node_id(j), bw, lat) for (i, j), (bw, lat) in sorted(edges.items()))
+def _topology(n: int, edges: dict[tuple[int, int], tuple]) -> Topology:
+    """Ids and links from ``{(i, j): (bandwidth, latency)}`` or ``(bandwidth, latency, buffer)`` with
+    ``i < j``."""
+    links = tuple(LinkSpec(node_id(i), node_id(j), *spec) for (i, j), spec in sorted(edges.items()))
     return tuple(node_id(i) for i in range(n)), links
 
 
@@ -102,13 +103,17 @@ def transit_stub(
     gateway_latency: Fraction = Fraction(5, 1000),
     stub_bandwidth: float = 100e6,
     stub_latency: Fraction = Fraction(1, 1000),
+    transit_buffer: float | None = None,
+    gateway_buffer: float | None = None,
+    stub_buffer: float | None = None,
 ) -> Topology:
     """A two-level GT-ITM-style internet: a transit domain whose nodes each serve stub domains.
 
     ``transit * (1 + stubs_per_transit * nodes_per_stub)`` super-peers.  Each domain is a random
     connected graph (spanning tree plus pairs with ``*_edge_prob``); each stub's gateway links to its
     transit node.  Transit links are fast and long, stub links slower and short; each link's latency is
-    its class's value times a factor drawn uniformly from [0.5, 1.5], so routes rarely tie.
+    its class's value times a factor drawn uniformly from [0.5, 1.5], so routes rarely tie.  Each class may
+    give its links a buffer in bytes per direction (``*_buffer``; None: the scenario's default).
     """
     _require(
         transit >= 1 and stubs_per_transit >= 0 and nodes_per_stub >= 1,
@@ -118,20 +123,21 @@ def transit_stub(
     for name, prob in (("transit_edge_prob", transit_edge_prob), ("stub_edge_prob", stub_edge_prob)):
         _require(0 <= prob <= 1, f"{name} must lie in [0, 1], got {prob}")
     rng = np.random.default_rng(seed)
-    edges: dict[tuple[int, int], tuple[float, Fraction]] = {}
+    edges: dict[tuple[int, int], tuple[float, Fraction, float | None]] = {}
 
-    def add(pairs: list[tuple[int, int]], bandwidth: float, latency: Fraction) -> None:
+    def add(pairs: list[tuple[int, int]], bandwidth: float, latency: Fraction, buffer: float | None) -> None:
         factors = rng.uniform(0.5, 1.5, size=len(pairs))
         for pair, factor in zip(pairs, factors, strict=True):
-            edges[pair] = (bandwidth, _whole_microseconds(float(latency) * factor))
+            edges[pair] = (bandwidth, _whole_microseconds(float(latency) * factor), buffer)
 
-    add(_random_connected(list(range(transit)), transit_edge_prob, rng), transit_bandwidth, transit_latency)
+    transit_pairs = _random_connected(list(range(transit)), transit_edge_prob, rng)
+    add(transit_pairs, transit_bandwidth, transit_latency, transit_buffer)
     first = transit
     for t in range(transit):
         for _ in range(stubs_per_transit):
             stub = list(range(first, first + nodes_per_stub))
-            add([(t, first)], gateway_bandwidth, gateway_latency)
-            add(_random_connected(stub, stub_edge_prob, rng), stub_bandwidth, stub_latency)
+            add([(t, first)], gateway_bandwidth, gateway_latency, gateway_buffer)
+            add(_random_connected(stub, stub_edge_prob, rng), stub_bandwidth, stub_latency, stub_buffer)
             first += nodes_per_stub
     return _topology(first, edges)
 
@@ -197,7 +203,7 @@ MODELS: dict[str, Callable[..., Topology]] = {
 }
 
 # How a scenario file writes each generator parameter: "size" (int >= 0), "probability" (number in
-# [0, 1]), "bandwidth" and "latency" (units as in network.defaults), "seed" (int >= 0).
+# [0, 1]), "bandwidth", "latency" and "buffer" (units as in network.defaults), "seed" (int >= 0).
 PARAMETER_KINDS: dict[str, str] = {
     "rows": "size",
     "cols": "size",
@@ -222,6 +228,9 @@ PARAMETER_KINDS: dict[str, str] = {
     "gateway_latency": "latency",
     "stub_latency": "latency",
     "max_latency": "latency",
+    "transit_buffer": "buffer",
+    "gateway_buffer": "buffer",
+    "stub_buffer": "buffer",
 }
 
 

@@ -27,13 +27,15 @@ from topologies import generators, workload_generators
 from topologies.errors import ScenarioError, shown
 from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
 from topologies.replay import ATTRIBUTE_NAME, ReplayFileError, read_replay
-from topologies.units import as_float, parse_bandwidth, parse_latency
+from topologies.units import as_float, parse_bandwidth, parse_latency, parse_size
 from topologies.yaml_files import read_yaml
 
 PEER_ID = re.compile(r"[A-Za-z0-9_-]+")
 DEFAULT_BANDWIDTH = 100e6
 DEFAULT_LATENCY = Fraction(0)
 DEFAULT_HEADER_BYTES = 16
+DEFAULT_MAX_UTILIZATION = 0.8
+MAX_CAPACITY = 1e12  # tuples per second
 MAX_HEADER_BYTES = 65_535
 MAX_REPLAY_BYTES = 2**30
 MAX_ID_LENGTH = 100  # characters of a name or an id: ids become file names, plot labels, topic levels
@@ -54,9 +56,12 @@ MAX_SUPER_PEERS = ("STREAMGLOBE_MAX_SUPER_PEERS", 50_000)
 MAX_NODE_PAIRS = ("STREAMGLOBE_MAX_NODE_PAIRS", 2_000_000)  # pairs a generator weighs: at most ~1.3 GiB, 45 s
 
 TOP_KEYS = {"name": True, "seed": False, "duration": True, "header_bytes": False, "network": True}
-TOP_KEYS |= {"thin_peers": True, "streams": True, "subscriptions": False}
+TOP_KEYS |= {"thin_peers": True, "streams": True, "subscriptions": False, "planner": False}
 NETWORK_KEYS = {"defaults": False, "super_peers": False, "links": False, "generate": False}
-LINK_KEYS = {"bandwidth": False, "latency": False}
+LINK_KEYS = {"bandwidth": False, "latency": False, "buffer": False}
+DEFAULTS_KEYS = LINK_KEYS | {"capacity": False}
+SUPER_PEER_KEYS = {"id": True, "capacity": False}
+PLANNER_KEYS = {"max_utilization": False}
 THIN_PEER_KEYS = {"id": True, "attach": True, "bandwidth": False, "latency": False}
 STREAM_KEYS = {"id": True, "source": True, "rate": True, "schema": False, "replay": False}
 ATTRIBUTE_KEYS = {"type": False, "distribution": True}
@@ -164,6 +169,27 @@ class _Reader:
         """``spec["latency"]`` in exact seconds, or ``default`` when absent."""
         return self.unit(parse_latency, spec["latency"], f"{path}.latency") if "latency" in spec else default
 
+    def buffer(self, spec: dict[str, Any], path: str, default: float | None) -> float | None:
+        """``spec["buffer"]`` in bytes, or ``default`` when absent (None: unlimited)."""
+        return self.unit(parse_size, spec["buffer"], f"{path}.buffer") if "buffer" in spec else default
+
+    def capacity(self, spec: dict[str, Any], path: str, default: float | None) -> float | None:
+        """``spec["capacity"]`` in tuples per second, or ``default`` when absent (None: unlimited)."""
+        if "capacity" not in spec:
+            return default
+        capacity = self.number(spec["capacity"], f"{path}.capacity", positive=True)
+        if capacity > MAX_CAPACITY:
+            self.fail(f"{path}.capacity", f"must be at most {MAX_CAPACITY:g} tuples/s, got {shown(spec['capacity'])}")
+        return capacity
+
+    def planner(self, value: object) -> float:
+        """The planner's settings: ``max_utilization``, the share of a bandwidth or capacity it plans for."""
+        spec = self.mapping(value, "planner", PLANNER_KEYS)
+        share = self.number(spec.get("max_utilization", DEFAULT_MAX_UTILIZATION), "planner.max_utilization")
+        if not 0 < share <= 1:
+            self.fail("planner.max_utilization", f"must lie in (0, 1], got {shown(spec['max_utilization'])}")
+        return share
+
     def unique(self, seen: dict[str, str], value: str, path: str, what: str) -> None:
         if value in seen:
             self.fail(path, f"duplicate {what} {shown(value)} (also {seen[value]})")
@@ -185,7 +211,8 @@ class _Reader:
         header_bytes = self.integer(
             doc.get("header_bytes", DEFAULT_HEADER_BYTES), "header_bytes", maximum=MAX_HEADER_BYTES
         )
-        bandwidth, latency, super_peers, links = self.network(doc["network"], seed)
+        max_utilization = self.planner(doc.get("planner", {}))
+        bandwidth, latency, super_peers, links, capacities = self.network(doc["network"], seed)
         thin_peers = self.thin_peers(doc["thin_peers"], super_peers, links, bandwidth, latency, seed)
         streams = self.streams(doc["streams"], {p.id for p in thin_peers})
         self.tuples(streams, duration)
@@ -201,41 +228,65 @@ class _Reader:
             thin_peers=thin_peers,
             streams=streams,
             subscriptions=subscriptions,
+            capacities=capacities,
+            max_utilization=max_utilization,
             path=os.path.abspath(self.file),
             warnings=tuple(self.warnings),
             generated=tuple(self.generated),
         )
 
-    def network(self, value: object, seed: int) -> tuple[float, Fraction, tuple[str, ...], tuple[LinkSpec, ...]]:
+    def network(
+        self, value: object, seed: int
+    ) -> tuple[float, Fraction, tuple[str, ...], tuple[LinkSpec, ...], tuple[tuple[str, float], ...]]:
+        """Default bandwidth and latency, super-peers, links, and (id, capacity) of the limited super-peers."""
         net = self.mapping(value, "network", NETWORK_KEYS)
-        defaults = self.mapping(net.get("defaults", {}), "network.defaults", LINK_KEYS)
+        defaults = self.mapping(net.get("defaults", {}), "network.defaults", DEFAULTS_KEYS)
         bandwidth = self.bandwidth(defaults, "network.defaults", DEFAULT_BANDWIDTH)
         latency = self.latency(defaults, "network.defaults", DEFAULT_LATENCY)
+        buffer = self.buffer(defaults, "network.defaults", None)
+        capacity = self.capacity(defaults, "network.defaults", None)
         if "generate" in net:
             for key in ("super_peers", "links"):
                 if key in net:
                     self.fail(f"network.{key}", "not allowed together with network.generate")
             super_peers, links = self.generate(net["generate"], seed, bandwidth, latency)
+            if buffer is not None:
+                links = tuple(replace(link, buffer=buffer) if link.buffer is None else link for link in links)
+            capacities = {sp: capacity for sp in super_peers}
         else:
             if "super_peers" not in net:
                 self.fail("network", "missing required key 'super_peers' (or 'generate')")
-            super_peers = self.super_peers(net["super_peers"])
-            links = self.links(net.get("links", []), super_peers, bandwidth, latency)
+            super_peers, capacities = self.super_peers(net["super_peers"], capacity)
+            links = self.links(net.get("links", []), super_peers, bandwidth, latency, buffer)
         self.connected(super_peers, links)
-        return bandwidth, latency, super_peers, links
+        limited = tuple((sp, c) for sp, c in capacities.items() if c is not None)
+        return bandwidth, latency, super_peers, links, limited
 
-    def super_peers(self, value: object) -> tuple[str, ...]:
+    def super_peers(self, value: object, capacity: float | None) -> tuple[tuple[str, ...], dict[str, float | None]]:
+        """The ids, and each one's capacity (``capacity`` unless its mapping gives one)."""
         items = self.sequence(value, "network.super_peers")
         if not items:
             self.fail("network.super_peers", "expected at least one super-peer, got []")
         seen: dict[str, str] = {}
+        capacities: dict[str, float | None] = {}
         for i, sp in enumerate(items):
             path = f"network.super_peers[{i}]"
+            own = capacity
+            if isinstance(sp, dict):
+                spec = self.mapping(sp, path, SUPER_PEER_KEYS)
+                own = self.capacity(spec, path, capacity)
+                path, sp = f"{path}.id", spec["id"]
             self.unique(seen, self.identifier(sp, path), path, "super-peer")
-        return tuple(items)
+            capacities[sp] = own
+        return tuple(capacities), capacities
 
     def links(
-        self, value: object, super_peers: tuple[str, ...], bandwidth: float, latency: Fraction
+        self,
+        value: object,
+        super_peers: tuple[str, ...],
+        bandwidth: float,
+        latency: Fraction,
+        buffer: float | None = None,
     ) -> tuple[LinkSpec, ...]:
         known = set(super_peers)
         seen: dict[tuple[str, str], str] = {}
@@ -258,6 +309,7 @@ class _Reader:
                     b,
                     self.bandwidth(options, f"{path}[2]", bandwidth),
                     self.latency(options, f"{path}[2]", latency),
+                    self.buffer(options, f"{path}[2]", buffer),
                 )
             )
         return tuple(links)
@@ -309,7 +361,8 @@ class _Reader:
             if probability > 1:
                 self.fail(path, f"must lie in [0, 1], got {shown(value)}")
             return probability
-        return self.unit(parse_bandwidth if kind == "bandwidth" else parse_latency, value, path)
+        parse = {"bandwidth": parse_bandwidth, "latency": parse_latency, "buffer": parse_size}[kind]
+        return self.unit(parse, value, path)
 
     def connected(self, super_peers: tuple[str, ...], links: tuple[LinkSpec, ...]) -> None:
         adjacent: dict[str, list[str]] = {sp: [] for sp in super_peers}

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from matcher.text import KEYWORDS
 from topologies import generators, workload_generators
-from topologies.loader import MAX_HEADER_BYTES, MAX_ID_LENGTH
-from topologies.units import NUMBER_PATTERN
+from topologies.loader import MAX_CAPACITY, MAX_HEADER_BYTES, MAX_ID_LENGTH
+from topologies.units import MAX_BUFFER, NUMBER_PATTERN
 
 _NUMBER_TEXT = NUMBER_PATTERN.replace("(?P<number>", "(?:")
 BANDWIDTH = {
@@ -27,6 +27,14 @@ LATENCY = {
         {"type": "string", "pattern": rf"^\s*{_NUMBER_TEXT}\s*(s|ms|us)\s*$"},
     ],
 }
+SIZE = {
+    "description": "bytes, or a string with B, KB, MB, GB, KiB, MiB or GiB",
+    "oneOf": [
+        {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_BUFFER},
+        {"type": "string", "pattern": rf"^\s*{_NUMBER_TEXT}\s*([KkMmGg][Ii]?)?[Bb]\s*$"},
+    ],
+}
+CAPACITY = {"description": "tuples per second", "type": "number", "exclusiveMinimum": 0, "maximum": MAX_CAPACITY}
 PEER_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": MAX_ID_LENGTH}
 _ANY_CASE_KEYWORD = "|".join("".join(f"[{c}{c.lower()}]" for c in word) for word in sorted(KEYWORDS))
 NAME = {
@@ -38,8 +46,24 @@ NAME = {
 NUMBER = {"type": "number"}
 LINK_OPTIONS = {
     "type": "object",
-    "properties": {"bandwidth": BANDWIDTH, "latency": LATENCY},
+    "properties": {"bandwidth": BANDWIDTH, "latency": LATENCY, "buffer": SIZE},
     "additionalProperties": False,
+}
+DEFAULTS = {
+    "type": "object",
+    "properties": {"bandwidth": BANDWIDTH, "latency": LATENCY, "buffer": SIZE, "capacity": CAPACITY},
+    "additionalProperties": False,
+}
+SUPER_PEER = {
+    "oneOf": [
+        PEER_ID,
+        {
+            "type": "object",
+            "properties": {"id": PEER_ID, "capacity": CAPACITY},
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+    ]
 }
 PARAMETER_KINDS = {
     "size": {"type": "integer", "minimum": 0},
@@ -47,6 +71,7 @@ PARAMETER_KINDS = {
     "probability": {"type": "number", "minimum": 0, "maximum": 1},
     "bandwidth": BANDWIDTH,
     "latency": LATENCY,
+    "buffer": SIZE,
 }
 
 
@@ -215,8 +240,8 @@ def json_schema() -> dict:
     network = {
         "type": "object",
         "properties": {
-            "defaults": LINK_OPTIONS,
-            "super_peers": {"type": "array", "items": PEER_ID, "minItems": 1, "uniqueItems": True},
+            "defaults": DEFAULTS,
+            "super_peers": {"type": "array", "items": SUPER_PEER, "minItems": 1, "uniqueItems": True},
             "links": {"type": "array", "items": link},
             "generate": _generate(),
         },
@@ -258,6 +283,11 @@ def json_schema() -> dict:
             "thin_peers": {"type": "array", "items": {"oneOf": [thin_peer, _thin_peer_generator()]}},
             "streams": {"type": "array", "items": stream},
             "subscriptions": {"type": "array", "items": {"oneOf": [subscription, _subscription_generator()]}},
+            "planner": {
+                "type": "object",
+                "properties": {"max_utilization": {"type": "number", "exclusiveMinimum": 0, "maximum": 1}},
+                "additionalProperties": False,
+            },
         },
         "required": ["name", "duration", "network", "thin_peers", "streams"],
         "additionalProperties": False,

@@ -1,10 +1,11 @@
-"""Bandwidth and latency values as scenario files write them (docs/SCENARIOS.md).
+"""Bandwidth, latency and buffer sizes as scenario files write them (docs/SCENARIOS.md).
 
 Bandwidth: a number is bit/s; a string carries a unit, ``"64Kbit"``, ``"100Mbit"``, ``"1.5Gbit"``
 (decimal prefixes, case-insensitive, an optional ``/s``).  Latency: a number is seconds; a string carries
 ``s``, ``ms`` or ``us``.  Latencies stay exact :class:`fractions.Fraction` values taken from the decimal
 text, because route ties (docs/ACCOUNTING.md) must be decided exactly: ``0.1 + 0.2`` seconds of links must
-tie with one ``0.3`` second link.
+tie with one ``0.3`` second link.  A buffer size: a number is bytes; a string carries ``B``, ``KB``,
+``MB`` or ``GB`` (decimal, as the report counts bytes) or ``KiB``, ``MiB``, ``GiB`` (binary).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from topologies.errors import shown
 NUMBER_PATTERN = r"(?P<number>[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?))"
 _BANDWIDTH = re.compile(rf"\s*{NUMBER_PATTERN}\s*(?P<unit>[kmg]?bit)(?:/s)?\s*", re.IGNORECASE)
 _LATENCY = re.compile(rf"\s*{NUMBER_PATTERN}\s*(?P<unit>s|ms|us)\s*")
+_SIZE = re.compile(rf"\s*{NUMBER_PATTERN}\s*(?P<unit>[kmg]i?b|b)\s*", re.IGNORECASE)
+_SIZE_FACTORS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+MAX_BUFFER = 10**9  # bytes: a link direction holding more than a gigabyte waiting is a unit mistake
 _BANDWIDTH_FACTORS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
 _LATENCY_FACTORS = {"s": Fraction(1), "ms": Fraction(1, 10**3), "us": Fraction(1, 10**6)}
 MIN_BANDWIDTH = 0.001  # bit/s
@@ -99,3 +103,24 @@ def parse_latency(value: object) -> Fraction:
     if latency > MAX_LATENCY:
         raise ValueError(f"latency must be at most {MAX_LATENCY:,} s, got {shown(value)}")
     return latency
+
+
+def parse_size(value: object) -> float:
+    """Bytes of ``value`` (a positive number or a string such as ``"64KB"``), a whole number.
+
+    Raises ValueError with a message naming the problem (not the key: the caller knows it).
+    """
+    if _is_number(value):
+        size = as_float(value)
+    elif isinstance(value, str):
+        match = _SIZE.fullmatch(value)
+        if match is None:
+            raise ValueError(
+                f"bad size {shown(value)} (expected bytes or a number with B, KB, MB, GB, KiB, MiB or GiB)"
+            )
+        size = float(match["number"]) * _SIZE_FACTORS[match["unit"].lower()]
+    else:
+        raise ValueError(f"bad size {shown(value)} (expected a number of bytes or a string such as '64KB')")
+    if not 0 < size <= MAX_BUFFER:  # NaN and infinity too
+        raise ValueError(f"size must be more than 0 and at most 1 GB, got {shown(value)}")
+    return float(math.floor(size))

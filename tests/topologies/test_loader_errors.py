@@ -77,15 +77,19 @@ CASES = [
     (
         "colour",
         1,
-        "unknown key 'colour' (expected one of: duration, header_bytes, name, network, seed, streams, "
+        "unknown key 'colour' (expected one of: duration, header_bytes, name, network, planner, seed, streams, "
         "subscriptions, thin_peers)",
     ),
     ("network.mtu", 1, "network: unknown key 'mtu' (expected one of: defaults, generate, links, super_peers)"),
-    ("network.defaults.jitter", 1, "network.defaults: unknown key 'jitter' (expected one of: bandwidth, latency)"),
+    (
+        "network.defaults.jitter",
+        1,
+        "network.defaults: unknown key 'jitter' (expected one of: bandwidth, buffer, capacity, latency)",
+    ),
     (
         "network.links[1][2].jitter",
         1,
-        "network.links[1][2]: unknown key 'jitter' (expected one of: bandwidth, latency)",
+        "network.links[1][2]: unknown key 'jitter' (expected one of: bandwidth, buffer, latency)",
     ),
     ("thin_peers[0].name", "x", "thin_peers[0]: unknown key 'name' (expected one of: attach, bandwidth, id, latency)"),
     ("streams[0].rat", 3, "streams[0]: unknown key 'rat' (expected one of: id, rate, replay, schema, source)"),
@@ -243,6 +247,45 @@ CASES = [
     ),
     ("streams[0].schema", {}, "streams[0].schema: expected a non-empty mapping of attributes, got {} (dict)"),
     ("streams[0].replay", "data.csv", "streams[0]: expected exactly one of 'schema' and 'replay'"),
+    # network limits
+    (
+        "network.links[1][2].capacity",
+        5,
+        "network.links[1][2]: unknown key 'capacity' (expected one of: bandwidth, buffer, latency)",
+    ),
+    (
+        "network.defaults.buffer",
+        "64 parsecs",
+        "network.defaults.buffer: bad size '64 parsecs' (expected bytes or a number with B, KB, MB, GB, KiB, MiB"
+        " or GiB)",
+    ),
+    ("network.links[1][2].buffer", 0, "network.links[1][2].buffer: size must be more than 0 and at most 1 GB, got 0"),
+    (
+        "network.links[1][2].buffer",
+        "2GB",
+        "network.links[1][2].buffer: size must be more than 0 and at most 1 GB, got '2GB'",
+    ),
+    ("network.defaults.capacity", "fast", "network.defaults.capacity: expected a number, got 'fast' (str)"),
+    (
+        "network.super_peers[1]",
+        {"id": "SP1", "capacity": 0},
+        "network.super_peers[1].capacity: must be positive, got 0",
+    ),
+    ("network.super_peers[1]", {"capacity": 10}, "network.super_peers[1]: missing required key 'id'"),
+    (
+        "network.super_peers[1]",
+        {"id": "SP1", "cpu": 1},
+        "network.super_peers[1]: unknown key 'cpu' (expected one of: capacity, id)",
+    ),
+    (
+        "network.super_peers[2]",
+        {"id": "SP0"},
+        "network.super_peers[2].id: duplicate super-peer 'SP0' (also network.super_peers[0])",
+    ),
+    ("planner", {"max_utilisation": 0.5}, "planner: unknown key 'max_utilisation' (expected one of: max_utilization)"),
+    ("planner", {"max_utilization": 0}, "planner.max_utilization: must lie in (0, 1], got 0"),
+    ("planner", {"max_utilization": 1.2}, "planner.max_utilization: must lie in (0, 1], got 1.2"),
+    ("planner", [0.8], "planner: expected a mapping, got [0.8] (list)"),
     # generators
     (
         "network.generate",
@@ -279,6 +322,38 @@ GENERATE_CASES = [
         "network.generate.stub_latency: bad latency 'fast' (expected seconds or a number with s, ms or us)",
     ),
 ]
+
+
+def test_network_limits_are_read_with_their_defaults(tmp_path):
+    doc = copy.deepcopy(BASE)
+    doc["network"]["defaults"] |= {"buffer": "64KB", "capacity": 20000}
+    doc["network"]["super_peers"][1] = {"id": "SP1", "capacity": 5000}
+    doc["network"]["links"][1][2]["buffer"] = "16KiB"
+    doc["planner"] = {"max_utilization": 0.5}
+    scenario = load_scenario(write(tmp_path, doc))
+    assert scenario.super_peers == ("SP0", "SP1", "SP2")
+    assert scenario.capacity == {"SP0": 20000, "SP1": 5000, "SP2": 20000}
+    assert [link.buffer for link in scenario.links] == [64000, 16384]
+    assert scenario.max_utilization == 0.5
+    jsonschema.validate(doc, json_schema())
+    plain = load_scenario(write(tmp_path, BASE, "plain.yaml"))  # without them: unlimited, and the default share
+    assert plain.capacity == {} and [link.buffer for link in plain.links] == [None, None]
+    assert plain.max_utilization == 0.8
+
+
+def test_a_transit_stub_network_takes_a_buffer_per_tier_and_the_default_elsewhere(tmp_path):
+    doc = copy.deepcopy(BASE)
+    generate = {"model": "transit-stub", "transit": 2, "stubs_per_transit": 1, "nodes_per_stub": 2}
+    doc["network"] = {"defaults": {"buffer": 1000, "capacity": 50}, "generate": generate | {"gateway_buffer": "4KB"}}
+    doc["thin_peers"] = [{"id": "P0", "attach": "SP0"}, {"id": "P1", "attach": "SP1"}]
+    scenario = load_scenario(write(tmp_path, doc))
+    gateways = {("SP0", "SP2"), ("SP1", "SP4")}  # transit node t to the first node of its stub
+    assert {(link.a, link.b): link.buffer for link in scenario.links if (link.a, link.b) in gateways} == {
+        g: 4000 for g in gateways
+    }
+    assert all(link.buffer == 1000 for link in scenario.links if (link.a, link.b) not in gateways)
+    assert set(scenario.capacity.values()) == {50} and len(scenario.capacity) == len(scenario.super_peers)
+    jsonschema.validate(doc, json_schema())
 
 
 @pytest.mark.parametrize(("generate", "message"), GENERATE_CASES)
