@@ -21,14 +21,15 @@ Direction = tuple[str, str]
 
 @dataclass(frozen=True)
 class SubscriptionSummary:
-    """One subscription's deliveries as a report gives them (``missing``/``extra``: copies expected but not
-    delivered, and delivered but not expected, docs/REPORT.md)."""
+    """One subscription's deliveries as a report gives them (``missing``/``extra``: copies expected but
+    neither delivered nor dropped on the way, and delivered or dropped but not expected, docs/REPORT.md)."""
 
     delivered: int
     expected: int
     missing: int
     extra: int
     latency: LatencyStats
+    dropped: int = 0  # copies it should have received that a full buffer dropped on the way
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,17 @@ class StrategyRun:
     # what the network limits are measured by (docs/REPORT.md): per access-link direction the tuples that
     # crossed it; per backbone direction the tuples dropped at its tail and the bytes reaching its queue per
     # bin (its offered load); per super-peer the tuples landing there per bin (its load); per subscription
-    # the copies dropped on the way
+    # the indices of the copies dropped on the way (an engine with a ``summary`` counts them there)
+    load_bin_s: float = 1.0  # the bins of ``offered`` and ``landed``
     access_link_tuples: dict[Direction, int] = field(default_factory=dict)
     link_dropped: dict[Direction, int] = field(default_factory=dict)
     offered: dict[Direction, np.ndarray] = field(default_factory=dict)
     landed: dict[str, np.ndarray] = field(default_factory=dict)
-    dropped: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, np.ndarray] = field(default_factory=dict)
+    # from the plan: per super-peer the most operators it ran in one epoch; per subscription the planner
+    # rejected, why
+    operators: dict[str, int] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
 
     @property
     def backbone_bytes(self) -> int:
@@ -83,6 +89,12 @@ class StrategyRun:
 MAX_TIMELINE_BINS = 10_000
 """Timeline bins kept per direction (about 100 cover the run, see :func:`bin_width`); the last one also
 counts every later departure."""
+
+
+def load_bin(duration: float) -> float:
+    """The bins the peak link utilization and super-peer load are taken over: 1 s, or for a run longer
+    than a few thousand seconds the round width (as :func:`bin_width`) giving about 5,000 bins."""
+    return max(1.0, bin_width(duration / 50))
 
 
 def bin_width(duration: float) -> float:
@@ -105,8 +117,10 @@ class TrafficMeter:
         subscriptions: dict[str, tuple[str, ...]],
         bin_s: float,
         super_peers: Sequence[str] = (),
+        load_bin_s: float = 1.0,
     ):
         self.bin_s = bin_s
+        self.load_bin_s = load_bin_s  # the bins of the offered load and the super-peers' load
         self._bytes: dict[Direction, int] = {d: 0 for d in sorted(backbone)}
         self._tuples: dict[Direction, int] = dict.fromkeys(self._bytes, 0)
         self.super_peers = list(super_peers)  # numbered by position, for the tuples landing at each
@@ -116,7 +130,7 @@ class TrafficMeter:
         self.subscriptions = list(subscriptions)  # numbered by position, for :meth:`deliver_many`
         # (subscription numbers, indices, latencies) per call, grouped per subscription at the end
         self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._dropped = np.zeros(len(self.subscriptions), np.int64)
+        self._lost: list[tuple[np.ndarray, np.ndarray]] = []  # (subscription numbers, indices) dropped
 
     def line_of(self, directions: Sequence[Direction]) -> np.ndarray:
         """Per direction of ``directions``, its row in the backbone timelines (-1: an access link); the
@@ -160,7 +174,7 @@ class TrafficMeter:
         lands = self._end if latency is not None else np.full(len(self._directions), -1, np.int64)
         latency = np.zeros(len(self._directions)) if latency is None else latency
         last, last_landed = _last_bins(
-            link, first, count, departures, self._row, lands, latency, self.bin_s, MAX_TIMELINE_BINS
+            link, first, count, departures, self._row, lands, latency, self.bin_s, self.load_bin_s, MAX_TIMELINE_BINS
         )
         self._timeline = _widened(self._timeline, last + 1)
         self._landed = _widened(self._landed, last_landed + 1)
@@ -175,6 +189,7 @@ class TrafficMeter:
             lands,
             latency,
             self.bin_s,
+            self.load_bin_s,
             MAX_TIMELINE_BINS,
             self._sums,
             self._counts,
@@ -216,15 +231,19 @@ class TrafficMeter:
         del parts
         lost = np.isnan(times)
         if lost.any():
-            self._dropped += np.bincount(owner[lost], minlength=len(self.subscriptions))
+            self._lost.append((owner[lost], indices[lost]))
             owner, indices, times = owner[~lost], indices[~lost], times[~lost]
         order = np.lexsort((indices, owner))
         return owner[order], indices[order], times[order]
 
-    @property
-    def dropped(self) -> np.ndarray:
-        """Per subscription number, the copies dropped on the way (counted as :meth:`deliveries` sorts)."""
-        return self._dropped
+    def dropped_copies(self) -> tuple[np.ndarray, np.ndarray]:
+        """The copies dropped on the way, of the deliveries :meth:`deliveries` has returned so far, as flat
+        arrays ``(subscription number, tuple index)`` by subscription, then index; the meter forgets them."""
+        lost, self._lost = self._lost, []
+        owner = np.concatenate([p[0] for p in lost]) if lost else np.zeros(0, np.int32)
+        indices = np.concatenate([p[1] for p in lost]) if lost else np.zeros(0, np.int64)
+        order = np.lexsort((indices, owner))
+        return owner[order], indices[order]
 
     def result(self, strategy: str, engine: str) -> StrategyRun:
         owner, indices, times = self.deliveries()
@@ -233,6 +252,10 @@ class TrafficMeter:
         for k, sub in enumerate(self.subscriptions):
             delivered[sub] = indices[cuts[k] : cuts[k + 1]].copy()
             latencies[sub] = times[cuts[k] : cuts[k + 1]].copy()
+        del owner, indices, times
+        owner, indices = self.dropped_copies()
+        cuts = np.searchsorted(owner, np.arange(len(self.subscriptions) + 1))
+        dropped = {sub: indices[cuts[k] : cuts[k + 1]].copy() for k, sub in enumerate(self.subscriptions)}
         link_bytes, link_tuples = dict(self._bytes), dict(self._tuples)
         link_dropped = dict.fromkeys(self._bytes, 0)
         access: dict[Direction, int] = {}
@@ -269,11 +292,12 @@ class TrafficMeter:
             latencies=latencies,
             timeline=timeline,
             bin_s=self.bin_s,
+            load_bin_s=self.load_bin_s,
             access_link_tuples=dict(sorted(access_tuples.items())),
             link_dropped=link_dropped,
             offered=offered,
             landed=landed,
-            dropped={sub: int(n) for sub, n in zip(self.subscriptions, self._dropped.tolist(), strict=True)},
+            dropped=dropped,
         )
 
 
@@ -292,7 +316,7 @@ def _bin(departure, bin_s, max_bins):
 
 
 @njit(cache=True)
-def _last_bins(link, first, count, departures, row, lands, latency, bin_s, max_bins):
+def _last_bins(link, first, count, departures, row, lands, latency, bin_s, load_bin_s, max_bins):
     """The last timeline bin any backbone departure falls in, and the last any landing at a super-peer
     does (-1: none).  A run's departures ascend (one channel served FIFO at one link), dropped ones (NaN)
     aside, so only its last one that is not NaN is looked at."""
@@ -309,7 +333,7 @@ def _last_bins(link, first, count, departures, row, lands, latency, bin_s, max_b
         if row[k] >= 0:
             last = max(last, _bin(departures[i], bin_s, max_bins))
         if lands[k] >= 0:
-            last_landed = max(last_landed, _bin(departures[i] + latency[k], bin_s, max_bins))
+            last_landed = max(last_landed, _bin(departures[i] + latency[k], load_bin_s, max_bins))
     return last, last_landed
 
 
@@ -325,6 +349,7 @@ def _accumulate(
     lands,
     latency,
     bin_s,
+    load_bin_s,
     max_bins,
     sums,
     counts,
@@ -352,7 +377,7 @@ def _accumulate(
             total += size
             crossed += 1
             if end >= 0:
-                b = _bin(d + latency[k], bin_s, max_bins)
+                b = _bin(d + latency[k], load_bin_s, max_bins)
                 if b != landing:
                     if landing >= 0:
                         landed[end, landing] += landing_count

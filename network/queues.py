@@ -18,8 +18,15 @@ crossed ``k`` of them is in *round* ``k``.  Round 0 is served as above; round ``
 after the window's earlier rounds there, in the gaps they left: a tuple starts at its arrival unless the
 link is busy then, and never delays a tuple already served (where tuples do not contend, that is the
 per-tuple event simulation's time).  So the solve is: for each round, for each level, for each link, one
-merge of its channels' arrivals and one FIFO pass.  Counts and deliveries never depend on any of this:
-only times do.
+merge of its channels' arrivals and one FIFO pass.  Without buffers, counts and deliveries never depend on
+any of this: only times do.
+
+**Buffers.**  A link direction with a finite buffer (bytes) drops at the tail: a tuple arriving at ``a`` is
+admitted when its bytes and those of the tuples admitted before it that have not started on the wire by
+``a`` fit the buffer (:func:`_admit`; those tuples wait in the direction's *ring*, by start time).  A
+dropped tuple's row departs at NaN, and so does every row after it (its next hops, what reads it further
+on).  Rings carry over from window to window (:class:`QueueState`), so which tuples are dropped is the
+same whatever the windows or chunks of the run.
 
 The same segments (a channel at one hop: link, round, level, its tuples' arrivals) are what a distributed
 engine partitions by link direction: the solve of one level needs only the departures of lower levels.
@@ -53,10 +60,12 @@ class Route:
 @dataclass(frozen=True)
 class QueueState:
     """Where the link queues stand between two windows: when each link direction is next free (``busy``),
-    and per direction with a buffer (one ring each) the tuples admitted but not yet on the wire, as start
-    times and bytes in start order (``ring_count`` of them from ``ring_head``, ``ring_waiting`` bytes)."""
+    and per direction with a buffer (``ring_of[k] >= 0``: its ring) the tuples admitted but not yet on the
+    wire, as start times and bytes in start order (``ring_count`` of them from ``ring_head``,
+    ``ring_waiting`` bytes)."""
 
     busy: np.ndarray
+    ring_of: np.ndarray
     ring_start: np.ndarray
     ring_bytes: np.ndarray
     ring_head: np.ndarray
@@ -67,6 +76,49 @@ class QueueState:
         """Ring ``ring``'s waiting tuples (start times, bytes), oldest first."""
         at = (self.ring_head[ring] + np.arange(self.ring_count[ring])) % self.ring_start.shape[1]
         return self.ring_start[ring, at], self.ring_bytes[ring, at]
+
+    def same_at(self, other: QueueState) -> np.ndarray:
+        """Per link direction, whether both states are the same there: next free at the same time, and
+        the same tuples waiting in its buffer."""
+        same = self.busy == other.busy
+        for k, ring in enumerate(self.ring_of.tolist()):
+            if ring >= 0 and same[k]:
+                (a, x), (b, y) = self.waiting(ring), other.waiting(ring)
+                same[k] = self.ring_waiting[ring] == other.ring_waiting[ring] and (
+                    np.array_equal(a, b) and np.array_equal(x, y)
+                )
+        return same
+
+    def agrees(self, truth: QueueState, first_arrival: np.ndarray) -> bool:
+        """Whether a run started from this state, whose earliest arrival at each link (in the first window
+        using it) was ``first_arrival``, is the run from ``truth``: link by link, both states are the
+        same, or both are free by that arrival.  A link free by then has also put every tuple of its
+        buffer on the wire by then (each one started before the link's last departure), so its first
+        arrival finds an empty buffer and an idle link under both states (docs/SPARK.md)."""
+        free = (self.busy <= first_arrival) & (truth.busy <= first_arrival)
+        return bool(np.all(free | self.same_at(truth)))
+
+    def then(self, end: QueueState, first_arrival: np.ndarray) -> QueueState:
+        """The state after a run that started from this one (or one it :meth:`agrees` with) and ended in
+        ``end``: ``end``'s, except at the links the run never used (``first_arrival`` inf), which keep
+        this state's."""
+        unused = np.isinf(first_arrival)
+        waiting = [
+            (self if unused[k] else end).waiting(ring) for k, ring in enumerate(self.ring_of.tolist()) if ring >= 0
+        ]
+        width = max([len(starts) for starts, _ in waiting] + [1])
+        ring_start, ring_bytes = np.zeros((len(waiting), width)), np.zeros((len(waiting), width))
+        for ring, (starts, sizes) in enumerate(waiting):
+            ring_start[ring, : len(starts)], ring_bytes[ring, : len(sizes)] = starts, sizes
+        return QueueState(
+            np.where(unused, self.busy, end.busy),
+            self.ring_of.copy(),
+            ring_start,
+            ring_bytes,
+            np.zeros(len(waiting), np.int64),
+            np.array([len(starts) for starts, _ in waiting], np.int64),
+            np.array([sizes.sum() for _, sizes in waiting], np.float64),
+        )
 
 
 @dataclass(frozen=True)
@@ -88,9 +140,9 @@ class Queues:
     parent before its children); :meth:`serve` solves one window and records it in ``meter``.
 
     ``links`` maps every direction a channel may cross (backbone and access) to (bandwidth bit/s, latency s)
-    or (bandwidth, latency, buffer bytes: ``inf`` for none).  ``smallest`` is the fewest bytes a tuple weighs on the wire (it sizes
-    the rings that hold a buffer's waiting tuples).  Raises EmulatorError naming the direction when a channel
-    crosses one that is not a link.
+    or (bandwidth, latency, buffer bytes: ``inf`` for none).  ``smallest`` is the fewest bytes a tuple
+    weighs on the wire (it bounds the tuples a buffer holds).  Raises EmulatorError naming the direction
+    when a channel crosses one that is not a link.
     """
 
     def __init__(
@@ -108,8 +160,10 @@ class Queues:
         buffered = np.flatnonzero(np.isfinite(self.buffer))
         self.ring_of = np.full(len(self.directions), -1, np.int64)
         self.ring_of[buffered] = np.arange(len(buffered))
-        # a ring holds the tuples admitted but not yet on the wire: at most buffer / smallest of them
-        self.ring_size = int(np.floor(self.buffer[buffered].max() / max(1, smallest))) + 2 if len(buffered) else 1
+        # a ring holds the tuples admitted but not yet on the wire: at most buffer / smallest of them, and
+        # it grows to that only when they come (solve_window widens a full ring)
+        bound = int(np.floor(self.buffer[buffered].max() / max(1, smallest))) + 1 if len(buffered) else 1
+        self.ring_size = min(bound, 64)
         self.meter = meter
         self.routes = list(routes)
         self.busy = np.zeros(len(self.directions))
@@ -168,6 +222,7 @@ class Queues:
         rings = len(np.flatnonzero(self.ring_of >= 0))
         return QueueState(
             np.zeros(len(self.directions)),
+            self.ring_of.copy(),
             np.zeros((rings, self.ring_size)),
             np.zeros((rings, self.ring_size)),
             np.zeros(rings, np.int64),
@@ -179,6 +234,7 @@ class Queues:
         """Where the queues stand now (a copy)."""
         return QueueState(
             self.busy.copy(),
+            self.ring_of.copy(),
             self.ring_start.copy(),
             self.ring_bytes.copy(),
             self.ring_head.copy(),
@@ -205,7 +261,7 @@ class Queues:
         """Move the window's tuples over their links and record traffic and deliveries in the meter."""
         arrival_min = np.full(len(self.directions), np.inf)
         drops = np.zeros(len(self.directions), np.int64)
-        departures, row_base, seg_link, seg_row, seg_count, seg_tuple, *offered = solve_window(
+        departures, row_base, seg_link, seg_row, seg_count, seg_tuple, *rings, row, at, sent, n = solve_window(
             blocks.first,
             blocks.count,
             self.hop_start,
@@ -231,7 +287,7 @@ class Queues:
             self.ring_waiting,
             drops,
             self.meter.line_of(self.directions),
-            self.meter.bin_s,
+            self.meter.load_bin_s,
             MAX_TIMELINE_BINS,
         )
         fresh = np.isinf(self.first_arrival)
@@ -239,7 +295,7 @@ class Queues:
         self.meter.cross_runs(
             self.directions, seg_link, seg_row, seg_count, seg_tuple, blocks.wire, departures, self.latency
         )
-        row, at, sent, n = offered
+        self.ring_start, self.ring_bytes = rings
         self.meter.offer(row[:n], at[:n], sent[:n], drops)
         sinks = np.flatnonzero((self.sink >= 0) & (blocks.count > 0))
         if not len(sinks):
@@ -305,18 +361,27 @@ def _merge_runs(keys, rows, buffer_keys, buffer_rows):
 def _gap_serve(arrival, service, busy_until, starts, ends, out):
     """Serve in the given order, each tuple in the first gap of the intervals ``starts``/``ends`` (sorted
     by start, disjoint) at or after its arrival and the previous departure that holds its service; nothing
-    before ``busy_until`` (tests compare it to a plain first fit)."""
+    before ``busy_until`` (tests compare it to a plain first fit).  The time each tuple is ready (its
+    arrival, or the previous departure if later) never decreases, so one cursor walks the intervals once."""
     previous = busy_until
     i = 0
     for j in range(len(arrival)):
-        t = arrival[j] if arrival[j] > previous else previous
-        i = np.searchsorted(ends, t, side="right")
-        while i < len(starts) and starts[i] < t + service[j]:
-            if ends[i] > t:
-                t = ends[i]
-            i += 1
-        previous = t + service[j]
+        previous, i = _gap_next(arrival[j] if arrival[j] > previous else previous, service[j], starts, ends, i)
         out[j] = previous
+
+
+@njit(cache=True)
+def _gap_next(t, service, starts, ends, i):
+    """The departure of a tuple ready at ``t`` served in the first gap that holds ``service``, and the
+    cursor for the next tuple: the intervals before ``i`` end no later than ``t`` (ends ascend, as the
+    intervals are disjoint and sorted by start)."""
+    while i < len(ends) and ends[i] <= t:
+        i += 1
+    while i < len(starts) and starts[i] < t + service:
+        if ends[i] > t:
+            t = ends[i]
+        i += 1
+    return t + service, i
 
 
 @njit(cache=True)
@@ -337,10 +402,17 @@ def _admit(a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiti
 @njit(cache=True)
 def _queued(start, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting):
     """An admitted tuple joins the ring of its link: it waits for the wire until ``start`` (kept in start
-    order; a later round's tuple, served in a gap, may start before tuples queued earlier)."""
+    order; a later round's tuple, served in a gap, may start before tuples queued earlier).  Returns the
+    rings' arrays, twice as wide when this ring was full (every ring then starts at column 0)."""
     cap = ring_start.shape[1]
     if ring_count[ring] == cap:
-        raise ValueError("a link's buffer holds more tuples than its ring was sized for")
+        wider_start, wider_bytes = np.zeros((ring_start.shape[0], 2 * cap)), np.zeros((ring_start.shape[0], 2 * cap))
+        for other in range(ring_start.shape[0]):
+            for i in range(ring_count[other]):
+                at = (ring_head[other] + i) % cap
+                wider_start[other, i], wider_bytes[other, i] = ring_start[other, at], ring_bytes[other, at]
+            ring_head[other] = 0
+        ring_start, ring_bytes, cap = wider_start, wider_bytes, 2 * cap
     at = (ring_head[ring] + ring_count[ring]) % cap
     ring_start[ring, at], ring_bytes[ring, at] = start, w
     ring_count[ring] += 1
@@ -353,6 +425,7 @@ def _queued(start, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_
         ring_start[ring, before], ring_start[ring, here] = ring_start[ring, here], ring_start[ring, before]
         ring_bytes[ring, before], ring_bytes[ring, here] = ring_bytes[ring, here], ring_bytes[ring, before]
         k -= 1
+    return ring_start, ring_bytes
 
 
 @njit(cache=True)
@@ -531,7 +604,9 @@ def solve_window(
                 free = begin + w * 8.0 / bandwidth[k]
                 departures[rows[picks[i]]] = free
                 if ring >= 0:
-                    _queued(begin, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting)
+                    ring_start, ring_bytes = _queued(
+                        begin, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting
+                    )
             busy[k] = free
             continue
         # a later round: in the gaps the window's earlier rounds left at this link
@@ -555,6 +630,7 @@ def solve_window(
         by_start = np.argsort(starts[:served], kind="mergesort")
         starts, ends = starts[:served][by_start], ends[:served][by_start]
         previous = window_busy[k]
+        cursor = 0
         for i in range(m):
             a = keys[i]
             w = wire[tuples[picks[i]]]
@@ -568,19 +644,30 @@ def solve_window(
                 departures[rows[picks[i]]] = np.nan
                 drops[k] += 1
                 continue
-            service = np.empty(1)
-            out = np.empty(1)
-            service[0] = w * 8.0 / bandwidth[k]
-            arrival = np.empty(1)
-            arrival[0] = a
-            _gap_serve(arrival, service, previous, starts, ends, out)
-            previous = out[0]
-            departures[rows[picks[i]]] = out[0]
-            if out[0] > busy[k]:
-                busy[k] = out[0]
+            service = w * 8.0 / bandwidth[k]
+            done, cursor = _gap_next(a if a > previous else previous, service, starts, ends, cursor)
+            previous = done
+            departures[rows[picks[i]]] = done
+            if done > busy[k]:
+                busy[k] = done
             if ring >= 0:
-                _queued(out[0] - service[0], w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting)
-    return departures, row_base, seg_link, seg_row, seg_count, seg_tuple, out_link, out_bin, out_bytes, n_out
+                ring_start, ring_bytes = _queued(
+                    done - service, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting
+                )
+    return (
+        departures,
+        row_base,
+        seg_link,
+        seg_row,
+        seg_count,
+        seg_tuple,
+        ring_start,
+        ring_bytes,
+        out_link,
+        out_bin,
+        out_bytes,
+        n_out,
+    )
 
 
 def _levels(n: int, edges: set[tuple[int, int]]) -> np.ndarray:

@@ -7,11 +7,12 @@ import ctypes
 import ctypes.util
 import functools
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 import numpy as np
 import simpy
 
-from network.meter import StrategyRun, TrafficMeter, bin_width
+from network.meter import StrategyRun, TrafficMeter, bin_width, load_bin
 from network.queues import Queues, QueueState
 from network.routing import Network
 from peers.timetable import Timetable, Values
@@ -40,7 +41,7 @@ def run_local(
     simulation = Simulation(scenario, plan, window=window)
     meter = simulation.meter()
     simulation.play(simulation.windows(), meter, values=values, progress=progress)
-    return meter.result(plan.strategy, "local")
+    return simulation.with_plan(meter.result(plan.strategy, "local"))
 
 
 class Simulation:
@@ -65,11 +66,19 @@ class Simulation:
             s.id: s.query.attributes(scenario.stream(s.stream).attribute_names) for s in scenario.subscriptions
         }
         self.timetable = Timetable(scenario, plan, network)
+        self.operators, self.rejected = plan.operators(), dict(plan.rejected)
         self.queues = Queues(links, self.timetable.routes(), self.meter(), smallest=scenario.tuple_bytes(1))
+
+    def with_plan(self, run: StrategyRun) -> StrategyRun:
+        """``run`` with what the report takes from the plan: operators per super-peer, rejections."""
+        return replace(run, operators=dict(self.operators), rejected=dict(self.rejected))
 
     def meter(self) -> TrafficMeter:
         """A meter for (part of) this run."""
-        return TrafficMeter(self.backbone, self.attrs, bin_width(self.scenario.duration), self.scenario.super_peers)
+        duration = self.scenario.duration
+        return TrafficMeter(
+            self.backbone, self.attrs, bin_width(duration), self.scenario.super_peers, load_bin(duration)
+        )
 
     def windows(self) -> list[tuple[float, float]]:
         """The run's windows of emission time, in order."""

@@ -6,8 +6,9 @@
 1. the driver lays the plan out for the simulator (:class:`peers.local.Simulation`, which validates it as
    the local engine does), broadcasts it, and cuts the run's windows into chunks of about equal tuples;
 2. one Spark job simulates every chunk at once (:mod:`peers.spark_tasks`), each from all links free.  Only
-   the first chunk really starts so; a later one started from a guess, and its result is exact when no
-   link was still busy, at the true start, past the chunk's first arrival there.  The driver walks the
+   the first chunk really starts so; a later one started from a guess, and its result is exact when, link
+   by link, the guess is the true start or neither is still busy (nor holding tuples in its buffer) at the
+   chunk's first arrival there.  The driver walks the
    chunks in order, carrying the true state of the queues from one to the next, and checks that; a chunk
    that fails (a backlog across its start) is simulated again from the true state.  So the result is the
    local engine's, number for number: the same code, the same windows, the same queue states;
@@ -30,6 +31,7 @@ import numpy as np
 
 from network.latency import LatencyStats, Sum, add_sums, ranks_needed
 from network.meter import StrategyRun, SubscriptionSummary
+from network.queues import QueueState
 from peers.local import Simulation
 from peers.spark_select import OVERALL, order_statistics
 from peers.spark_session import parse_master, spark_session
@@ -118,13 +120,13 @@ def run_simulation(
             return _summaries(frames[-1])
 
         warm = _warm_up_windows(windows)
-        runs = chain(simulate, cuts, len(simulation.queues.directions), warm)
+        runs = chain(simulate, cuts, simulation.queues.free(), warm)
         totals = _Totals(simulation)
         for summary in runs:
             totals.add(summary)
         rows = _latency_rows(frames, runs)
         ranked = order_statistics(rows, totals.targets())
-        return totals.run(strategy, ranked)
+        return simulation.with_plan(totals.run(strategy, ranked))
     except EngineError:
         raise
     except Exception as err:
@@ -168,7 +170,7 @@ def cut_windows(emitted: np.ndarray, wanted: int) -> list[tuple[int, int]]:
 def chain(
     simulate: Callable[[tuple[Chunk, ...]], Iterable[ChunkSummary]],
     cuts: list[tuple[int, int]],
-    links: int,
+    free: QueueState,
     warm: int = 0,
 ) -> list[ChunkSummary]:
     """Simulate the chunks ``cuts`` (``simulate(chunks)`` runs them, attempt ``a`` being the ``a``-th call)
@@ -183,20 +185,19 @@ def chain(
     chunk at a time: exact, but no longer parallel.
     """
     runs: list[list[ChunkSummary]] = [[] for _ in cuts]
-    free = np.zeros(links)
     pending = [Chunk(k, 0, a, b, free, max(0, a - warm) if k else a) for k, (a, b) in enumerate(cuts)]
     for attempt in count(1):
         for summary in simulate(tuple(pending)):
             runs[summary.number].append(summary)
-        busy, chosen, pending = free, [], []
+        truth, chosen, pending = free, [], []
         for k, tried in enumerate(runs):
-            found = next((run for run in reversed(tried) if _holds(run, busy)), None)
+            found = next((run for run in reversed(tried) if _holds(run, truth)), None)
             if found is None:
                 first, stop = cuts[k]
-                pending = [Chunk(k, attempt, first, stop, busy.copy(), first)]
+                pending = [Chunk(k, attempt, first, stop, truth, first)]
                 break
             chosen.append(found)
-            busy = np.where(np.isinf(found.first_arrival), busy, found.busy)
+            truth = truth.then(found.end, found.first_arrival)
         if not pending:
             return chosen
     raise AssertionError("unreachable")
@@ -208,11 +209,11 @@ def _warm_up_windows(windows: list[tuple[float, float]]) -> int:
     return max(1, int(np.ceil(WARM_UP_S / length)))
 
 
-def _holds(run: ChunkSummary, busy: np.ndarray) -> bool:
-    """Whether ``run`` is the chunk's run from the queues' state ``busy``: link by link, it started from
-    ``busy`` itself, or both states were free before the run's first arrival there (then every tuple's
-    service starts at its arrival either way; docs/SPARK.md)."""
-    return bool(np.all((run.start == busy) | ((run.start <= run.first_arrival) & (busy <= run.first_arrival))))
+def _holds(run: ChunkSummary, truth: QueueState) -> bool:
+    """Whether ``run`` is the chunk's run from the queues' state ``truth``: link by link, it started from
+    the same state, or both states were free, buffers empty, by the run's first arrival there (then every
+    tuple's admission and service are the same either way; docs/SPARK.md)."""
+    return run.start.agrees(truth, run.first_arrival)
 
 
 def _launch(session, broadcast, chunks: tuple[Chunk, ...]):
@@ -258,32 +259,41 @@ class _Totals:
         self.subscriptions = [s.id for s in self.scenario.subscriptions]
         self.default_attrs = simulation.attrs
         self.backbone = sorted(simulation.backbone)
-        self.bin_s = simulation.meter().bin_s
+        meter = simulation.meter()
+        self.bin_s, self.load_bin_s = meter.bin_s, meter.load_bin_s
         n, subs = len(self.backbone), len(self.subscriptions)
         self.link_bytes, self.link_tuples = np.zeros(n, np.int64), np.zeros(n, np.int64)
         self.timeline = np.zeros((n, 0), np.int64)
+        self.offered = np.zeros((n, 0), np.int64)
+        self.super_peers = list(self.scenario.super_peers)
+        self.landed = np.zeros((len(self.super_peers), 0), np.int64)
+        self.link_dropped = np.zeros(n, np.int64)
         self.access: dict[tuple[str, str], int] = {}
+        self.access_tuples: dict[tuple[str, str], int] = {}
         self.received: dict[str, tuple[str, ...]] = {}
         self.delivered, self.expected = np.zeros(subs, np.int64), np.zeros(subs, np.int64)
         self.missing, self.extra = np.zeros(subs, np.int64), np.zeros(subs, np.int64)
+        self.dropped = np.zeros(subs, np.int64)
         self.sums: list[Sum] = [{} for _ in range(subs)]
 
     def add(self, summary: ChunkSummary) -> None:
         self.link_bytes += summary.link_bytes
         self.link_tuples += summary.link_tuples
-        bins = max(self.timeline.shape[1], summary.timeline.shape[1])
-        grown = np.zeros((len(self.backbone), bins), np.int64)
-        grown[:, : self.timeline.shape[1]] += self.timeline
-        grown[:, : summary.timeline.shape[1]] += np.rint(summary.timeline).astype(np.int64)
-        self.timeline = grown
+        self.timeline = _added(self.timeline, np.rint(summary.timeline).astype(np.int64))
+        self.offered = _added(self.offered, summary.offered)
+        self.landed = _added(self.landed, summary.landed)
+        self.link_dropped += summary.link_dropped
         for direction, sent in summary.access.items():
             self.access[direction] = self.access.get(direction, 0) + sent
+        for direction, sent in summary.access_tuples.items():
+            self.access_tuples[direction] = self.access_tuples.get(direction, 0) + sent
         for sub, attrs in summary.received.items():
             self.received.setdefault(sub, attrs)
         self.delivered += summary.delivered
         self.expected += summary.expected
         self.missing += summary.missing
         self.extra += summary.extra
+        self.dropped += summary.dropped
         self.sums = [add_sums(pair) for pair in zip(self.sums, summary.sums, strict=True)]
 
     def targets(self) -> dict[int, set[int]]:
@@ -298,12 +308,12 @@ class _Totals:
         attrs.update(self.received)
         summary = {}
         for k, sub in enumerate(self.subscriptions):
-            n = int(self.delivered[k])
+            n, dropped = int(self.delivered[k]), int(self.dropped[k])
             missing, extra = int(self.missing[k]), int(self.extra[k])
             if attrs[sub] != self.default_attrs[sub]:  # delivered with other attributes: none is the expected one
-                missing, extra = int(self.expected[k]), n
+                missing, extra = int(self.expected[k]), n + dropped
             latency = LatencyStats.of_parts(n, self.sums[k], {r: ranked[(k, r)] for r in ranks_needed(n)})
-            summary[sub] = SubscriptionSummary(n, int(self.expected[k]), missing, extra, latency)
+            summary[sub] = SubscriptionSummary(n, int(self.expected[k]), missing, extra, latency, dropped)
         total = int(self.delivered.sum())
         overall = LatencyStats.of_parts(
             total, add_sums(self.sums), {r: ranked[(OVERALL, r)] for r in ranks_needed(total)}
@@ -320,9 +330,22 @@ class _Totals:
             latencies={},
             timeline={d: self.timeline[k] for k, d in enumerate(self.backbone)} if self.timeline.shape[1] else {},
             bin_s=self.bin_s,
+            load_bin_s=self.load_bin_s,
             summary=summary,
             latency=overall,
+            access_link_tuples=dict(sorted(self.access_tuples.items())),
+            link_dropped=dict(zip(self.backbone, self.link_dropped.tolist(), strict=True)),
+            offered={d: self.offered[k] for k, d in enumerate(self.backbone)} if self.offered.shape[1] else {},
+            landed={p: self.landed[k] for k, p in enumerate(self.super_peers)} if self.landed.shape[1] else {},
         )
+
+
+def _added(total: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """Two matrices of per-bin counts added, the narrower one padded with zero bins."""
+    grown = np.zeros((total.shape[0], max(total.shape[1], part.shape[1])), np.int64)
+    grown[:, : total.shape[1]] += total
+    grown[:, : part.shape[1]] += part
+    return grown
 
 
 class _Watcher:

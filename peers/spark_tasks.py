@@ -5,7 +5,7 @@ for the simulator (:class:`peers.local.Simulation`: the timetable's compiled arr
 arrays, no plan objects) once; a task then generates its chunk's tuples (``topologies.workload``, the same
 values as the local engine for any range), runs the super-peers' operators on them and moves them through
 the FIFO link queues with the local engine's own code, from a given state of the queues (when each link is
-next free).  What leaves the task is
+next free, and the tuples waiting in the buffers of links that have one).  What leaves the task is
 
 - one **summary** row: traffic per link direction, the timeline, per subscription the tuples delivered and
   expected, the missing and extra copies (against the plain evaluation of the subscription over the chunk's
@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from network.latency import Sum, exact_sums_by_owner
+from network.queues import QueueState
 from peers.local import Simulation
 from topologies import workload
 from topologies.expected import differences_by_owner, expected_in_range
@@ -52,15 +53,15 @@ class ChunkJob:
 
 @dataclass(frozen=True)
 class Chunk:
-    """Windows ``first .. stop - 1``, counted from the queues' state ``busy`` (when each link is next free;
-    the true state, or a guess) reached by playing windows ``warm .. first - 1`` from it first, uncounted
-    (``warm == first``: none).  ``attempt`` numbers the runs of a chunk."""
+    """Windows ``first .. stop - 1``, counted from the queues' ``state`` (the true state, or a guess)
+    reached by playing windows ``warm .. first - 1`` from it first, uncounted (``warm == first``: none).
+    ``attempt`` numbers the runs of a chunk."""
 
     number: int
     attempt: int
     first: int
     stop: int
-    busy: np.ndarray
+    state: QueueState
     warm: int
 
 
@@ -71,18 +72,23 @@ class ChunkSummary:
 
     number: int
     attempt: int
-    start: np.ndarray  # when each link was next free as the chunk started (Chunk.busy)
-    busy: np.ndarray  # when each link is next free after the chunk
+    start: QueueState  # the queues as the chunk started (after the warm-up)
+    end: QueueState  # the queues after the chunk
     first_arrival: np.ndarray  # per link, the earliest arrival in the first window using it (inf: none)
     link_bytes: np.ndarray
     link_tuples: np.ndarray
     timeline: np.ndarray  # backbone direction x bin (no columns: no backbone traffic)
+    link_dropped: np.ndarray  # per backbone direction, the tuples its full buffer dropped
+    offered: np.ndarray  # backbone direction x bin, the bytes reaching its queue (no columns: none)
+    landed: np.ndarray  # super-peer x bin, the tuples landing there (no columns: none)
     access: dict[tuple[str, str], int]
+    access_tuples: dict[tuple[str, str], int]
     received: dict[str, tuple[str, ...]]
     delivered: np.ndarray
     expected: np.ndarray
     missing: np.ndarray
     extra: np.ndarray
+    dropped: np.ndarray  # per subscription, the copies dropped on the way
     sums: list[Sum]
 
 
@@ -94,15 +100,15 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
     all links free, uncounted, so that it starts from the backlogs those windows leave (docs/SPARK.md)."""
     simulation = job.simulation
     scenario = simulation.scenario
-    busy = chunk.busy
+    state = chunk.state
     if chunk.warm < chunk.first:
-        warmed = simulation.play(job.windows[chunk.warm : chunk.first], simulation.meter(), busy=busy)
-        busy = warmed.busy.copy()
+        state = simulation.play(job.windows[chunk.warm : chunk.first], simulation.meter(), state=state).state()
     meter = simulation.meter()
     windows = job.windows[chunk.first : chunk.stop]
-    queues = simulation.play(windows, meter, busy=busy)
+    queues = simulation.play(windows, meter, state=state)
     received = meter.received
     owners, indices, latencies = meter.deliveries()
+    lost_owners, lost = meter.dropped_copies()
     traffic = meter.result("", "spark")  # the traffic: its deliveries were taken out above
     start, end = windows[0][0], windows[-1][1]
     found: dict[str, np.ndarray] = {}
@@ -112,24 +118,35 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         found.update(expected_in_range(scenario, stream.id, lo, hi))
     none = np.zeros(0, np.int64)
     expected = [found.get(s.id, none) for s in scenario.subscriptions]
-    missing, extra = differences_by_owner(owners, indices, expected)
+    # a copy dropped on the way is accounted for: not missing (extra if it was not expected at all)
+    missing, extra = differences_by_owner(
+        np.concatenate([owners, lost_owners]), np.concatenate([indices, lost]), expected
+    )
     n = len(expected)
-    timeline = np.stack(list(traffic.timeline.values())) if traffic.timeline else np.zeros((len(traffic.link_bytes), 0))
+    links = len(traffic.link_bytes)
+    timeline = np.stack(list(traffic.timeline.values())) if traffic.timeline else np.zeros((links, 0))
     summary = ChunkSummary(
         number=chunk.number,
         attempt=chunk.attempt,
-        start=np.asarray(busy, dtype=np.float64),
-        busy=queues.busy.copy(),
+        start=state,
+        end=queues.state(),
         first_arrival=queues.first_arrival.copy(),
         link_bytes=np.array(list(traffic.link_bytes.values()), np.int64),
         link_tuples=np.array(list(traffic.link_tuples.values()), np.int64),
         timeline=timeline,
+        link_dropped=np.array(list(traffic.link_dropped.values()), np.int64),
+        offered=np.stack(list(traffic.offered.values())) if traffic.offered else np.zeros((links, 0), np.int64),
+        landed=np.stack(list(traffic.landed.values()))
+        if traffic.landed
+        else np.zeros((len(scenario.super_peers), 0), np.int64),
         access=traffic.access_link_bytes,
+        access_tuples=traffic.access_link_tuples,
         received=received,
         delivered=np.bincount(owners, minlength=n)[:n].astype(np.int64) if len(owners) else np.zeros(n, np.int64),
         expected=np.array([len(e) for e in expected], np.int64),
         missing=missing,
         extra=extra,
+        dropped=np.bincount(lost_owners, minlength=n)[:n].astype(np.int64) if len(lost) else np.zeros(n, np.int64),
         sums=exact_sums_by_owner(owners, latencies, n),
     )
     return summary, owners.astype(np.int32), latencies

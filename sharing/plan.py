@@ -175,6 +175,20 @@ class Plan:
     decisions: tuple[Decision, ...] = field(default=())
     rejected: Mapping[str, str] = field(default_factory=dict, hash=False)
 
+    def operators(self) -> dict[str, int]:
+        """Per super-peer with any, the most operators it runs in one epoch: the flows produced there
+        (a filter and a projection each) and the deliveries taken there."""
+        most: dict[str, int] = {}
+        for epoch in self.epochs:
+            here: dict[str, int] = {}
+            for flow in epoch.flows:
+                here[flow.origin] = here.get(flow.origin, 0) + 1
+            for delivery in epoch.deliveries:
+                here[delivery.home] = here.get(delivery.home, 0) + 1
+            for node, n in here.items():
+                most[node] = max(most.get(node, 0), n)
+        return dict(sorted(most.items()))
+
     def check(self, scenario: Scenario, network: Network | None = None) -> Plan:
         """This plan, once it keeps the rules every plan keeps over ``scenario`` (sharing/rules.py);
         raises PlanError naming the epoch, flow or subscription of the first broken rule.  A plan is

@@ -110,3 +110,57 @@ def test_meter_timeline_and_access_split():
     assert run.timeline[("B", "A")].tolist() == [0, 0, 0]
     assert run.delivered["Q"].dtype == np.int64 and len(run.delivered["Q"]) == 0
     assert run.delivered_attrs == {"Q": ("x",)}
+
+
+def _one_channel(emitted: list[float]) -> Blocks:
+    n = len(emitted)
+    first, count = np.array([0 if n else -1]), np.array([n], np.int64)
+    return Blocks(np.arange(n), np.array(emitted, float), np.full(n, -1), np.full(n, 10, np.int64), first, count)
+
+
+def test_a_full_buffer_drops_at_the_tail_by_hand():
+    # 80 bit/s: a 10-byte tuple takes 1 s on the wire; latency 0.5 s; the buffer holds 20 bytes, the
+    # arriving tuple included, so a tuple finding one other tuple waiting is admitted and one finding two
+    # is dropped (a tuple on the wire no longer waits)
+    meter = TrafficMeter([("A", "B")], {"Q": ()}, 1.0, super_peers=["B"])
+    queues = Queues({("A", "B"): (80.0, 0.5, 20.0)}, [Route((("A", "B"),), -1, 0, "Q")], meter, smallest=10)
+    # window 1: 0.0 starts at once (leaves 1); 0.1 waits for 1 (leaves 2); 0.2 finds 0.1 waiting, 10 + 10
+    # bytes fit (leaves 3); 0.3 finds two waiting: dropped
+    queues.serve(_one_channel([0.0, 0.1, 0.2, 0.3]))
+    state = queues.state()
+    assert state.waiting(0)[0].tolist() == [1.0, 2.0]  # not yet on the wire: the tuples starting at 1 and 2
+    # window 2: 1.5 finds only the tuple starting at 2 waiting (leaves 4); 1.6 finds two: dropped; 4.5 finds
+    # none waiting and the link free (leaves 5.5)
+    second = _one_channel([1.5, 1.6, 4.5])
+    second = Blocks(second.indices + 4, *[getattr(second, f) for f in ("emitted", "parents", "wire", "first", "count")])
+    queues.serve(second)
+    run = meter.result("s", "local")
+    assert run.delivered["Q"].tolist() == [0, 1, 2, 4, 6]
+    arrivals = [1.5, 2.5, 3.5, 4.5, 6.0]
+    assert np.allclose(run.latencies["Q"] + [0.0, 0.1, 0.2, 1.5, 4.5], arrivals)
+    assert run.dropped["Q"].tolist() == [3, 5]
+    assert run.link_dropped == {("A", "B"): 2}
+    assert run.link_tuples[("A", "B")] == 5 and run.link_bytes[("A", "B")] == 50
+    assert run.offered[("A", "B")].tolist() == [40, 20, 0, 0, 10]  # what reached the queue, drops included
+    assert run.timeline[("A", "B")].tolist() == [0, 10, 10, 10, 10, 10]  # departures 1, 2, 3, 4, 5.5
+    assert run.landed["B"].tolist() == [0, 1, 1, 1, 1, 0, 1]  # arrivals at B
+
+    # the same second window from the state the first left, in queues of their own: the same run
+    again = TrafficMeter([("A", "B")], {"Q": ()}, 1.0, super_peers=["B"])
+    fresh = Queues({("A", "B"): (80.0, 0.5, 20.0)}, [Route((("A", "B"),), -1, 0, "Q")], again, smallest=10)
+    fresh.restart(again, state)
+    fresh.serve(second)
+    rest = again.result("s", "local")
+    assert rest.delivered["Q"].tolist() == [4, 6] and rest.dropped["Q"].tolist() == [5]
+
+
+def test_a_full_ring_grows_and_keeps_its_waiting_tuples_in_order():
+    # a 1000-byte buffer holds up to 100 tuples of 10 bytes, more than the ring's first 64 places
+    meter = TrafficMeter([("A", "B")], {"Q": ()}, 1.0)
+    queues = Queues({("A", "B"): (80.0, 0.0, 1000.0)}, [Route((("A", "B"),), -1, 0, "Q")], meter, smallest=10)
+    queues.serve(_one_channel([k / 1000 for k in range(150)]))
+    run = meter.result("s", "local")
+    # the first starts at once; 100 more fit the buffer behind it; the rest find it full
+    assert len(run.delivered["Q"]) == 101 and run.dropped["Q"].tolist() == list(range(101, 150))
+    starts, sizes = queues.state().waiting(0)
+    assert len(starts) == 100 and np.all(np.diff(starts) == 1.0) and sizes.sum() == 1000

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from network.latency import ranks_needed
+from network.queues import QueueState
 from network.routing import Network
 from peers.local import Simulation, run_local
 from peers.spark import OVERALL, _cut, _holds, _Totals, _warm_up_windows, chain, cut_windows
@@ -44,7 +45,8 @@ def _variant(tmp_path_factory, name: str, replace: dict[str, str]) -> str:
 @pytest.fixture(scope="module")
 def scenarios(tmp_path_factory) -> dict[str, str]:
     """figure1 as shipped (no queueing to speak of); figure1 with SP4 -> SP5 slower than one copy of the
-    stream (a backlog that grows for the whole run); and large.yaml, whose data-shipping plan queues
+    stream (a backlog that grows for the whole run); the same with a 2 KB buffer there (a full buffer
+    dropping tuples for the whole run); and large.yaml, whose data-shipping plan queues
     several streams of different rates at shared links (backlogs that come and go)."""
     return {
         "figure1": FIGURE1,
@@ -52,6 +54,9 @@ def scenarios(tmp_path_factory) -> dict[str, str]:
             tmp_path_factory, "overloaded", {"    - [SP4, SP5]\n": "    - [SP4, SP5, {bandwidth: 20Kbit}]\n"}
         ),
         "large": "topologies/large.yaml",
+        "buffered": _variant(
+            tmp_path_factory, "buffered", {"    - [SP4, SP5]\n": "    - [SP4, SP5, {bandwidth: 20Kbit, buffer: 2KB}]\n"}
+        ),
     }
 
 
@@ -78,11 +83,11 @@ def _chunked(scenario, plan, chunks: int, *, naive: bool = False, warm: int | No
             found.append(summary)
         return found
 
-    links = len(simulation.queues.directions)
+    free = simulation.queues.free()
     if naive:
-        runs = list(simulate(tuple(Chunk(k, 0, a, b, np.zeros(links), a) for k, (a, b) in enumerate(cuts))))
+        runs = list(simulate(tuple(Chunk(k, 0, a, b, free, a) for k, (a, b) in enumerate(cuts))))
     else:
-        runs = chain(simulate, cuts, links, _warm_up_windows(windows) if warm is None else warm)
+        runs = chain(simulate, cuts, free, _warm_up_windows(windows) if warm is None else warm)
     totals = _Totals(simulation)
     for run in runs:
         totals.add(run)
@@ -92,7 +97,7 @@ def _chunked(scenario, plan, chunks: int, *, naive: bool = False, warm: int | No
     for key, ranks in totals.targets().items():
         mine = np.sort(values if key == OVERALL else values[owners == key])
         ranked.update({(key, r): float(mine[r]) for r in ranks})
-    return totals.run(plan.strategy, ranked), runs
+    return simulation.with_plan(totals.run(plan.strategy, ranked)), runs
 
 
 def _assert_same(scenario, whole, stitched) -> None:
@@ -103,9 +108,16 @@ def _assert_same(scenario, whole, stitched) -> None:
     assert stitched.timeline.keys() == whole.timeline.keys()
     for direction, series in whole.timeline.items():
         np.testing.assert_array_equal(stitched.timeline[direction], series, err_msg=str(direction))
+    assert stitched.link_dropped == whole.link_dropped
+    assert stitched.access_link_tuples == whole.access_link_tuples
+    for name in ("offered", "landed"):
+        mine, theirs = getattr(stitched, name), getattr(whole, name)
+        assert mine.keys() == theirs.keys()
+        for key, series in theirs.items():
+            np.testing.assert_array_equal(mine[key], series, err_msg=f"{name} {key}")
 
 
-@pytest.mark.parametrize("name", ["figure1", "overloaded"])
+@pytest.mark.parametrize("name", ["figure1", "overloaded", "buffered"])
 @pytest.mark.parametrize("strategy", ["data-shipping", "sharing-em"])
 @pytest.mark.parametrize("chunks", [1, 3, 7])
 def test_a_run_stitched_from_chunks_is_the_whole_run(scenarios, name, strategy, chunks):
@@ -115,7 +127,9 @@ def test_a_run_stitched_from_chunks_is_the_whole_run(scenarios, name, strategy, 
     stitched, runs = _chunked(scenario, plan, chunks)
     assert [r.number for r in runs] == list(range(len(runs)))
     _assert_same(scenario, whole, stitched)
-    if (name, strategy) == ("overloaded", "data-shipping") and chunks > 1:
+    if (name, strategy) == ("buffered", "data-shipping"):
+        assert sum(stitched.summary[s].dropped for s in stitched.summary) > 0  # the buffer did drop
+    if name != "figure1" and strategy == "data-shipping" and chunks > 1:
         # the backlog grows through the run: every chunk but the first needs the true state
         assert all(r.attempt >= 1 for r in runs[1:])
 
@@ -140,17 +154,89 @@ def test_a_warm_up_before_each_guess_spares_the_reruns_of_backlogs_that_drain(sc
     _assert_same(scenario, whole, warm)
 
 
+def _state(busy, waiting=()):
+    """Two link directions, the second with a buffer whose ring holds ``waiting`` (start, bytes) pairs."""
+    ring_start, ring_bytes = np.zeros((1, 4)), np.zeros((1, 4))
+    for i, (start, size) in enumerate(waiting):
+        ring_start[0, i], ring_bytes[0, i] = start, size
+    count = np.array([len(waiting)])
+    return QueueState(
+        np.array(busy, float),
+        np.array([-1, 0]),
+        ring_start,
+        ring_bytes,
+        np.zeros(1, np.int64),
+        count,
+        np.array([sum(size for _, size in waiting)], float),
+    )
+
+
 def test_a_run_holds_where_both_states_were_free_before_its_first_arrival():
     def run(start, first_arrival):
         empty = np.zeros(0)
         return ChunkSummary(
-            0, 0, np.array(start), np.zeros(2), np.array(first_arrival), empty, empty, empty, {}, {}, *([empty] * 4), []
+            0,
+            0,
+            start,
+            start,
+            np.array(first_arrival),
+            empty,
+            empty,
+            empty,
+            empty,
+            empty,
+            empty,
+            {},
+            {},
+            {},
+            *([empty] * 5),
+            [],
         )
 
-    assert _holds(run([0.0, 0.0], [1.0, np.inf]), np.array([1.0, 5.0]))
-    assert not _holds(run([0.0, 0.0], [1.0, np.inf]), np.array([1.5, 0.0]))
-    assert _holds(run([2.0, 0.0], [1.0, 3.0]), np.array([2.0, 3.0]))  # the very same start
-    assert not _holds(run([2.0, 0.0], [1.0, 3.0]), np.array([1.0, 0.0]))  # started later than the truth
+    assert _holds(run(_state([0.0, 0.0]), [1.0, np.inf]), _state([1.0, 5.0]))
+    assert not _holds(run(_state([0.0, 0.0]), [1.0, np.inf]), _state([1.5, 0.0]))
+    assert _holds(run(_state([2.0, 0.0]), [1.0, 3.0]), _state([2.0, 3.0]))  # the very same start
+    assert not _holds(run(_state([2.0, 0.0]), [1.0, 3.0]), _state([1.0, 0.0]))  # started later than the truth
+
+
+def test_a_run_holds_over_a_buffer_only_when_its_waiting_tuples_agree_or_are_gone_by_its_first_arrival():
+    def run(start, first_arrival):
+        empty = np.zeros(0)
+        return ChunkSummary(
+            0,
+            0,
+            start,
+            start,
+            np.array(first_arrival),
+            empty,
+            empty,
+            empty,
+            empty,
+            empty,
+            empty,
+            {},
+            {},
+            {},
+            *([empty] * 5),
+            [],
+        )
+
+    busy = _state([0.0, 4.0], [(2.0, 24.0), (3.0, 24.0)])
+    assert _holds(run(busy, [1.0, 2.0]), busy)  # the same state, tuples waiting and all
+    assert not _holds(run(busy, [1.0, 2.0]), _state([0.0, 4.0], [(2.0, 24.0), (3.0, 32.0)]))  # other bytes
+    assert not _holds(run(busy, [1.0, 2.0]), _state([0.0, 4.0], [(3.0, 24.0)]))  # fewer tuples waiting
+    # both idle and drained before the first arrival at the buffered link: the rings no longer matter
+    assert _holds(run(busy, [1.0, 4.5]), _state([0.0, 4.5], [(3.5, 24.0)]))
+    assert not _holds(run(busy, [1.0, 4.5]), _state([0.0, 5.0], [(4.0, 24.0)]))
+
+
+def test_the_true_state_carries_over_the_links_a_chunk_never_used():
+    before, end = _state([1.0, 7.0], [(6.0, 24.0)]), _state([3.0, 0.0])
+    after = before.then(end, np.array([2.0, np.inf]))
+    assert after.busy.tolist() == [3.0, 7.0]
+    assert [a.tolist() for a in after.waiting(0)] == [[6.0], [24.0]]
+    used = before.then(end, np.array([2.0, 0.5]))
+    assert used.busy.tolist() == [3.0, 0.0] and used.ring_count.tolist() == [0]
 
 
 @settings(max_examples=300, deadline=None)
