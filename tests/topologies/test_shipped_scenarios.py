@@ -32,8 +32,9 @@ def read_yaml(path: str):
         return yaml.safe_load(handle)
 
 
-def test_all_five_scenarios_are_shipped():
+def test_all_six_scenarios_are_shipped():
     assert [os.path.basename(p) for p in EVERY_SHIPPED] == [
+        "congested.yaml",
         "figure1.yaml",
         "large.yaml",
         "metro.yaml",
