@@ -15,7 +15,7 @@ import html
 import json
 import os
 
-from reports.report import COLUMNS, table_rows
+from reports.report import COLUMNS, served_exactly, table_rows
 from topologies.model import Scenario
 
 MAX_DECISIONS = 2_000  # per strategy: the rest are in plans.json
@@ -107,6 +107,11 @@ def _summary(report: dict) -> str:
             entry["access_bytes"],
             *(entry["saving_vs"].get(b) for b in ("data-shipping", "query-shipping", "multicast")),
             *(None if entry["latency_s"][p] is None else 1000 * entry["latency_s"][p] for p in ("p50", "p99")),
+            entry.get("peak_utilization"),
+            entry.get("links_over_capacity"),
+            entry.get("peak_load"),
+            entry.get("link_drops"),
+            entry.get("rejected"),
             None,
         ]
         cells = [_cell(row[0], text=True)]
@@ -155,8 +160,12 @@ def _subscriptions(report: dict, scenario: Scenario) -> str:
         cells += [_cell(first["expected"], number=first["expected"])]
         for n in names:
             s = found[n][sub.id]
-            bad = bool(s["missing"] or s["extra"])
+            bad = not served_exactly(s)
             shown = f"{s['delivered']} (-{s['missing']} +{s['extra']})" if bad else s["delivered"]
+            if s.get("rejected") is not None:
+                shown = f"rejected: {s['rejected']}"
+            elif s.get("dropped"):
+                shown = f"{s['delivered']} ({s['dropped']} dropped)" if not bad else shown
             cells.append(_cell(shown, number=s["delivered"], bad=bad))
         for n in names:
             p99 = found[n][sub.id]["latency_s"]["p99"]

@@ -43,9 +43,13 @@ class SubscriptionResult:
     missing: int
     extra: int
     latency: Latency
+    dropped: int = 0  # copies a full link buffer dropped on the way (accounted for, not missing)
+    rejected: str | None = None  # why the planner rejected it, if it did
 
     @property
     def exact(self) -> bool:
+        if self.rejected is not None:  # refused, not served wrongly
+            return self.delivered == 0 and self.extra == 0
         return self.missing == 0 and self.extra == 0
 
 
@@ -76,7 +80,14 @@ class StrategyResult:
 
         subscriptions = {
             s["id"]: SubscriptionResult(
-                s["id"], s["delivered"], s["expected"], s["missing"], s["extra"], Latency.of(s["latency_s"])
+                s["id"],
+                s["delivered"],
+                s["expected"],
+                s["missing"],
+                s["extra"],
+                Latency.of(s["latency_s"]),
+                s.get("dropped", 0),
+                s.get("rejected"),
             )
             for s in doc["subscriptions"]
         }

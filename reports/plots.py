@@ -1,4 +1,5 @@
-"""PNG plots of a report: bytes per strategy, traffic over time, delivery latency, the topology by traffic."""
+"""PNG plots of a report: bytes per strategy, traffic over time, delivery latency, the topology by traffic and
+by peak utilization, the hottest links' utilization over time, the super-peers' load."""
 
 from __future__ import annotations
 
@@ -12,17 +13,20 @@ import networkx as nx
 import numpy as np
 
 from network.meter import StrategyRun
+from reports.report import served_exactly
 from topologies.model import Scenario
 
-PLOTS = ("bytes.png", "timeline.png", "latency.png", "topology.png")
+PLOTS = ("bytes.png", "timeline.png", "latency.png", "topology.png", "utilization.png", "load.png")
 
 
 def write_plots(directory: str, scenario: Scenario, report: dict, runs: dict[str, StrategyRun]) -> list[str]:
-    """Write the four PNGs into ``directory``; returns their file names."""
+    """Write the PNGs into ``directory``; returns their file names."""
     _bytes_plot(os.path.join(directory, PLOTS[0]), report)
     _timeline_plot(os.path.join(directory, PLOTS[1]), scenario, report, runs)
     _latency_plot(os.path.join(directory, PLOTS[2]), report)
     _topology_plot(os.path.join(directory, PLOTS[3]), scenario, report)
+    _utilization_plot(os.path.join(directory, PLOTS[4]), scenario, report, runs)
+    _load_plot(os.path.join(directory, PLOTS[5]), report)
     return list(PLOTS)
 
 
@@ -42,7 +46,7 @@ def kind(name: str) -> str:
 
 
 def exact(entry: dict) -> bool:
-    return all(s["missing"] == 0 and s["extra"] == 0 for s in entry["subscriptions"])
+    return all(served_exactly(s) for s in entry["subscriptions"])
 
 
 def spans_orders(values) -> bool:
@@ -166,13 +170,20 @@ def _topology_plot(path: str, scenario: Scenario, report: dict) -> None:
     layout = nx.spring_layout(graph, seed=scenario.seed)  # seeded: the same drawing every run
     shown = [n for n in ("query-shipping", "sharing-em") if n in report["strategies"]]
     shown = shown or list(report["strategies"])[:1]
+    hottest = max(report["strategies"], key=lambda n: report["strategies"][n].get("peak_utilization") or 0.0)
+    if hottest not in shown and (report["strategies"][hottest].get("peak_utilization") or 0.0) > 1:
+        shown.insert(0, hottest)  # a strategy overloading a link: where it does
     fig, axes = plt.subplots(1, len(shown), figsize=(6 * len(shown), 5), squeeze=False)
     per_edge = {name: _edge_bytes(report["strategies"][name]["links"]) for name in shown}
     peak = max((b for edges in per_edge.values() for b in edges.values()), default=0)
+    colours = plt.get_cmap("RdYlGn_r")
+    scale = matplotlib.colors.Normalize(0.0, 1.0)  # 100 % and above: the reddest
     for ax, name in zip(axes[0], shown, strict=True):
         edges = per_edge[name]
+        hot = _edge_peaks(report["strategies"][name]["links"])
         widths = [0.3 + 8 * edges.get(frozenset(e), 0) / peak if peak else 0.3 for e in graph.edges]
-        nx.draw_networkx_edges(graph, layout, ax=ax, width=widths, edge_color="#2a7")
+        edge_colours = [colours(scale(min(1.0, hot.get(frozenset(e), 0.0)))) for e in graph.edges]
+        nx.draw_networkx_edges(graph, layout, ax=ax, width=widths, edge_color=edge_colours)
         nx.draw_networkx_nodes(
             graph, layout, ax=ax, node_size=60 if len(graph) > 40 else 250, node_color="#ddd", edgecolors="#555"
         )
@@ -180,7 +191,94 @@ def _topology_plot(path: str, scenario: Scenario, report: dict) -> None:
             nx.draw_networkx_labels(graph, layout, ax=ax, font_size=7)
         ax.set_title(f"{name}: {report['strategies'][name]['backbone_bytes'] / 1e6:.2f} MB on the backbone")
         ax.axis("off")
-    fig.suptitle("link width proportional to traffic (both directions)")
+    bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=scale, cmap=colours), ax=axes[0].tolist(), shrink=0.6)
+    bar.set_label("peak utilization, busier direction (red: 100 % or more)")
+    fig.suptitle("width: traffic (both directions); colour: peak utilization")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _edge_peaks(links: list[dict]) -> dict[frozenset, float]:
+    """Peak utilization per undirected link: its busier direction's."""
+    edges: dict[frozenset, float] = {}
+    for link in links:
+        key = frozenset((link["from"], link["to"]))
+        edges[key] = max(edges.get(key, 0.0), link.get("peak_utilization") or 0.0)
+    return edges
+
+
+HOTTEST_LINES = 8  # lines at most in utilization.png
+
+
+def _utilization_plot(path: str, scenario: Scenario, report: dict, runs: dict[str, StrategyRun]) -> None:
+    """Offered load over bandwidth per bin for each strategy's hottest backbone link direction (the
+    hottest first, at most :data:`HOTTEST_LINES`), with the 100 % line."""
+    bandwidth = {(link.a, link.b): link.bandwidth for link in scenario.links}
+    bandwidth |= {(b, a): bw for (a, b), bw in bandwidth.items()}
+    lines = []
+    for name, run in runs.items():
+        entry = report["strategies"].get(name)
+        if entry is None or not run.offered:
+            continue
+        links = [link for link in entry["links"] if link.get("peak_utilization")]
+        if links:
+            top = max(links, key=lambda link: link["peak_utilization"])
+            lines.append((top["peak_utilization"], name, (top["from"], top["to"])))
+    lines.sort(key=lambda line: -line[0])
+    fig, ax = plt.subplots(figsize=(8.5, 4.2))
+    for _, name, direction in lines[:HOTTEST_LINES]:
+        run = runs[name]
+        series = run.offered[direction] * 8 / (bandwidth[direction] * run.load_bin_s)
+        t = np.arange(len(series)) * run.load_bin_s
+        style = "-" if exact(report["strategies"][name]) else "--"
+        ax.plot(
+            t, 100 * series, style, drawstyle="steps-post", lw=1.2, label=f"{name}: {direction[0]} -> {direction[1]}"
+        )
+    ax.axhline(100, color="#c00", lw=1, ls=":", label="100 % of the bandwidth")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel(f"offered load per {report.get('bin_s', 1):g} s, % of bandwidth")
+    ax.set_title("each strategy's hottest backbone link direction over time")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _load_plot(path: str, report: dict) -> None:
+    """Per strategy, its busiest super-peer: peak and mean load against its capacity, or, when no
+    super-peer has a capacity, the tuples per second it took in."""
+    names = list(report["strategies"])
+    limited = any(sp.get("capacity") for e in report["strategies"].values() for sp in e.get("super_peers", ()))
+    peaks, means, notes = [], [], []
+    for name in names:
+        peers = report["strategies"][name].get("super_peers", [])
+        if limited:
+            peers = [sp for sp in peers if sp["load"] is not None]
+            top = max(peers, key=lambda sp: (sp["peak_load"] or 0.0, sp["load"]), default=None)
+            peaks.append(100 * (top["peak_load"] or 0.0) if top else 0.0)
+            means.append(100 * top["load"] if top else 0.0)
+        else:
+            top = max(peers, key=lambda sp: sp["tuples_in"], default=None)
+            peaks.append(0.0)
+            means.append(top["tuples_in"] / report["duration"] if top else 0.0)
+        notes.append(top["id"] if top else "")
+    y = np.arange(len(names))
+    fig, ax = plt.subplots(figsize=(8.5, 0.5 * len(names) + 1.8))
+    if limited:
+        ax.barh(y - 0.2, peaks, 0.4, label=f"peak (per {report.get('bin_s', 1):g} s)", color="#c72")
+        ax.barh(y + 0.2, means, 0.4, label="over the run", color="#57c")
+        ax.axvline(100, color="#c00", lw=1, ls=":", label="capacity")
+        ax.set_xlabel("load of the busiest super-peer, % of its capacity")
+    else:
+        ax.barh(y, means, 0.5, color="#57c", label="over the run")
+        ax.set_xlabel("tuples per second taken in by the busiest super-peer (no capacities given)")
+    for k, note in enumerate(notes):
+        ax.text(max(peaks[k], means[k]), k, f"  {note}", va="center", fontsize=7)
+    ax.set_yticks(y, [label(n, report["strategies"][n]) for n in names], fontsize=8)
+    ax.invert_yaxis()
+    ax.margins(x=0.15)
+    ax.set_title(f"{report['scenario']}: super-peer load per strategy")
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

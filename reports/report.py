@@ -13,12 +13,22 @@ import json
 import numpy as np
 
 from network.latency import LatencyStats
-from network.meter import StrategyRun, SubscriptionSummary
+from network.meter import StrategyRun, SubscriptionSummary, load_bin
+from network.routing import Network
 from topologies.expected import Expected, compare
 from topologies.model import Scenario
 from topologies.workload import tuple_count
 
 BASELINES = ("data-shipping", "query-shipping", "multicast")
+
+
+def served_exactly(sub: dict) -> bool:
+    """Whether a subscription's entry is exact: nothing missing and nothing extra (a copy dropped on the
+    way is accounted for), or, rejected by the planner, nothing delivered at all (it was refused, not
+    served wrongly)."""
+    if sub.get("rejected") is not None:
+        return sub["delivered"] == 0 and sub["extra"] == 0
+    return sub["missing"] == 0 and sub["extra"] == 0
 
 
 def subscription_summaries(
@@ -34,18 +44,20 @@ def subscription_summaries(
     for sub in scenario.subscriptions:
         delivered = run.delivered.get(sub.id, np.zeros(0, dtype=np.int64))
         delivered_attrs = run.delivered_attrs.get(sub.id, expected.attrs[sub.id])
-        missing, extra = compare(delivered, delivered_attrs, expected.indices[sub.id], expected.attrs[sub.id])
+        # a copy dropped on the way is accounted for: not missing (extra if it was not expected at all)
+        dropped = run.dropped.get(sub.id, np.zeros(0, dtype=np.int64))
+        accounted = np.concatenate([delivered, dropped]) if len(dropped) else delivered
+        missing, extra = compare(accounted, delivered_attrs, expected.indices[sub.id], expected.attrs[sub.id])
         latency = LatencyStats.of(run.latencies.get(sub.id, np.zeros(0)))
-        found[sub.id] = SubscriptionSummary(len(delivered), len(expected.indices[sub.id]), missing, extra, latency)
+        found[sub.id] = SubscriptionSummary(
+            len(delivered), len(expected.indices[sub.id]), missing, extra, latency, len(dropped)
+        )
     values = [v for v in run.latencies.values() if len(v)]
     return found, LatencyStats.of(np.concatenate(values) if values else np.zeros(0))
 
 
 def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected | None) -> dict:
-    links = [
-        {"from": a, "to": b, "bytes": int(run.link_bytes[(a, b)]), "tuples": int(run.link_tuples[(a, b)])}
-        for a, b in sorted(run.link_bytes)
-    ]
+    links = link_entries(scenario, run)
     summaries, latency = subscription_summaries(scenario, run, expected)
     subscriptions = []
     for sub in scenario.subscriptions:
@@ -58,18 +70,112 @@ def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected | No
                 "missing": found.missing,
                 "extra": found.extra,
                 "latency_s": found.latency.as_dict(),
+                "dropped": found.dropped,
+                "rejected": run.rejected.get(sub.id),
             }
         )
+    access = access_links(scenario, run, subscriptions)
+    super_peers = super_peer_entries(scenario, run, links, access)
+    peaks = [link["peak_utilization"] for link in links if link["peak_utilization"] is not None]
+    loads = [sp["peak_load"] for sp in super_peers if sp["peak_load"] is not None]
     return {
         "backbone_bytes": sum(link["bytes"] for link in links),
         "backbone_tuples": sum(link["tuples"] for link in links),
         "access_bytes": int(run.access_bytes),
-        "exact": all(s["missing"] == 0 and s["extra"] == 0 for s in subscriptions),
+        "exact": all(served_exactly(s) for s in subscriptions),
         "links": links,
-        "access_links": access_links(scenario, run, subscriptions),
+        "access_links": access,
         "subscriptions": subscriptions,
         "latency_s": latency.as_dict(),
+        "super_peers": super_peers,
+        "peak_utilization": max(peaks, default=0.0),
+        "links_over_capacity": sum(1 for p in peaks if p > 1),
+        "peak_load": max(loads, default=None),
+        "dropped": sum(s["dropped"] for s in subscriptions),
+        "link_drops": sum(link["dropped"] for link in links),
+        "rejected": sum(1 for s in subscriptions if s["rejected"] is not None),
     }
+
+
+def link_entries(scenario: Scenario, run: StrategyRun) -> list[dict]:
+    """Every backbone link direction, sorted: its traffic, and how hard it was driven (docs/REPORT.md):
+    ``utilization`` over the run, ``peak_utilization`` of the offered load per bin of the report's
+    ``bin_s`` (null when the engine did not measure it), and the tuples its full buffer ``dropped``."""
+    network = Network.of(scenario)
+    duration = scenario.duration
+    found = []
+    for a, b in sorted(run.link_bytes):
+        sent = int(run.link_bytes[(a, b)])
+        bandwidth = network.link(a, b).bandwidth
+        offered = run.offered.get((a, b))
+        if offered is not None:
+            peak = _rate(int(offered.max()) * 8 if len(offered) else 0, bandwidth * run.load_bin_s)
+        else:
+            peak = 0.0 if sent == 0 else None
+        found.append(
+            {
+                "from": a,
+                "to": b,
+                "bytes": sent,
+                "tuples": int(run.link_tuples[(a, b)]),
+                "bandwidth": _number(bandwidth),
+                "utilization": _rate(sent * 8, bandwidth * duration),
+                "peak_utilization": peak,
+                "dropped": int(run.link_dropped.get((a, b), 0)),
+            }
+        )
+    return found
+
+
+def super_peer_entries(scenario: Scenario, run: StrategyRun, links: list[dict], access: list[dict]) -> list[dict]:
+    """Every super-peer in the scenario's order: the tuples it took in (uploads of its sources and every
+    tuple arriving over a backbone link) and sent out (over backbone links and down to its thin-peers),
+    its ``load`` over the run and ``peak_load`` per bin against its capacity (null when unlimited), and the
+    most operators it ran at once."""
+    taken = dict.fromkeys(scenario.super_peers, 0)
+    sent = dict.fromkeys(scenario.super_peers, 0)
+    for link in links:
+        taken[link["to"]] += link["tuples"]
+        sent[link["from"]] += link["tuples"]
+    for link in access:
+        if link["to"] in taken:
+            taken[link["to"]] += link["tuples"]
+        else:
+            sent[link["from"]] += link["tuples"]
+    found = []
+    for sp in scenario.super_peers:
+        capacity = scenario.capacity.get(sp)
+        landed = run.landed.get(sp)
+        load = peak = None
+        if capacity is not None:
+            load = _rate(taken[sp], capacity * scenario.duration)
+            if landed is not None:
+                peak = _rate(int(landed.max()) if len(landed) else 0, capacity * run.load_bin_s)
+            elif taken[sp] == 0:
+                peak = 0.0
+        found.append(
+            {
+                "id": sp,
+                "tuples_in": taken[sp],
+                "tuples_out": sent[sp],
+                "capacity": None if capacity is None else _number(capacity),
+                "load": load,
+                "peak_load": peak,
+                "operators": int(run.operators.get(sp, 0)),
+            }
+        )
+    return found
+
+
+def _rate(amount: float, per: float) -> float:
+    """``amount / per``, rounded as the report's ratios are (a value of a few units of 1e-6 apart is one
+    number in every engine)."""
+    return round(amount / per, 6)
+
+
+def _number(value: float) -> int | float:
+    """A whole float as an int (``100000000``, not ``100000000.0``)."""
+    return int(value) if float(value).is_integer() else value
 
 
 def access_links(scenario: Scenario, run: StrategyRun, subscriptions: list[dict]) -> list[dict]:
@@ -112,11 +218,12 @@ def assemble_report(scenario: Scenario, strategies: dict[str, dict], engine: str
                 "bytes": _ratio(entry["backbone_bytes"], ideal["backbone_bytes"]),
                 "tuple_hops": _ratio(entry["backbone_tuples"], ideal["backbone_tuples"]),
             }
-    exact = all(s["missing"] == 0 and s["extra"] == 0 for e in strategies.values() for s in e["subscriptions"])
+    exact = all(served_exactly(s) for e in strategies.values() for s in e["subscriptions"])
     return {
         "scenario": scenario.name,
         "engine": engine,
         "duration": scenario.duration,
+        "bin_s": load_bin(scenario.duration),
         "header_bytes": scenario.header_bytes,
         "seed": scenario.seed,
         "exact": exact,
@@ -177,6 +284,10 @@ def _fmt_pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:+.1f}%"
 
 
+def _fmt_share(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
 def _fmt_ms(x: float | None) -> str:
     return "n/a" if x is None else f"{1000 * x:.2f}"
 
@@ -193,17 +304,23 @@ COLUMNS = {
     "saved vs MC": "backbone bytes saved against multicast: + is less traffic",
     "p50 ms": "median delivery latency, emission to arrival at the subscriber",
     "p99 ms": "99th percentile of the delivery latency",
-    "exact": "yes when every subscription got exactly its centralized result",
+    "peak util": "the highest offered load of any backbone link direction in one bin, over its bandwidth",
+    "links >100%": "backbone link directions offered more than their bandwidth in some bin",
+    "peak load": "the highest load of any super-peer with a capacity in one bin (n/a: none has one)",
+    "drops": "tuples dropped at full link buffers",
+    "rejected": "subscriptions the planner rejected to stay within the network's limits",
+    "exact": "yes when every subscription got exactly its centralized result (a dropped copy counts as accounted for)",
 }
 """What each column of the console table means, in a phrase (docs/REPORT.md tells it in full)."""
 
 
 def table_rows(report: dict) -> tuple[list[str], list[list[str]]]:
     header = ["strategy", "backbone", "tuple-hops", "x ideal", "access", "saved vs DS", "saved vs QS"]
-    header += ["saved vs MC", "p50 ms", "p99 ms", "exact"]
+    header += ["saved vs MC", "p50 ms", "p99 ms", "peak util", "links >100%", "peak load", "drops", "rejected"]
+    header += ["exact"]
     rows = []
     for name, e in report["strategies"].items():
-        exact = all(s["missing"] == 0 and s["extra"] == 0 for s in e["subscriptions"])
+        exact = all(served_exactly(s) for s in e["subscriptions"])
         vs_ideal = e.get("vs_ideal", {}).get("tuple_hops")
         rows.append(
             [
@@ -217,6 +334,11 @@ def table_rows(report: dict) -> tuple[list[str], list[list[str]]]:
                 _fmt_pct(e["saving_vs"].get("multicast")),
                 _fmt_ms(e["latency_s"]["p50"]),
                 _fmt_ms(e["latency_s"]["p99"]),
+                _fmt_share(e.get("peak_utilization")),
+                str(e.get("links_over_capacity", 0)),
+                _fmt_share(e.get("peak_load")),
+                str(e.get("link_drops", 0)),
+                str(e.get("rejected", 0)),
                 "yes" if exact else "NO",
             ]
         )
@@ -230,6 +352,51 @@ def console_table(report: dict) -> str:
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     return "\n".join(lines)
+
+
+HOTTEST = 3
+"""Links and super-peers listed per strategy in summary.md."""
+
+
+def hottest(entry: dict, n: int = HOTTEST) -> tuple[list[dict], list[dict]]:
+    """A strategy's ``n`` hottest backbone link directions (by peak utilization, then utilization) with any
+    traffic, and its ``n`` busiest super-peers (by peak load, then tuples taken in) with any tuples."""
+    links = [link for link in entry.get("links", ()) if link["bytes"] or link.get("dropped")]
+    links.sort(key=lambda link: (-(link.get("peak_utilization") or 0.0), -link.get("utilization", 0.0)))
+    peers = [sp for sp in entry.get("super_peers", ()) if sp["tuples_in"]]
+    peers.sort(key=lambda sp: (-(sp["peak_load"] or 0.0), -sp["tuples_in"]))
+    return links[:n], peers[:n]
+
+
+def hottest_markdown(report: dict) -> list[str]:
+    """summary.md's lines on the hottest links and super-peers of every strategy (none: no lines)."""
+    link_rows, peer_rows = [], []
+    for name, entry in report["strategies"].items():
+        links, peers = hottest(entry)
+        for link in links:
+            link_rows.append(
+                f"| {name} | {link['from']} -> {link['to']} | {_fmt_share(link.get('peak_utilization'))}"
+                f" | {_fmt_share(link.get('utilization'))} | {link.get('dropped', 0)} |"
+            )
+        for sp in peers:
+            peer_rows.append(
+                f"| {name} | {sp['id']} | {sp['tuples_in']} | {sp['tuples_out']} | {_fmt_share(sp['peak_load'])}"
+                f" | {sp['operators']} |"
+            )
+    lines = []
+    if link_rows:
+        lines += [
+            "",
+            f"Hottest backbone links ({HOTTEST} per strategy; peak of the offered load per"
+            f" {report.get('bin_s', 1):g} s bin over the bandwidth):",
+            "",
+        ]
+        lines += ["| strategy | link | peak util | utilization | drops |", "|---|---|---|---|---|", *link_rows]
+    if peer_rows:
+        lines += ["", f"Busiest super-peers ({HOTTEST} per strategy; peak load n/a: no capacity given):", ""]
+        lines += ["| strategy | super-peer | tuples in | tuples out | peak load | operators |"]
+        lines += ["|---|---|---|---|---|---|", *peer_rows]
+    return lines
 
 
 def summary_markdown(report: dict, plots: list[str]) -> str:
@@ -253,6 +420,7 @@ def summary_markdown(report: dict, plots: list[str]) -> str:
     ]
     if report.get("warnings"):
         lines += ["", "Warnings:", ""] + [f"- {warning}" for warning in report["warnings"]]
+    lines += hottest_markdown(report)
     lines += ["", "Columns:", ""] + [f"- `{name}`: {text}" for name, text in COLUMNS.items()]
     for name in plots:
         lines += ["", f"![{name}]({name})"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from reports.report import console_table
+from reports.report import console_table, served_exactly
 from topologies.errors import InputError
 
 
@@ -86,7 +86,7 @@ def subscriptions_table(report: dict, strategy: str | None, sort: str | None, as
             rows.append(
                 [s["id"], s["delivered"], s["expected"], s["missing"], s["extra"]]
                 + [None if latency[p] is None else 1000 * latency[p] for p in ("p50", "p99")]
-                + ["yes" if s["missing"] == s["extra"] == 0 else "NO"]
+                + ["yes" if served_exactly(s) else "NO"]
             )
         return _table(header, rows, sort, ascending, top)
     per = {n: {s["id"]: s for s in report["strategies"][n]["subscriptions"]} for n in names}
@@ -96,7 +96,7 @@ def subscriptions_table(report: dict, strategy: str | None, sort: str | None, as
         cells = [per[n][s["id"]] for n in names]
         rows.append(
             [s["id"], s["expected"]]
-            + [c["delivered"] if c["missing"] == c["extra"] == 0 else f"{c['delivered']} NOT EXACT" for c in cells]
+            + [c["delivered"] if served_exactly(c) else f"{c['delivered']} NOT EXACT" for c in cells]
         )
     return _table(header, rows, sort, ascending, top)
 

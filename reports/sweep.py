@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from reports.progress import Status
-from reports.report import assemble_report
+from reports.report import assemble_report, served_exactly
 from reports.runner import choose_strategies, engine_for
 from topologies.errors import EmulatorError, InputError
 from topologies.loader import load_scenario
@@ -208,7 +208,7 @@ def point_rows(point: dict[str, object], report: dict, timings: dict[str, tuple[
             "latency_p50_s": entry["latency_s"]["p50"],
             "latency_p99_s": entry["latency_s"]["p99"],
             "latency_mean_s": entry["latency_s"]["mean"],
-            "exact": int(all(s["missing"] == 0 and s["extra"] == 0 for s in entry["subscriptions"])),
+            "exact": int(all(served_exactly(s) for s in entry["subscriptions"])),
             "plan_s": round(timings[name][0], 3),
             "run_s": round(timings[name][1], 3),
         }

@@ -45,6 +45,8 @@ def test_run_writes_the_report_and_prints_the_comparison(figure1_out):
             "timeline.png",
             "latency.png",
             "topology.png",
+            "utilization.png",
+            "load.png",
         ]
     )
     for name in ("data-shipping", "query-shipping", "multicast", "ideal", "sharing-em"):
