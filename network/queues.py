@@ -26,7 +26,9 @@ admitted when its bytes and those of the tuples admitted before it that have not
 ``a`` fit the buffer (:func:`_admit`; those tuples wait in the direction's *ring*, by start time).  A
 dropped tuple's row departs at NaN, and so does every row after it (its next hops, what reads it further
 on).  Rings carry over from window to window (:class:`QueueState`), so which tuples are dropped is the
-same whatever the windows or chunks of the run.
+same whatever the windows or chunks of the run.  A later round's tuple is admitted against the ring as
+the window's earlier rounds at that link left it (like its service in their gaps, an approximation where
+rounds contend; the same in every engine).
 
 The same segments (a channel at one hop: link, round, level, its tuples' arrivals) are what a distributed
 engine partitions by link direction: the solve of one level needs only the departures of lower levels.
