@@ -161,11 +161,14 @@ class TrafficMeter:
         wire_bytes: np.ndarray,
         departures: np.ndarray,
         latency: np.ndarray | None = None,
+        arrivals: np.ndarray | None = None,
     ) -> None:
         """Runs of tuples at once: run ``r``'s ``count[r]`` tuples reached ``directions[link[r]]``,
         finishing at ``departures[first[r]:]`` (NaN: dropped, not counted), of ``wire_bytes[first_wire[r]:]``
         bytes.  With ``latency`` (per direction), each tuple landing at a super-peer ``latency`` after its
-        departure is counted there too (the super-peers' load)."""
+        departure is counted there too (the super-peers' load); with ``arrivals`` (aligned with
+        ``departures``, NaN: never reached the link), each tuple reaching a backbone direction's queue is
+        counted in its offered load, dropped there or not."""
         self.line_of(directions)
         if not len(link):
             return
@@ -196,14 +199,25 @@ class TrafficMeter:
             self._timeline,
             self._landed,
         )
+        if arrivals is not None:
+            last = _last_offered(link, first, count, arrivals, self._row, self.load_bin_s, MAX_TIMELINE_BINS)
+            self._offered = _widened(self._offered, last + 1)
+            _offer_runs(
+                link,
+                first,
+                count,
+                first_wire,
+                wire_bytes,
+                arrivals,
+                self._row,
+                self.load_bin_s,
+                MAX_TIMELINE_BINS,
+                self._offered,
+            )
 
-    def offer(self, rows: np.ndarray, bins: np.ndarray, sent: np.ndarray, drops: np.ndarray) -> None:
-        """Bytes ``sent[i]`` reached the queue of backbone timeline row ``rows[i]`` in bin ``bins[i]`` (the
-        offered load, dropped tuples included); ``drops[k]`` tuples were dropped at direction ``k``."""
+    def dropped_at(self, drops: np.ndarray) -> None:
+        """``drops[k]`` tuples were dropped at the tail of direction ``k`` (of the :meth:`line_of` list)."""
         self._drops += drops
-        if len(rows):
-            self._offered = _widened(self._offered, int(bins.max()) + 1)
-            np.add.at(self._offered, (rows, bins), sent)
 
     def deliver_many(self, numbers: np.ndarray, counts: np.ndarray, indices: np.ndarray, latencies: np.ndarray) -> None:
         """Subscription ``subscriptions[numbers[k]]`` received the next ``counts[k]`` of ``indices``, after
@@ -308,6 +322,50 @@ def _widened(matrix: np.ndarray, columns: int) -> np.ndarray:
     grown = np.zeros((matrix.shape[0], columns), matrix.dtype)
     grown[:, : matrix.shape[1]] = matrix
     return grown
+
+
+@njit(cache=True)
+def _last_offered(link, first, count, arrivals, row, bin_s, max_bins):
+    """The last bin any tuple reaches a backbone direction's queue in (-1: none).  A run's arrivals ascend
+    (its tuples in index order, FIFO at the link before), those that never got there (NaN) aside, so only
+    its last one that is not NaN is looked at."""
+    last = -1
+    for r in range(len(link)):
+        if row[link[r]] < 0:
+            continue
+        i = first[r] + count[r] - 1
+        while i >= first[r] and np.isnan(arrivals[i]):
+            i -= 1
+        if i >= first[r]:
+            last = max(last, _bin(arrivals[i], bin_s, max_bins))
+    return last
+
+
+@njit(cache=True)
+def _offer_runs(link, first, count, first_wire, wire, arrivals, row, bin_s, max_bins, offered):
+    """Add the bytes of every tuple reaching a backbone direction's queue to its bin of ``offered``.  A
+    run's arrivals ascend, so its bytes are summed per bin first, and a tuple's bin is computed only when
+    it passes the current bin's end (``floor(q) >= b + 1`` exactly when ``q >= b + 1``)."""
+    for r in range(len(link)):
+        line = row[link[r]]
+        if line < 0:
+            continue
+        current, end, in_bin = -1, -np.inf, 0.0
+        for i in range(count[r]):
+            a = arrivals[first[r] + i]
+            if np.isnan(a):
+                continue
+            q = a / bin_s
+            if q >= end:
+                if current >= 0:
+                    offered[line, current] += in_bin
+                current, in_bin = _bin(a, bin_s, max_bins), 0.0
+                if current >= offered.shape[1]:
+                    raise IndexError("a run's arrivals do not ascend")
+                end = current + 1.0 if current < max_bins - 1 else np.inf
+            in_bin += wire[first_wire[r] + i]
+        if current >= 0:
+            offered[line, current] += in_bin
 
 
 @njit(cache=True)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from network.meter import MAX_TIMELINE_BINS, Direction, TrafficMeter
+from network.meter import Direction, TrafficMeter
 from topologies.errors import EmulatorError
 
 
@@ -100,6 +100,26 @@ class QueueState:
         free = (self.busy <= first_arrival) & (truth.busy <= first_arrival)
         return bool(np.all(free | self.same_at(truth)))
 
+    def widened(self, width: int) -> QueueState:
+        """The same state with rings of ``width`` places (at least each one's waiting tuples), each ring's
+        oldest tuple first."""
+        return self._of_rings(self.busy, [self.waiting(ring) for ring in range(len(self.ring_count))], width)
+
+    def _of_rings(self, busy: np.ndarray, waiting: list[tuple[np.ndarray, np.ndarray]], width: int = 1) -> QueueState:
+        width = max([len(starts) for starts, _ in waiting] + [width])
+        ring_start, ring_bytes = np.zeros((len(waiting), width)), np.zeros((len(waiting), width))
+        for ring, (starts, sizes) in enumerate(waiting):
+            ring_start[ring, : len(starts)], ring_bytes[ring, : len(sizes)] = starts, sizes
+        return QueueState(
+            np.array(busy, dtype=np.float64),
+            self.ring_of.copy(),
+            ring_start,
+            ring_bytes,
+            np.zeros(len(waiting), np.int64),
+            np.array([len(starts) for starts, _ in waiting], np.int64),
+            np.array([sizes.sum() for _, sizes in waiting], np.float64),
+        )
+
     def then(self, end: QueueState, first_arrival: np.ndarray) -> QueueState:
         """The state after a run that started from this one (or one it :meth:`agrees` with) and ended in
         ``end``: ``end``'s, except at the links the run never used (``first_arrival`` inf), which keep
@@ -108,19 +128,7 @@ class QueueState:
         waiting = [
             (self if unused[k] else end).waiting(ring) for k, ring in enumerate(self.ring_of.tolist()) if ring >= 0
         ]
-        width = max([len(starts) for starts, _ in waiting] + [1])
-        ring_start, ring_bytes = np.zeros((len(waiting), width)), np.zeros((len(waiting), width))
-        for ring, (starts, sizes) in enumerate(waiting):
-            ring_start[ring, : len(starts)], ring_bytes[ring, : len(sizes)] = starts, sizes
-        return QueueState(
-            np.where(unused, self.busy, end.busy),
-            self.ring_of.copy(),
-            ring_start,
-            ring_bytes,
-            np.zeros(len(waiting), np.int64),
-            np.array([len(starts) for starts, _ in waiting], np.int64),
-            np.array([sizes.sum() for _, sizes in waiting], np.float64),
-        )
+        return self._of_rings(np.where(unused, self.busy, end.busy), waiting)
 
 
 @dataclass(frozen=True)
@@ -252,53 +260,61 @@ class Queues:
         starts at its arrival either way, and no tuple is left waiting in its buffer; so every departure,
         drop and arrival after it is the same; docs/SPARK.md)."""
         self.meter = meter
+        self._restore(state)
+        self.first_arrival = np.full(len(self.directions), np.inf)
+        self._told = np.zeros(len(self.routes), dtype=np.bool_)  # the meter knows what its deliveries carry
+
+    def _restore(self, state: QueueState) -> None:
+        """Take ``state``'s busy times and rings (copies)."""
         self.busy = np.array(state.busy, dtype=np.float64)
         self.ring_start, self.ring_bytes = state.ring_start.copy(), state.ring_bytes.copy()
         self.ring_head, self.ring_count = state.ring_head.copy(), state.ring_count.copy()
         self.ring_waiting = state.ring_waiting.copy()
-        self.first_arrival = np.full(len(self.directions), np.inf)
-        self._told = np.zeros(len(self.routes), dtype=np.bool_)  # the meter knows what its deliveries carry
 
     def serve(self, blocks: Blocks) -> None:
         """Move the window's tuples over their links and record traffic and deliveries in the meter."""
-        arrival_min = np.full(len(self.directions), np.inf)
-        drops = np.zeros(len(self.directions), np.int64)
-        departures, row_base, seg_link, seg_row, seg_count, seg_tuple, *rings, row, at, sent, n = solve_window(
-            blocks.first,
-            blocks.count,
-            self.hop_start,
-            self.hop_link,
-            self.hop_round,
-            self.parent,
-            self.tap,
-            self.rank,
-            self.rounds,
-            self.bandwidth,
-            self.latency,
-            self.busy,
-            blocks.emitted,
-            blocks.parents,
-            blocks.wire,
-            arrival_min,
-            self.buffer,
-            self.ring_of,
-            self.ring_start,
-            self.ring_bytes,
-            self.ring_head,
-            self.ring_count,
-            self.ring_waiting,
-            drops,
-            self.meter.line_of(self.directions),
-            self.meter.load_bin_s,
-            MAX_TIMELINE_BINS,
-        )
+        saved = self.state() if len(self.ring_count) else None
+        while True:
+            arrival_min = np.full(len(self.directions), np.inf)
+            drops = np.zeros(len(self.directions), np.int64)
+            departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, full = solve_window(
+                blocks.first,
+                blocks.count,
+                self.hop_start,
+                self.hop_link,
+                self.hop_round,
+                self.parent,
+                self.tap,
+                self.rank,
+                self.rounds,
+                self.bandwidth,
+                self.latency,
+                self.busy,
+                blocks.emitted,
+                blocks.parents,
+                blocks.wire,
+                arrival_min,
+                self.buffer,
+                self.ring_of,
+                self.ring_start,
+                self.ring_bytes,
+                self.ring_head,
+                self.ring_count,
+                self.ring_waiting,
+                drops,
+            )
+            if full < 0:
+                break
+            # a ring outgrew its places: twice as many for every ring, and the window again from the start
+            assert saved is not None
+            self._restore(saved.widened(2 * saved.ring_start.shape[1]))
+            saved = self.state()
         fresh = np.isinf(self.first_arrival)
         self.first_arrival[fresh] = arrival_min[fresh]
         self.meter.cross_runs(
-            self.directions, seg_link, seg_row, seg_count, seg_tuple, blocks.wire, departures, self.latency
+            self.directions, seg_link, seg_row, seg_count, seg_tuple, blocks.wire, departures, self.latency, arrivals
         )
-        self.ring_start, self.ring_bytes = rings
-        self.meter.offer(row[:n], at[:n], sent[:n], drops)
+        self.meter.dropped_at(drops)
         sinks = np.flatnonzero((self.sink >= 0) & (blocks.count > 0))
         if not len(sinks):
             return
@@ -404,17 +420,11 @@ def _admit(a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiti
 @njit(cache=True)
 def _queued(start, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting):
     """An admitted tuple joins the ring of its link: it waits for the wire until ``start`` (kept in start
-    order; a later round's tuple, served in a gap, may start before tuples queued earlier).  Returns the
-    rings' arrays, twice as wide when this ring was full (every ring then starts at column 0)."""
+    order; a later round's tuple, served in a gap, may start before tuples queued earlier).  Returns False,
+    changing nothing, when the ring is full (the caller widens the rings and solves the window again)."""
     cap = ring_start.shape[1]
     if ring_count[ring] == cap:
-        wider_start, wider_bytes = np.zeros((ring_start.shape[0], 2 * cap)), np.zeros((ring_start.shape[0], 2 * cap))
-        for other in range(ring_start.shape[0]):
-            for i in range(ring_count[other]):
-                at = (ring_head[other] + i) % cap
-                wider_start[other, i], wider_bytes[other, i] = ring_start[other, at], ring_bytes[other, at]
-            ring_head[other] = 0
-        ring_start, ring_bytes, cap = wider_start, wider_bytes, 2 * cap
+        return False
     at = (ring_head[ring] + ring_count[ring]) % cap
     ring_start[ring, at], ring_bytes[ring, at] = start, w
     ring_count[ring] += 1
@@ -427,28 +437,7 @@ def _queued(start, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_
         ring_start[ring, before], ring_start[ring, here] = ring_start[ring, here], ring_start[ring, before]
         ring_bytes[ring, before], ring_bytes[ring, here] = ring_bytes[ring, here], ring_bytes[ring, before]
         k -= 1
-    return ring_start, ring_bytes
-
-
-@njit(cache=True)
-def _offer(line, a, w, bin_s, max_bins, out_link, out_bin, out_bytes, n):
-    """Add ``w`` bytes reaching the backbone direction of timeline row ``line`` at ``a`` to the offered-load
-    triples (row, bin, bytes), merging into the last triple when it is the same row and bin."""
-    b = int(min(np.floor(a / bin_s), max_bins - 1))
-    if n > 0 and out_link[n - 1] == line and out_bin[n - 1] == b:
-        out_bytes[n - 1] += w
-        return out_link, out_bin, out_bytes, n
-    if n == len(out_link):
-        out_link, out_bin, out_bytes = _grow(out_link, n + 1), _grow(out_bin, n + 1), _grow(out_bytes, n + 1)
-    out_link[n], out_bin[n], out_bytes[n] = line, b, w
-    return out_link, out_bin, out_bytes, n + 1
-
-
-@njit(cache=True)
-def _grow(a, size):
-    out = np.empty(max(size, 2 * len(a)), a.dtype)
-    out[: len(a)] = a
-    return out
+    return True
 
 
 @njit(cache=True)
@@ -477,9 +466,6 @@ def solve_window(
     ring_count,
     ring_waiting,
     drops,
-    line_of,
-    bin_s,
-    max_bins,
 ):
     """Departures of one window's tuples at every hop (module docstring), updating ``busy``; sets
     ``arrival_min[k]`` to the earliest arrival at link ``k`` in the window (``inf``: none).
@@ -488,10 +474,11 @@ def solve_window(
     row + count - 1`` (hop ``h`` of channel ``c``'s ``j``-th tuple is row ``row_base[c] + h * count + j``).
     A link with a finite ``buffer`` drops at the tail (:func:`_admit`, its waiting tuples in ring
     ``ring_of[k]``), counting in ``drops[k]``; a dropped tuple's row and every row after it (its next hops,
-    what reads it further on) depart at NaN.  Returns the departure of every row, ``row_base``, per segment
-    its link, first row, count and first tuple (a position in the window's flat arrays), and the bytes
-    reaching each backbone direction (timeline row ``line_of[k] >= 0``) per bin of ``bin_s`` as triples
-    (row, bin, bytes) with their count: what the offered load of the report is made of."""
+    what reads it further on) depart at NaN.  Returns the departure of every row, its arrival at its link's
+    queue (NaN: dropped before; what the offered load is made of), ``row_base``, per segment its link,
+    first row, count and first tuple (a position in the window's flat arrays), and -1; or, as soon as a
+    ring is full, that ring's number (then the rest is unfinished and ``busy`` and the rings changed: the
+    caller widens the rings and solves the window again from its saved state)."""
     n_links = len(bandwidth)
     n_ch = len(ch_count)
     row_base = np.full(n_ch, -1, np.int64)
@@ -553,10 +540,7 @@ def solve_window(
     picks = np.empty(widest, np.int64)
     buffer_keys = np.empty(widest)
     buffer_picks = np.empty(widest, np.int64)
-    out_link = np.empty(64, np.int64)
-    out_bin = np.empty(64, np.int64)
-    out_bytes = np.empty(64, np.float64)
-    n_out = 0
+    arrivals = np.full(total, np.nan)  # per row, when it reached its link's queue (NaN: it never did)
     for g in range(rounds * n_links):
         if seg_groups[g] == seg_groups[g + 1]:
             continue
@@ -585,17 +569,14 @@ def solve_window(
         k = seg_link[order[seg_groups[g]]]
         if keys[0] < arrival_min[k]:
             arrival_min[k] = keys[0]
-        line, ring = line_of[k], ring_of[k]
+        ring = ring_of[k]
         r = g // n_links
         if r == 0:
             free = busy[k]
             for i in range(m):
                 a = keys[i]
                 w = wire[tuples[picks[i]]]
-                if line >= 0:  # offered load: what reaches the queue, dropped or not
-                    out_link, out_bin, out_bytes, n_out = _offer(
-                        line, a, w, bin_s, max_bins, out_link, out_bin, out_bytes, n_out
-                    )
+                arrivals[rows[picks[i]]] = a  # offered, dropped or not
                 if ring >= 0 and not _admit(
                     a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer[k]
                 ):
@@ -605,10 +586,10 @@ def solve_window(
                 begin = a if a > free else free
                 free = begin + w * 8.0 / bandwidth[k]
                 departures[rows[picks[i]]] = free
-                if ring >= 0:
-                    ring_start, ring_bytes = _queued(
-                        begin, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting
-                    )
+                if ring >= 0 and not _queued(
+                    begin, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting
+                ):
+                    return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, ring
             busy[k] = free
             continue
         # a later round: in the gaps the window's earlier rounds left at this link
@@ -636,10 +617,7 @@ def solve_window(
         for i in range(m):
             a = keys[i]
             w = wire[tuples[picks[i]]]
-            if line >= 0:
-                out_link, out_bin, out_bytes, n_out = _offer(
-                    line, a, w, bin_s, max_bins, out_link, out_bin, out_bytes, n_out
-                )
+            arrivals[rows[picks[i]]] = a
             if ring >= 0 and not _admit(
                 a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer[k]
             ):
@@ -652,24 +630,11 @@ def solve_window(
             departures[rows[picks[i]]] = done
             if done > busy[k]:
                 busy[k] = done
-            if ring >= 0:
-                ring_start, ring_bytes = _queued(
-                    done - service, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting
-                )
-    return (
-        departures,
-        row_base,
-        seg_link,
-        seg_row,
-        seg_count,
-        seg_tuple,
-        ring_start,
-        ring_bytes,
-        out_link,
-        out_bin,
-        out_bytes,
-        n_out,
-    )
+            if ring >= 0 and not _queued(
+                done - service, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting
+            ):
+                return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, ring
+    return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, -1
 
 
 def _levels(n: int, edges: set[tuple[int, int]]) -> np.ndarray:
