@@ -171,7 +171,7 @@ class Queues:
         self.ring_of = np.full(len(self.directions), -1, np.int64)
         self.ring_of[buffered] = np.arange(len(buffered))
         # a ring holds the tuples admitted but not yet on the wire: at most buffer / smallest of them, and
-        # it grows to that only when they come (solve_window widens a full ring)
+        # it grows to that only when they come (serve widens the rings when one is full)
         bound = int(np.floor(self.buffer[buffered].max() / max(1, smallest))) + 1 if len(buffered) else 1
         self.ring_size = min(bound, 64)
         self.meter = meter
