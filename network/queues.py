@@ -23,7 +23,7 @@ any of this: only times do.
 
 **Buffers.**  A link direction with a finite buffer (bytes) drops at the tail: a tuple arriving at ``a`` is
 admitted when its bytes and those of the tuples admitted before it that have not started on the wire by
-``a`` fit the buffer (:func:`_admit`; those tuples wait in the direction's *ring*, by start time).  A
+``a`` fit the buffer (:func:`admit`; those tuples wait in the direction's *ring*, by start time).  A
 dropped tuple's row departs at NaN, and so does every row after it (its next hops, what reads it further
 on).  Rings carry over from window to window (:class:`QueueState`), so which tuples are dropped is the
 same whatever the windows or chunks of the run.  A later round's tuple is admitted against the ring as
@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from network.buffers import QueueState, admit, enqueue
 from network.meter import Direction, TrafficMeter
 from topologies.errors import EmulatorError
 
@@ -57,78 +58,6 @@ class Route:
     tap: int
     sink: str | None = None
     attrs: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class QueueState:
-    """Where the link queues stand between two windows: when each link direction is next free (``busy``),
-    and per direction with a buffer (``ring_of[k] >= 0``: its ring) the tuples admitted but not yet on the
-    wire, as start times and bytes in start order (``ring_count`` of them from ``ring_head``,
-    ``ring_waiting`` bytes)."""
-
-    busy: np.ndarray
-    ring_of: np.ndarray
-    ring_start: np.ndarray
-    ring_bytes: np.ndarray
-    ring_head: np.ndarray
-    ring_count: np.ndarray
-    ring_waiting: np.ndarray
-
-    def waiting(self, ring: int) -> tuple[np.ndarray, np.ndarray]:
-        """Ring ``ring``'s waiting tuples (start times, bytes), oldest first."""
-        at = (self.ring_head[ring] + np.arange(self.ring_count[ring])) % self.ring_start.shape[1]
-        return self.ring_start[ring, at], self.ring_bytes[ring, at]
-
-    def same_at(self, other: QueueState) -> np.ndarray:
-        """Per link direction, whether both states are the same there: next free at the same time, and
-        the same tuples waiting in its buffer."""
-        same = self.busy == other.busy
-        for k, ring in enumerate(self.ring_of.tolist()):
-            if ring >= 0 and same[k]:
-                (a, x), (b, y) = self.waiting(ring), other.waiting(ring)
-                same[k] = self.ring_waiting[ring] == other.ring_waiting[ring] and (
-                    np.array_equal(a, b) and np.array_equal(x, y)
-                )
-        return same
-
-    def agrees(self, truth: QueueState, first_arrival: np.ndarray) -> bool:
-        """Whether a run started from this state, whose earliest arrival at each link (in the first window
-        using it) was ``first_arrival``, is the run from ``truth``: link by link, both states are the
-        same, or both are free by that arrival.  A link free by then has also put every tuple of its
-        buffer on the wire by then (each one started before the link's last departure), so its first
-        arrival finds an empty buffer and an idle link under both states (docs/SPARK.md)."""
-        free = (self.busy <= first_arrival) & (truth.busy <= first_arrival)
-        return bool(np.all(free | self.same_at(truth)))
-
-    def widened(self, width: int) -> QueueState:
-        """The same state with rings of ``width`` places (at least each one's waiting tuples), each ring's
-        oldest tuple first."""
-        return self._of_rings(self.busy, [self.waiting(ring) for ring in range(len(self.ring_count))], width)
-
-    def _of_rings(self, busy: np.ndarray, waiting: list[tuple[np.ndarray, np.ndarray]], width: int = 1) -> QueueState:
-        width = max([len(starts) for starts, _ in waiting] + [width])
-        ring_start, ring_bytes = np.zeros((len(waiting), width)), np.zeros((len(waiting), width))
-        for ring, (starts, sizes) in enumerate(waiting):
-            ring_start[ring, : len(starts)], ring_bytes[ring, : len(sizes)] = starts, sizes
-        return QueueState(
-            np.array(busy, dtype=np.float64),
-            self.ring_of.copy(),
-            ring_start,
-            ring_bytes,
-            np.zeros(len(waiting), np.int64),
-            np.array([len(starts) for starts, _ in waiting], np.int64),
-            np.array([sizes.sum() for _, sizes in waiting], np.float64),
-        )
-
-    def then(self, end: QueueState, first_arrival: np.ndarray) -> QueueState:
-        """The state after a run that started from this one (or one it :meth:`agrees` with) and ended in
-        ``end``: ``end``'s, except at the links the run never used (``first_arrival`` inf), which keep
-        this state's."""
-        unused = np.isinf(first_arrival)
-        waiting = [
-            (self if unused[k] else end).waiting(ring) for k, ring in enumerate(self.ring_of.tolist()) if ring >= 0
-        ]
-        return self._of_rings(np.where(unused, self.busy, end.busy), waiting)
 
 
 @dataclass(frozen=True)
@@ -403,44 +332,6 @@ def _gap_next(t, service, starts, ends, i):
 
 
 @njit(cache=True)
-def _admit(a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer):
-    """Tail drop at a link direction with a buffer (ring ``ring``): whether a tuple of ``w`` bytes arriving at
-    ``a`` finds room, counting the bytes of the tuples admitted before it that have not started their
-    transmission by then (``ring_start`` ascending from ``ring_head``)."""
-    cap = ring_start.shape[1]
-    while ring_count[ring] > 0 and ring_start[ring, ring_head[ring]] <= a:
-        ring_waiting[ring] -= ring_bytes[ring, ring_head[ring]]
-        ring_head[ring] = (ring_head[ring] + 1) % cap
-        ring_count[ring] -= 1
-    if ring_count[ring] == 0:
-        ring_waiting[ring] = 0.0  # no rounding left behind by the subtractions
-    return ring_waiting[ring] + w <= buffer
-
-
-@njit(cache=True)
-def _queued(start, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting):
-    """An admitted tuple joins the ring of its link: it waits for the wire until ``start`` (kept in start
-    order; a later round's tuple, served in a gap, may start before tuples queued earlier).  Returns False,
-    changing nothing, when the ring is full (the caller widens the rings and solves the window again)."""
-    cap = ring_start.shape[1]
-    if ring_count[ring] == cap:
-        return False
-    at = (ring_head[ring] + ring_count[ring]) % cap
-    ring_start[ring, at], ring_bytes[ring, at] = start, w
-    ring_count[ring] += 1
-    ring_waiting[ring] += w
-    k = ring_count[ring] - 1
-    while k > 0:  # insertion sort from the back: nothing moves for a FIFO's tuples
-        here, before = (ring_head[ring] + k) % cap, (ring_head[ring] + k - 1) % cap
-        if ring_start[ring, before] <= ring_start[ring, here]:
-            break
-        ring_start[ring, before], ring_start[ring, here] = ring_start[ring, here], ring_start[ring, before]
-        ring_bytes[ring, before], ring_bytes[ring, here] = ring_bytes[ring, here], ring_bytes[ring, before]
-        k -= 1
-    return True
-
-
-@njit(cache=True)
 def solve_window(
     ch_first,
     ch_count,
@@ -472,7 +363,7 @@ def solve_window(
 
     A *segment* is one channel at one hop: its tuples cross one link in index order, as rows ``row ..
     row + count - 1`` (hop ``h`` of channel ``c``'s ``j``-th tuple is row ``row_base[c] + h * count + j``).
-    A link with a finite ``buffer`` drops at the tail (:func:`_admit`, its waiting tuples in ring
+    A link with a finite ``buffer`` drops at the tail (:func:`admit`, its waiting tuples in ring
     ``ring_of[k]``), counting in ``drops[k]``; a dropped tuple's row and every row after it (its next hops,
     what reads it further on) depart at NaN.  Returns the departure of every row, its arrival at its link's
     queue (NaN: dropped before; what the offered load is made of), ``row_base``, per segment its link,
@@ -577,7 +468,7 @@ def solve_window(
                 a = keys[i]
                 w = wire[tuples[picks[i]]]
                 arrivals[rows[picks[i]]] = a  # offered, dropped or not
-                if ring >= 0 and not _admit(
+                if ring >= 0 and not admit(
                     a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer[k]
                 ):
                     departures[rows[picks[i]]] = np.nan
@@ -586,7 +477,7 @@ def solve_window(
                 begin = a if a > free else free
                 free = begin + w * 8.0 / bandwidth[k]
                 departures[rows[picks[i]]] = free
-                if ring >= 0 and not _queued(
+                if ring >= 0 and not enqueue(
                     begin, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting
                 ):
                     return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, ring
@@ -618,7 +509,7 @@ def solve_window(
             a = keys[i]
             w = wire[tuples[picks[i]]]
             arrivals[rows[picks[i]]] = a
-            if ring >= 0 and not _admit(
+            if ring >= 0 and not admit(
                 a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer[k]
             ):
                 departures[rows[picks[i]]] = np.nan
@@ -630,7 +521,7 @@ def solve_window(
             departures[rows[picks[i]]] = done
             if done > busy[k]:
                 busy[k] = done
-            if ring >= 0 and not _queued(
+            if ring >= 0 and not enqueue(
                 done - service, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting
             ):
                 return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, ring

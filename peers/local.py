@@ -12,8 +12,9 @@ from dataclasses import replace
 import numpy as np
 import simpy
 
+from network.buffers import QueueState
 from network.meter import StrategyRun, TrafficMeter, bin_width, load_bin
-from network.queues import Queues, QueueState
+from network.queues import Queues
 from network.routing import Network
 from peers.timetable import Timetable, Values
 from sharing.plan import Plan

@@ -29,9 +29,9 @@ from itertools import count
 
 import numpy as np
 
+from network.buffers import QueueState
 from network.latency import LatencyStats, Sum, add_sums, ranks_needed
 from network.meter import StrategyRun, SubscriptionSummary
-from network.queues import QueueState
 from peers.local import Simulation
 from peers.spark_select import OVERALL, order_statistics
 from peers.spark_session import parse_master, spark_session

@@ -31,8 +31,8 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 
+from network.buffers import QueueState
 from network.latency import Sum, exact_sums_by_owner
-from network.queues import QueueState
 from peers.local import Simulation
 from topologies import workload
 from topologies.expected import differences_by_owner, expected_in_range

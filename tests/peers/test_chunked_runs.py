@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from network.buffers import QueueState
 from network.latency import ranks_needed
-from network.queues import QueueState
 from network.routing import Network
 from peers.local import Simulation, run_local
 from peers.spark import OVERALL, _cut, _holds, _Totals, _warm_up_windows, chain, cut_windows
