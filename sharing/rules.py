@@ -24,7 +24,7 @@ from network.routing import Network
 from sharing.epochs import EpochOrder
 from sharing.plan import Delivery, Flow, Plan
 from topologies.errors import PlanError
-from topologies.model import Scenario
+from topologies.model import Scenario, StreamSpec
 
 
 def check_plan(plan: Plan, scenario: Scenario, network: Network | None = None) -> None:
@@ -149,6 +149,14 @@ class _Rules:
                         f"flow {state.flows[child].id}: parent {flow.id} is not an earlier flow of the epoch"
                     )
 
+    def _raw(self, stream: StreamSpec, at: str, what: str) -> tuple[frozenset[str], str]:
+        """What a flow or delivery (``what``) reading ``stream`` raw at ``at`` sees, and how to name it: only
+        the stream's source's super-peer has the raw stream."""
+        source_home = self.scenario.home(stream.source)
+        if at != source_home:
+            raise PlanError(f"{what} reads raw {stream.id} at {at}, not at {source_home}")
+        return frozenset(stream.attribute_names), f"raw stream {stream.id}"
+
     def _flow(self, flow: Flow, parent: Flow | None, state: _Epochs) -> frozenset[str]:
         """Check one flow read from ``parent`` (the raw stream when it has none); what it carries."""
         stream = self.scenario.streams_by_id.get(flow.stream)
@@ -157,10 +165,7 @@ class _Rules:
         if not flow.path or flow.path[0] != flow.origin:
             raise PlanError(f"flow {flow.id}: path {flow.path} does not start at its origin {flow.origin}")
         if flow.parent is None:
-            source_home = self.scenario.home(stream.source)
-            if flow.origin != source_home:
-                raise PlanError(f"flow {flow.id} reads raw {flow.stream} at {flow.origin}, not at {source_home}")
-            above, what = frozenset(stream.attribute_names), f"raw stream {flow.stream}"
+            above, what = self._raw(stream, flow.origin, f"flow {flow.id}")
         else:
             if parent is None:
                 raise PlanError(f"flow {flow.id}: parent {flow.parent} is not an earlier flow of the epoch")
@@ -217,10 +222,7 @@ class _Rules:
         if stream is None:
             raise PlanError(f"{what}: unknown stream {sub.stream!r}")
         if delivery.flow is None:
-            source_home = self.scenario.home(stream.source)
-            if delivery.home != source_home:
-                raise PlanError(f"{what} reads raw {sub.stream} at {delivery.home}, not at {source_home}")
-            above, source = frozenset(stream.attribute_names), f"raw stream {sub.stream}"
+            above, source = self._raw(stream, delivery.home, what)
         else:
             if flow is None or delivery.home not in flow.path:
                 raise PlanError(f"{what}: flow {delivery.flow} is not available at {delivery.home}")
