@@ -30,6 +30,7 @@ class SubscriptionSummary:
     extra: int
     latency: LatencyStats
     dropped: int = 0  # copies it should have received that a full buffer dropped on the way
+    lost: int = 0  # copies it should have received that were in flight at a failure (docs/DYNAMICS.md)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,12 @@ class StrategyRun:
     # rejected, why
     operators: dict[str, int] = field(default_factory=dict)
     rejected: dict[str, str] = field(default_factory=dict)
+    # failures (docs/DYNAMICS.md): per backbone direction the tuples lost there in flight at a failure; per
+    # subscription the indices of its copies lost on the way (an engine with a ``summary`` counts them
+    # there); the plan's re-plans, one per change of the backbone
+    link_lost: dict[Direction, int] = field(default_factory=dict)
+    lost: dict[str, np.ndarray] = field(default_factory=dict)
+    replans: tuple = ()
 
     @property
     def backbone_bytes(self) -> int:

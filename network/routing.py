@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterable
 from fractions import Fraction
 from functools import cached_property
 from itertools import pairwise
@@ -22,6 +23,7 @@ class Network:
 
     def __init__(self, super_peers: tuple[str, ...], links: tuple[LinkSpec, ...]):
         self.super_peers = super_peers
+        self._specs = links
         self._links: dict[tuple[str, str], LinkSpec] = {}
         self._adjacent: dict[str, list[str]] = {sp: [] for sp in super_peers}
         for link in links:
@@ -39,6 +41,21 @@ class Network:
     @classmethod
     def of(cls, scenario: Scenario) -> Network:
         return cls(scenario.super_peers, scenario.links)
+
+    def surviving(self, failed_links: Iterable[tuple[str, str]], failed_nodes: Iterable[str]) -> Network:
+        """The backbone without the ``failed_links`` (each as its pair of ends, either order) and the
+        ``failed_nodes`` with every link they end (docs/DYNAMICS.md): routes over it follow the same rule
+        over what survives.  A failed super-peer stays listed, with no links, so it reaches nothing."""
+        down = {frozenset(pair) for pair in failed_links}
+        nodes = set(failed_nodes)
+        if not down and not nodes:
+            return self
+        links = tuple(
+            link
+            for link in self._specs
+            if frozenset((link.a, link.b)) not in down and link.a not in nodes and link.b not in nodes
+        )
+        return Network(self.super_peers, links)
 
     def neighbours(self, node: str) -> list[str]:
         return self._adjacent[node]

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from network.routing import Network
-from sharing.plan import Decision, Delivery, Epoch, Flow, Plan
+from sharing.plan import Decision, Delivery, Epoch, Flow, Plan, Replan
 from topologies.errors import EmulatorError, InputError
 from topologies.model import Scenario
 
@@ -118,6 +118,7 @@ __all__ = [
     "Epoch",
     "Flow",
     "Plan",
+    "Replan",
     "Planner",
     "check_strategy",
     "make_plan",

@@ -14,18 +14,23 @@ from itertools import compress, count, pairwise
 from operator import is_not
 from typing import NamedTuple
 
-from topologies.model import Scenario, SubscriptionSpec
+from topologies.model import NetworkEvent, Scenario, SubscriptionSpec
+from topologies.outages import NetworkState, event_times, network_states
 
 
 class Event(NamedTuple):
     time: float
-    kind: str  # "unsubscribe" or "subscribe"
-    subscription: SubscriptionSpec
+    kind: str  # "network", "unsubscribe" or "subscribe"
+    subscription: SubscriptionSpec | None  # None for "network"
+    state: NetworkState | None = None  # "network": the backbone from now on
+    changes: tuple[NetworkEvent, ...] = ()  # "network": the scenario's events at this instant
 
 
 def boundaries(scenario: Scenario) -> list[float]:
-    """Sorted epoch boundaries: 0, every event time inside (0, duration), and duration."""
+    """Sorted epoch boundaries: 0, every subscription and backbone event time inside (0, duration), and
+    duration."""
     times = {0.0, float(scenario.duration)}
+    times.update(t for t in event_times(scenario) if 0 < t < scenario.duration)
     for s in scenario.subscriptions:
         for t in (s.at, s.until):
             if t is not None and 0 < t < scenario.duration:
@@ -40,11 +45,18 @@ def is_active(sub: SubscriptionSpec, start: float, end: float) -> bool:
 def timeline(scenario: Scenario) -> list[tuple[float, float, list[Event]]]:
     """Each epoch ``(start, end, events taking effect at start)``, in time order.
 
-    At one instant departures come first, so freed flows are narrowed before new subscriptions look for
-    streams to reuse; each kind in scenario order.
+    At one instant a change of the backbone comes first (one "network" event carrying the new state and
+    the scenario's events at that instant, docs/DYNAMICS.md), then departures, so freed flows are
+    narrowed before new subscriptions look for streams to reuse; each kind in scenario order.
     """
     bounds = boundaries(scenario)
     starting: dict[float, list[Event]] = {t: [] for t in bounds}
+    if scenario.events:
+        for k, state in enumerate(network_states(scenario)):
+            if k == 0 and state.intact:
+                continue
+            changes = tuple(e for e in scenario.events if float(e.at) == state.start)
+            starting[state.start].append(Event(state.start, "network", None, state, changes))
     for s in scenario.subscriptions:
         if s.until is not None and s.at < s.until < scenario.duration:
             starting[float(s.until)].append(Event(float(s.until), "unsubscribe", s))

@@ -162,6 +162,45 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Replan:
+    """What a strategy did when the backbone changed (docs/DYNAMICS.md): at ``time``, for the scenario's
+    events there (``event``, one readable line), how long re-planning took (wall seconds, the one figure
+    of a plan that is not a function of the scenario), how many flows it removed or installed
+    (``flows_moved``: the flows that crossed a failed element and those hanging off them, and their
+    replacements), the subscriptions left with no path (``cut_off``) and those served again
+    (``restored``)."""
+
+    time: float
+    event: str
+    seconds: float
+    flows_moved: int
+    cut_off: tuple[str, ...] = ()
+    restored: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {
+            "time": self.time,
+            "event": self.event,
+            "replan_s": self.seconds,
+            "flows_moved": self.flows_moved,
+            "cut_off": list(self.cut_off),
+            "restored": list(self.restored),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> Replan:
+        """The inverse of :meth:`to_json`."""
+        return cls(
+            float(d["time"]),
+            d["event"],
+            float(d["replan_s"]),
+            int(d["flows_moved"]),
+            tuple(d["cut_off"]),
+            tuple(d["restored"]),
+        )
+
+
+@dataclass(frozen=True)
 class Plan:
     """What every strategy makes: for each epoch, the flows and deliveries in force for the tuples emitted
     in it (:class:`Epoch`), the planner's decisions, and the subscriptions it ``rejected`` (by id, each
@@ -174,6 +213,7 @@ class Plan:
     epochs: tuple[Epoch, ...]
     decisions: tuple[Decision, ...] = field(default=())
     rejected: Mapping[str, str] = field(default_factory=dict, hash=False)
+    replans: tuple[Replan, ...] = ()  # one per change of the backbone, in time order (docs/DYNAMICS.md)
 
     def operators(self) -> dict[str, int]:
         """Per super-peer with any, the most operators it runs in one epoch: the flows produced there
@@ -209,7 +249,8 @@ class Plan:
         tail = tuple(replace(e, start=max(e.start, at)) for e in after.epochs if e.end > at)
         decisions = tuple(d for d in self.decisions if d.time < at) + tuple(d for d in after.decisions if d.time >= at)
         rejected = {**_rejected_by(self, lambda t: t < at), **_rejected_by(after, lambda t: t >= at)}
-        return Plan(after.strategy, after.scenario, head + tail, decisions, rejected)
+        replans = tuple(r for r in self.replans if r.time < at) + tuple(r for r in after.replans if r.time >= at)
+        return Plan(after.strategy, after.scenario, head + tail, decisions, rejected, replans)
 
     def epoch_at(self, t: float) -> Epoch | None:
         """The epoch in force for a tuple emitted at time ``t`` (None outside every epoch)."""
@@ -225,6 +266,7 @@ class Plan:
             "epochs": [e.to_json() for e in self.epochs],
             "decisions": [d.to_json() for d in self.decisions],
             "rejected": dict(self.rejected),
+            "replans": [r.to_json() for r in self.replans],
         }
 
     def dumps(self) -> str:
@@ -323,7 +365,8 @@ class Plan:
         out.write(',\n"flow_table":[' + ",\n".join(dump(d) for d in flow_docs) + "]")
         out.write(',\n"delivery_table":[' + ",\n".join(dump(d) for d in delivery_docs) + "]")
         out.write(',\n"decisions":[' + ",\n".join(dump(d.to_json()) for d in self.decisions) + "]")
-        out.write(',\n"rejected":' + dump(dict(self.rejected)) + "}")
+        out.write(',\n"rejected":' + dump(dict(self.rejected)))
+        out.write(',\n"replans":[' + ",\n".join(dump(r.to_json()) for r in self.replans) + "]}")
 
 
 def plan_from_wire(doc: dict) -> Plan:
@@ -350,7 +393,8 @@ def plan_from_wire(doc: dict) -> Plan:
         delivery_list = _changed(delivery_list, e["deliveries"], deliveries)
         epochs.append(Epoch(float(e["start"]), float(e["end"]), flow_list, delivery_list))
     decisions = tuple(Decision.from_json(d) for d in doc.get("decisions", ()))
-    return Plan(doc["strategy"], doc["scenario"], tuple(epochs), decisions, dict(doc.get("rejected", {})))
+    replans = tuple(Replan.from_json(r) for r in doc.get("replans", ()))
+    return Plan(doc["strategy"], doc["scenario"], tuple(epochs), decisions, dict(doc.get("rejected", {})), replans)
 
 
 def _rejected_by(plan: Plan, when: Callable[[float], bool]) -> dict[str, str]:

@@ -79,6 +79,31 @@ class SubscriptionSpec:
 
 
 @dataclass(frozen=True)
+class NetworkEvent:
+    """A backbone element failing or recovering at time ``at`` (docs/DYNAMICS.md).
+
+    ``element`` is ``"link"`` (``target`` its two super-peers, as the scenario wrote them) or
+    ``"super_peer"`` (``target`` the one id).  From ``at`` on a failed link carries nothing and a failed
+    super-peer neither forwards, filters nor delivers, until the matching recovery.
+    """
+
+    at: float
+    action: str  # "fail" or "recover"
+    element: str  # "link" or "super_peer"
+    target: tuple[str, ...]  # (a, b) for a link, (id,) for a super-peer
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The element, whatever the order a link's ends were written in: (a, b) sorted, or (id,)."""
+        return tuple(sorted(self.target)) if self.element == "link" else self.target
+
+    def text(self) -> str:
+        """One readable line, e.g. ``fail link SP1-SP2`` or ``recover super-peer SP3``."""
+        what = "link" if self.element == "link" else "super-peer"
+        return f"{self.action} {what} {'-'.join(self.target)}"
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     seed: int
@@ -93,6 +118,8 @@ class Scenario:
     # limited ones; the share of a bandwidth or capacity the network-aware planner may plan for
     capacities: tuple[tuple[str, float], ...] = ()
     max_utilization: float = 0.8
+    # failures and recoveries of backbone elements, in time order (docs/DYNAMICS.md); none: a static network
+    events: tuple[NetworkEvent, ...] = ()
     path: str | None = field(default=None, compare=False)  # the file it was loaded from
     warnings: tuple[str, ...] = field(default=(), compare=False)  # e.g. contradictory queries
     generated: tuple[str, ...] = field(default=(), compare=False)  # what each workload generator made
