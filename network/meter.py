@@ -31,6 +31,8 @@ class SubscriptionSummary:
     latency: LatencyStats
     dropped: int = 0  # copies it should have received that a full buffer dropped on the way
     lost: int = 0  # copies it should have received that were in flight at a failure (docs/DYNAMICS.md)
+    unreachable: int = 0  # expected tuples emitted while no path joined it to its source (docs/DYNAMICS.md)
+    missing_before_rejection: int | None = None  # rejected after arriving (at a failure): missing before then
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class StrategyRun:
     link_lost: dict[Direction, int] = field(default_factory=dict)
     lost: dict[str, np.ndarray] = field(default_factory=dict)
     replans: tuple = ()
+    rejected_at: dict[str, float] = field(default_factory=dict)  # when the planner rejected each
 
     @property
     def backbone_bytes(self) -> int:
