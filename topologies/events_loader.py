@@ -198,7 +198,8 @@ def _generate(
         if expected > MAX_GENERATED_EVENTS:
             reader.fail(
                 class_path,
-                f"about {expected:,.0f} events over {duration:g} s, over the cap of {MAX_GENERATED_EVENTS:,}"
+                f"{f'about {expected:,.0f}' if math.isfinite(expected) else 'countless'} events over {duration:g} s,"
+                f" over the cap of {MAX_GENERATED_EVENTS:,}"
                 f" (mtbf and mttr are seconds), got {shown(spec[name])}",
             )
         element = "link" if name == "links" else "super_peer"
