@@ -8,14 +8,16 @@ Written events are checked one by one (keys, element, target, time), then walked
 one instant in the order written: a failure of an element already down, or a recovery of one that is not
 down, is an error naming the entry.
 
-A generator gives every element of a class (each link, each super-peer) an alternating renewal process:
-up times exponential with mean ``mtbf``, down times exponential with mean ``mttr``, from time 0 until the
-run ends; a recovery due after the end is not emitted (the element stays down).  Times are whole
+A generator gives every element of a class (each link, each super-peer; on a generated transit-stub
+backbone also per tier: ``transit_links``, ``gateway_links``, ``stub_links``, ``transit_super_peers``,
+``stub_super_peers``, a tier's class taking its elements from the class of all) an alternating renewal
+process: up times exponential with mean ``mtbf``, down times exponential with mean ``mttr``, from time 0
+until the run ends; a recovery due after the end is not emitted (the element stays down).  Times are whole
 milliseconds, so they print short and load back exactly.  The draws come from
-``np.random.default_rng([seed, 3, position, class])`` (``seed`` the generator's or the scenario's, 3 the kind
-of entry after thin-peers' 1 and subscriptions' 2, ``position`` the entry's index in ``events``, class 0
-for links and 1 for super-peers), element after element in the backbone's order, so the same file and
-seed give the same events whatever the rest of the list holds.
+``np.random.default_rng([seed, 3, position, class])`` (``seed`` the generator's or the scenario's, 3 the
+kind of entry after thin-peers' 1 and subscriptions' 2, ``position`` the entry's index in ``events``,
+``class`` its index in :data:`CLASSES`), element after element in the backbone's order, so the same file
+and seed give the same events whatever the rest of the list holds.
 
 Written events take precedence: an outage a generator draws (its failure and its recovery) is left out
 whole when it overlaps or touches an outage of the same element already in the list (a written one, or
@@ -25,6 +27,7 @@ at most the generated outages it meets.  Every event kept is in a valid sequence
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -40,8 +43,12 @@ ACTIONS = ("fail", "recover")
 ELEMENTS = ("link", "super_peer")
 TARGET_KEY = {"link": "link", "super_peer": "id"}  # the key naming an event's element, by element kind
 EVENT_KEYS = {"at": True, "fail": False, "recover": False, "link": False, "id": False}
-GENERATOR_KEYS = {"seed": False, "links": False, "super_peers": False}
-CLASSES = ("links", "super_peers")  # a generator's element classes, in the order they are drawn
+# a generator's element classes, in the order they are drawn: every link, every super-peer, and on a
+# generated transit-stub backbone the tiers, each taking its elements from the class of all of them
+CLASSES = ("links", "super_peers", "transit_links", "gateway_links", "stub_links")
+CLASSES += ("transit_super_peers", "stub_super_peers")
+TIER_OF = {name: name.split("_", 1)[1] for name in CLASSES[2:]}  # a tier's class of all elements
+GENERATOR_KEYS = {"seed": False} | {name: False for name in CLASSES}
 CLASS_KEYS = {"mtbf": True, "mttr": True}
 MAX_GENERATED_EVENTS = 1_000_000  # events one generator may make: a typo in mtbf is an error, not a stall
 MILLISECOND = 1000  # generated times are whole milliseconds
@@ -70,9 +77,12 @@ def read_events(
     links: tuple[LinkSpec, ...],
     duration: float,
     seed: int,
+    transit: int | None = None,
 ) -> tuple[tuple[NetworkEvent, ...], list[str]]:
     """The events of the ``events`` list ``value``, in time order (stable: at one instant, written events
     in the order written, then each generator's), and one line per generator saying what it made.
+    ``transit`` is the number of transit super-peers of a generated transit-stub backbone (listed first),
+    which lets a generator draw per tier; None for any other backbone.
 
     Raises ScenarioError (through ``reader.fail``) naming the entry's key path and value."""
     known_links = {(min(link.a, link.b), max(link.a, link.b)) for link in links}
@@ -88,7 +98,7 @@ def read_events(
     outages = _walk(reader, written)
     events = [event for event, _ in written]
     told: list[str] = []
-    classes = {"links": [(link.a, link.b) for link in links], "super_peers": [(sp,) for sp in super_peers]}
+    classes = _classes(super_peers, links, transit)
     for position, spec in generators:
         made, line = _generate(
             reader, spec, f"events[{position}].generate", seed=seed, position=position, duration=duration,
@@ -165,6 +175,24 @@ def _walk(reader: Reader, written: Sequence[tuple[NetworkEvent, str]]) -> dict[K
     return outages
 
 
+def _classes(super_peers: tuple[str, ...], links: tuple[LinkSpec, ...], transit: int | None) -> dict[str, list[Key]]:
+    """The elements of each class (as events name them), by class name; the tiers only for a transit-stub
+    backbone: transit links join two transit super-peers, gateway links a transit and a stub one, stub
+    links two stub ones."""
+    classes = {"links": [(link.a, link.b) for link in links], "super_peers": [(sp,) for sp in super_peers]}
+    if transit is None:
+        return classes
+    in_transit = set(super_peers[:transit])
+    classes["transit_super_peers"] = [(sp,) for sp in super_peers[:transit]]
+    classes["stub_super_peers"] = [(sp,) for sp in super_peers[transit:]]
+    tiers = ("stub_links", "gateway_links", "transit_links")  # by the number of transit ends
+    for name in tiers:
+        classes[name] = []
+    for link in links:
+        classes[tiers[(link.a in in_transit) + (link.b in in_transit)]].append((link.a, link.b))
+    return classes
+
+
 def _generate(
     reader: Reader,
     value: object,
@@ -182,7 +210,12 @@ def _generate(
     spec = reader.mapping(value, path, GENERATOR_KEYS)
     seed = reader.integer(spec["seed"], f"{path}.seed") if "seed" in spec else seed
     if not any(name in spec for name in CLASSES):
-        reader.fail(path, f"expected at least one of 'links' and 'super_peers', got {shown(spec)}")
+        reader.fail(path, f"expected at least one element class ({', '.join(CLASSES)}), got {shown(spec)}")
+    for name in CLASSES:
+        if name in spec and name not in classes:
+            reader.fail(f"{path}.{name}", "tiers need a transit-stub backbone (network.generate)")
+    # an element is drawn by its tier's class when the generator has one, else by the class of all
+    tiered = {element for name in CLASSES[2:] if name in spec for element in classes[name]}
     events: list[NetworkEvent] = []
     skipped = 0
     parts = []
@@ -193,7 +226,7 @@ def _generate(
         params = reader.mapping(spec[name], class_path, CLASS_KEYS)
         mtbf = reader.number(params["mtbf"], f"{class_path}.mtbf", positive=True)
         mttr = reader.number(params["mttr"], f"{class_path}.mttr", positive=True)
-        elements = classes[name]
+        elements = classes[name] if name in TIER_OF else [e for e in classes[name] if e not in tiered]
         expected = 2 * len(elements) * duration / (mtbf + mttr)
         if expected > MAX_GENERATED_EVENTS:
             reader.fail(
@@ -202,25 +235,25 @@ def _generate(
                 f" over the cap of {MAX_GENERATED_EVENTS:,}"
                 f" (mtbf and mttr are seconds), got {shown(spec[name])}",
             )
-        element = "link" if name == "links" else "super_peer"
+        element = "link" if name.endswith("links") else "super_peer"
         rng = np.random.default_rng([seed, EVENTS_KIND, position, k])
         for target in elements:
             key = tuple(sorted(target)) if element == "link" else target
-            blocked = outages.setdefault(key, [])
+            blocked = outages.setdefault(key, [])  # disjoint, by start: so by end too
             for fail_ms, recover_ms in _alternation(rng, mtbf, mttr, duration):
                 fail, recover = fail_ms / MILLISECOND, (math.inf if recover_ms is None else recover_ms / MILLISECOND)
-                if any(fail <= end and recover >= start for start, end in blocked):
+                before = bisect.bisect_right(blocked, recover, key=_start)  # the outages starting by `recover`
+                if before and blocked[before - 1][1] >= fail:  # the last of them ends at `fail` or later
                     skipped += 1
                     continue
-                blocked.append((fail, recover))
+                blocked.insert(before, (fail, recover))
                 events.append(NetworkEvent(fail, "fail", element, target))
                 if recover_ms is not None:
                     events.append(NetworkEvent(recover, "recover", element, target))
             if len(events) > MAX_GENERATED_EVENTS:
                 reader.fail(path, f"makes more than {MAX_GENERATED_EVENTS:,} events over {duration:g} s")
-        plural = "" if len(elements) == 1 else "s"
-        noun = name.replace("_", "-")[:-1] + plural
-        parts.append(f"{len(elements)} {noun} (mtbf {mtbf:g} s, mttr {mttr:g} s)")
+        noun = name.replace("super_peers", "super-peers").replace("_", " ")
+        parts.append(f"{len(elements)} {noun[:-1] if len(elements) == 1 else noun} (mtbf {mtbf:g} s, mttr {mttr:g} s)")
     failures = sum(e.action == "fail" for e in events)
     told = (
         f"{path}: {len(events)} event{'s' * (len(events) != 1)} ({failures} failures,"
@@ -229,6 +262,10 @@ def _generate(
     if skipped:
         told += f"; {skipped} drawn outage{'s' * (skipped > 1)} left out, meeting one already listed"
     return events, told
+
+
+def _start(outage: Outage) -> float:
+    return outage[0]
 
 
 def _alternation(rng: np.random.Generator, mtbf: float, mttr: float, duration: float):

@@ -253,7 +253,13 @@ class _Reader:
         if "events" not in doc:
             return ()
         events, told = read_events(
-            self, doc["events"], super_peers=super_peers, links=links, duration=duration, seed=seed
+            self,
+            doc["events"],
+            super_peers=super_peers,
+            links=links,
+            duration=duration,
+            seed=seed,
+            transit=self.transit,
         )
         self.generated += told
         self.expanded["events"] = [event_entry(event) for event in events]

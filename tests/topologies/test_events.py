@@ -115,15 +115,24 @@ ERRORS = [
         "events[1].recover: super-peer SP1 fails at the same instant (by events[0], t=2): an outage must last",
     ),
     # the generator's parameters
-    ([generator()], "events[0].generate: expected at least one of 'links' and 'super_peers', got {}"),
+    (
+        [generator()],
+        "events[0].generate: expected at least one element class (links, super_peers, transit_links, gateway_links,"
+        " stub_links, transit_super_peers, stub_super_peers), got {}",
+    ),
     (
         [generator(links={"mtbf": 5, "mttr": 1}, mtbf=3)],
-        "events[0].generate: unknown key 'mtbf' (expected one of: links, seed, super_peers)",
+        "events[0].generate: unknown key 'mtbf' (expected one of: gateway_links, links, seed, stub_links,"
+        " stub_super_peers, super_peers, transit_links, transit_super_peers)",
     ),
     ([LINK, generator(links={"mtbf": 5})], "events[1].generate.links: missing required key 'mttr'"),
     (
         [generator(super_peers={"mtbf": 5, "mttr": 1, "tier": 1})],
         "events[0].generate.super_peers: unknown key 'tier' (expected one of: mtbf, mttr)",
+    ),
+    (
+        [generator(transit_links={"mtbf": 5, "mttr": 1})],
+        "events[0].generate.transit_links: tiers need a transit-stub backbone (network.generate)",
     ),
     ([generator(links={"mtbf": 0, "mttr": 1})], "events[0].generate.links.mtbf: must be positive, got 0"),
     ([generator(links={"mtbf": 5, "mttr": "1s"})], "events[0].generate.links.mttr: expected a number, got '1s'"),
@@ -289,6 +298,30 @@ def test_generated_outages_give_way_to_written_ones(tmp_path):
     # a second generator gives way to the first one's outages too
     doc["events"].append(generator(seed=3, super_peers={"mtbf": 5, "mttr": 5}))
     assert walk_is_valid(load_scenario(write(tmp_path, doc, "two.yaml")).events)
+
+
+def test_on_a_transit_stub_backbone_a_tier_takes_its_elements_from_the_class_of_all(tmp_path):
+    tiered = {"links": {"mtbf": 30, "mttr": 3}, "transit_links": {"mtbf": 20, "mttr": 1}}
+    doc = churn_doc(seed=8, **tiered, stub_super_peers={"mtbf": 10, "mttr": 5})
+    doc["network"] = {"generate": {"model": "transit-stub", "transit": 3, "stubs_per_transit": 1, "nodes_per_stub": 3}}
+    doc["thin_peers"] = [{"id": "P0", "attach": "SP0"}, {"id": "P1", "attach": "SP5"}]
+    scenario = load_scenario(write(tmp_path, doc))
+    transit = set(scenario.super_peers[:3])
+    tiers = {"transit": [], "gateway": [], "stub": []}
+    for link in scenario.links:
+        tiers[("stub", "gateway", "transit")[(link.a in transit) + (link.b in transit)]].append((link.a, link.b))
+    (told,) = scenario.generated
+    assert told.endswith(
+        f" beside 0 written, over {len(tiers['gateway']) + len(tiers['stub'])} links (mtbf 30 s, mttr 3 s) and"
+        f" {len(tiers['transit'])} transit links (mtbf 20 s, mttr 1 s) and 9 stub super-peers (mtbf 10 s, mttr 5 s)"
+    )
+    assert {e.target for e in scenario.events if e.element == "link"} & set(tiers["transit"])
+    # the transit links draw from their own stream: without their failures the others' events stay the same
+    doc["events"][0]["generate"]["transit_links"]["mtbf"] = 1e9
+    quiet = load_scenario(write(tmp_path, doc, "quiet.yaml")).events
+    assert quiet == tuple(e for e in scenario.events if e.target not in tiers["transit"])
+    assert {e.target[0] for e in scenario.events if e.element == "super_peer"} == set(scenario.super_peers) - transit
+    assert walk_is_valid(scenario.events)
 
 
 def test_a_recovery_due_after_the_end_is_not_emitted(tmp_path):
