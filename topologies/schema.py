@@ -220,7 +220,7 @@ def _events() -> dict:
         {
             "generate": {
                 **_object(
-                    {"seed": {"type": "integer", "minimum": 0}, "links": element_class, "super_peers": element_class}
+                    {"seed": {"type": "integer", "minimum": 0}} | dict.fromkeys(events_loader.CLASSES, element_class)
                 ),
                 "anyOf": [{"required": [name]} for name in events_loader.CLASSES],
             }

@@ -363,6 +363,7 @@ def test_expand_writes_the_events_out_and_the_file_loads_to_an_equal_scenario(tm
 def test_the_schema_knows_events_and_their_generator():
     doc = with_events(LINK, NODE, recover("link", ["SP1", "SP0"], 3), CHURN)
     VALIDATOR.validate(doc)
+    VALIDATOR.validate(with_events(generator(seed=1, stub_links={"mtbf": 9, "mttr": 1})))
     for bad in (
         {"at": 1, "fail": "link", "id": "SP1"},
         {"at": 1, "fail": "router", "id": "SP1"},
@@ -372,6 +373,7 @@ def test_the_schema_knows_events_and_their_generator():
         generator(),
         generator(links={"mtbf": 5}),
         generator(links={"mtbf": 5, "mttr": 0}),
+        generator(core_links={"mtbf": 5, "mttr": 1}),
     ):
         assert not VALIDATOR.is_valid(with_events(bad)), bad
 
