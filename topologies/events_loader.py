@@ -62,6 +62,12 @@ def _what(event: NetworkEvent) -> str:
     return f"{'link' if event.element == 'link' else 'super-peer'} {'-'.join(event.target)}"
 
 
+def _t(seconds: float) -> str:
+    """A time as a message prints it: short (``20``, ``20.5``) yet exact (``1234.567``, not ``1234.57``)."""
+    short = f"{seconds:g}"
+    return short if float(short) == seconds else repr(seconds)
+
+
 def event_entry(event: NetworkEvent) -> dict[str, Any]:
     """``event`` as a scenario file writes it (what ``run.py expand`` prints)."""
     at = int(event.at) if float(event.at).is_integer() else event.at
@@ -157,17 +163,17 @@ def _walk(reader: Reader, written: Sequence[tuple[NetworkEvent, str]]) -> dict[K
                 failed, where = down[key]
                 reader.fail(
                     f"{path}.fail",
-                    f"{_what(event)} is already down at t={event.at:g} (failed by {where} at t={failed.at:g})",
+                    f"{_what(event)} is already down at t={_t(event.at)} (failed by {where} at t={_t(failed.at)})",
                 )
             down[key] = (event, path)
             continue
         if key not in down:
-            reader.fail(f"{path}.recover", f"{_what(event)} is not down at t={event.at:g}")
+            reader.fail(f"{path}.recover", f"{_what(event)} is not down at t={_t(event.at)}")
         failed, where = down.pop(key)
         if failed.at == event.at:
             reader.fail(
                 f"{path}.recover",
-                f"{_what(event)} fails at the same instant (by {where}, t={event.at:g}): an outage must last",
+                f"{_what(event)} fails at the same instant (by {where}, t={_t(event.at)}): an outage must last",
             )
         outages.setdefault(key, []).append((failed.at, event.at))
     for key, (failed, _) in down.items():

@@ -102,6 +102,7 @@ ERRORS = [
         "events[0].fail: super-peer SP1 is already down at t=5 (failed by events[1] at t=2.5)",
     ),
     ([recover("link", ["SP0", "SP1"], 1)], "events[0].recover: link SP0-SP1 is not down at t=1"),
+    ([recover("link", ["SP0", "SP1"], 1.2345678)], "events[0].recover: link SP0-SP1 is not down at t=1.2345678"),
     (
         [LINK, recover("link", ["SP1", "SP0"], 4), recover("link", ["SP0", "SP1"], 3.5)],
         "events[1].recover: link SP1-SP0 is not down at t=4",
