@@ -88,7 +88,9 @@ def _cmd_expand(args: argparse.Namespace) -> int:
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)
     os.replace(tmp, args.out)
-    print(f"wrote {args.out}: {len(scenario.thin_peers)} thin-peers, {len(scenario.subscriptions)} subscriptions")
+    made = f"{len(scenario.thin_peers)} thin-peers, {len(scenario.subscriptions)} subscriptions"
+    made += f", {len(scenario.events)} network events" if scenario.events else ""
+    print(f"wrote {args.out}: {made}")
     return 0
 
 
