@@ -306,21 +306,23 @@ class Planner:
         added = self.trees.bytes_per_s[stream] - before
         return Decision(time, "unsubscribe", spec.id, summary + f" ({added:+.6g} B/s)", None, (), tuple(changed), added)
 
-    def _detach(self, sub: ActiveSubscription) -> tuple[list[str], list[str]]:
+    def _detach(self, sub: ActiveSubscription, keep_predicate: bool = False) -> tuple[list[str], list[str]]:
         """Take ``sub`` (no longer in :attr:`subs`) off its flow, as a departure does: the flows removed
-        and narrowed."""
+        and narrowed (:meth:`_trim`)."""
         self._placed_down.pop(sub.spec.id, None)
         self.snapshots.forget(sub)
         self._ship(sub, -1)
         node = sub.flow
         node.deliveries.remove(sub)
         sub.flow = None
-        return self._trim(node)
+        return self._trim(node, keep_predicate=keep_predicate)
 
-    def _trim(self, node: InstalledFlow, gone: set[int] | None = None) -> tuple[list[str], list[str]]:
+    def _trim(
+        self, node: InstalledFlow, gone: set[int] | None = None, keep_predicate: bool = False
+    ) -> tuple[list[str], list[str]]:
         """Walk up from ``node``, which lost a consumer: remove the flows nobody reads (adding their
-        object ids to ``gone``), narrow the others, until one stays as it was.  The flows removed and
-        narrowed."""
+        object ids to ``gone``), narrow the others (``keep_predicate``: to their consumers' attributes and
+        path only), until one stays as it was.  The flows removed and narrowed."""
         removed, narrowed = [], []
         while node.id is not None:
             parent = node.parent
@@ -329,16 +331,17 @@ class Planner:
                 removed.append(node.id)
                 if gone is not None:
                     gone.add(id(node))
-            elif self._narrow(node):
+            elif self._narrow(node, keep_predicate):
                 narrowed.append(node.id)
             else:
                 break
             node = parent
         return removed, narrowed
 
-    def _narrow(self, flow: InstalledFlow) -> bool:
-        """Recompute ``flow`` from its consumers; True if anything changed."""
-        shape = self.fold.shape(flow)
+    def _narrow(self, flow: InstalledFlow, keep_predicate: bool = False) -> bool:
+        """Recompute ``flow`` from its consumers (``keep_predicate``: its attributes and path only); True
+        if anything changed."""
+        shape = self.fold.shape(flow, keep_predicate)
         if (shape.predicate, shape.attrs, shape.path) == (flow.predicate, flow.attrs, flow.path):
             flow.full_needs = shape.full_needs
             return False
@@ -402,7 +405,7 @@ class Planner:
             for sub_id in list(self._placed_down):
                 if sub_id not in moving:
                     moving[sub_id] = sub = self.subs.pop(sub_id)
-                    self._detach(sub)
+                    self._detach(sub, keep_predicate=True)
             for sub_id, sub in list(self.cut_off.items()):
                 if self._reachable(sub):
                     moving[sub_id] = self.cut_off.pop(sub_id)
@@ -472,7 +475,7 @@ class Planner:
         gone: set[int] = set()
         for node in sorted(above.values(), key=_depth, reverse=True):  # deepest first: each walk stops early
             if id(node) not in gone:
-                self._trim(node, gone)
+                self._trim(node, gone, keep_predicate=True)
         return moving
 
     # -- snapshots -------------------------------------------------------------------------------------
