@@ -165,7 +165,7 @@ class _Checker:
         delivered = [d.subscription for d in epoch.deliveries]
         active = self.sub_ids[(self.at <= epoch.start) & (self.until >= epoch.end)].tolist()  # sharing.epochs
         if self.plan.rejected:  # they receive nothing from their rejection on
-            active = [s for s in active if self.rejected_from.get(s, math.inf) > epoch.start]
+            active = [s for s in active if self.rejected_from.get(s, math.inf) >= epoch.end]
         labels = self._labels(epoch.start)
         if labels is not None:  # no path, nothing delivered (docs/DYNAMICS.md)
             active = [s for s in active if connected(labels, self.source_home[s], self.homes[self.subs[s].peer])]

@@ -6,8 +6,8 @@ in the epoch whose path passes through its origin; a delivery names a subscripti
 thin-peer and that peer's super-peer, and reads the raw stream at the source's super-peer or a flow of the
 epoch passing through its super-peer; every filter and projection finds the attributes it needs in what
 its input carries there.  Epochs are non-empty and in time order.  A subscription the plan rejected is one
-of the scenario's, its reason is one line, and it has no delivery from the time it was rejected on (its
-arrival, or a re-plan after a failure).  While a backbone element is down (docs/DYNAMICS.md), no flow's
+of the scenario's, its reason is one line, and no epoch ending after the time it was rejected (its
+arrival, or a re-plan after a failure) delivers to it.  While a backbone element is down (docs/DYNAMICS.md), no flow's
 path meets it and no delivery is taken at a super-peer that is down: an epoch whose backbone differs
 from the one before is read whole, the others only where they changed.
 
@@ -85,11 +85,11 @@ class _Rules:
                     self._up(item, epoch.start)
             changed = self._flows(epoch.flows, epoch.start, state)
             self._deliveries(epoch.deliveries, changed, state)
-            if rejections and rejections[0] <= start:  # kept deliveries of those rejected since
-                while rejections and rejections[0] <= start:
+            if rejections and rejections[0] < end:  # kept deliveries of those rejected since
+                while rejections and rejections[0] < end:
                     rejections.pop(0)
                 for delivery in epoch.deliveries:
-                    if self.rejected_from.get(delivery.subscription, math.inf) <= start:
+                    if self.rejected_from.get(delivery.subscription, math.inf) < end:
                         raise PlanError(f"delivery of {delivery.subscription}: the plan rejected it")
 
     def _up(self, item: Flow | Delivery, epoch_start: float) -> None:
@@ -252,7 +252,7 @@ class _Rules:
             key = (id(delivery), id(flow))
             if self.down is not None:
                 self._up(delivery, state.start)
-            if delivery.subscription in self.rejected and self.rejected_from[delivery.subscription] <= state.start:
+            if delivery.subscription in self.rejected and self.rejected_from[delivery.subscription] < state.end:
                 raise PlanError(f"delivery of {delivery.subscription}: the plan rejected it")
             if key not in self.deliveries_seen:
                 self._delivery(delivery, flow, state)

@@ -21,6 +21,8 @@ from matcher import Box, Predicate, Query, Uniform, interval
 from network.routing import Network
 from sharing import STRATEGIES, make_plan
 from sharing.epochs import boundaries
+from sharing.plan import Decision
+from topologies.errors import PlanError
 from topologies.model import AttributeSpec, LinkSpec, NetworkEvent, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
 
 SHARING = ("sharing-hsr", "sharing-hcr", "sharing-em")
@@ -264,3 +266,57 @@ def test_re_planned_plans_keep_the_network_limits(strategy, scenario):
 def test_every_epoch_boundary_holds_the_event_times():
     scenario = dataclasses.replace(_line(3), events=(NetworkEvent(7, "fail", "link", ("SP0", "SP1")),))
     assert 7.0 in boundaries(scenario)
+
+
+def test_the_plan_text_has_a_line_per_re_plan():
+    scenario = dataclasses.replace(
+        _line(3),
+        events=(NetworkEvent(10, "fail", "super_peer", ("SP2",)), NetworkEvent(25, "recover", "super_peer", ("SP2",))),
+    )
+    lines = [line for line in make_plan(scenario, "sharing-em").text_lines() if line.startswith("re-plan")]
+    assert len(lines) == 2
+    assert lines[0].startswith("re-plan t=10s (fail super-peer SP2): ") and lines[0].endswith("1 cut off: Qfar")
+    assert lines[1].startswith("re-plan t=25s (recover super-peer SP2): ") and lines[1].endswith("1 restored: Qfar")
+    decisions = [d for d in make_plan(scenario, "sharing-em").decisions if d.event == "replan"]
+    assert [(d.time, d.subscription, d.summary.split(":")[0]) for d in decisions] == [
+        (10.0, "Qfar", "cut off"),
+        (10.0, "Qmid", "re-placed (fail super-peer SP2)"),  # it read Qfar's flow, which crossed SP2
+        (25.0, "Qfar", "re-placed (recover super-peer SP2)"),
+        (25.0, "Qmid", "re-placed (recover super-peer SP2)"),  # placed while SP2 was down
+    ]
+
+
+@pytest.mark.parametrize("strategy", ["data-shipping", "sharing-em"])
+def test_the_rules_refuse_a_plan_that_uses_a_down_element(strategy):
+    scenario = _line(3)
+    plan = make_plan(scenario, strategy)  # planned as if nothing failed
+    failing = dataclasses.replace(scenario, events=(NetworkEvent(10, "fail", "link", ("SP1", "SP2")),))
+    cut = tuple(
+        dataclasses.replace(e, start=s, end=t)
+        for e in plan.epochs
+        for s, t in ((e.start, min(e.end, 10.0)), (max(e.start, 10.0), e.end))
+        if s < t
+    )
+    with pytest.raises(PlanError, match=r"crosses link SP1-SP2, which is down in the epoch starting at 10"):
+        dataclasses.replace(plan, epochs=cut).check(failing)
+    down = dataclasses.replace(scenario, events=(NetworkEvent(10, "fail", "super_peer", ("SP0",)),))
+    with pytest.raises(PlanError, match=r"SP0, which is down in the epoch starting at 10"):
+        dataclasses.replace(plan, epochs=cut).check(down)
+
+
+def test_the_rules_refuse_a_delivery_after_its_rejection():
+    scenario = _line(3)
+    plan = make_plan(scenario, "query-shipping")
+    rejected = dataclasses.replace(
+        plan,
+        rejected={"Qfar": "no route within the network limits"},
+        decisions=(Decision(20.0, "replan", "Qfar", "rejected: no route within the network limits"),),
+    )
+    with pytest.raises(PlanError, match="delivery of Qfar: the plan rejected it"):
+        rejected.check(scenario)
+    early = [dataclasses.replace(e, end=20.0) for e in plan.epochs]
+    late = [
+        dataclasses.replace(e, start=20.0, deliveries=tuple(d for d in e.deliveries if d.subscription != "Qfar"))
+        for e in plan.epochs
+    ]
+    assert dataclasses.replace(rejected, epochs=(*early, *late)).check(scenario)
