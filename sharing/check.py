@@ -17,6 +17,7 @@ per (subscription, flow object).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 
 import numpy as np
 
@@ -53,19 +54,21 @@ class _Checker:
         self.flow_ok: dict[tuple[int, int | None], list[str]] = {}  # (id(flow), id(parent)) -> its problems
         self.rejected_from = plan.rejected_from()
         self.states = [(state, None) for state in network_states(scenario)] if scenario.events else []
+        self.starts = [state.start for state, _ in self.states]
         self.source_home = {s.id: self.homes[self.streams[s.stream].source] for s in subs}
 
     def _labels(self, t: float) -> dict[str, int] | None:
         """The components of the backbone in force at ``t`` (None: nothing is down)."""
-        for k, (state, labels) in enumerate(self.states):
-            if state.start <= t < state.end:
-                if state.intact:
-                    return None
-                if labels is None:
-                    labels = components(self.scenario, state)
-                    self.states[k] = (state, labels)
-                return labels
-        return None
+        k = bisect_right(self.starts, t) - 1
+        if k < 0:
+            return None
+        state, labels = self.states[k]
+        if state.intact or not t < state.end:
+            return None
+        if labels is None:
+            labels = components(self.scenario, state)
+            self.states[k] = (state, labels)
+        return labels
 
     def add(self, line: str) -> None:
         if len(self.problems) < self.limit:

@@ -215,8 +215,9 @@ class Plan:
     """What every strategy makes: for each epoch, the flows and deliveries in force for the tuples emitted
     in it (:class:`Epoch`), the planner's decisions, and the subscriptions it ``rejected`` (by id, each
     with a one-line reason: a network-aware planner found no option within the network limits; such a
-    subscription has no delivery and receives nothing).  A plan made by :func:`sharing.make_plan` has
-    passed :meth:`check`; the engines check any other once before they lay it out."""
+    subscription has no delivery and receives nothing from then on, :meth:`rejected_from`), and what each
+    change of the backbone made it do (``replans``).  A plan made by :func:`sharing.make_plan` has passed
+    :meth:`check`; the engines check any other once before they lay it out."""
 
     strategy: str
     scenario: str
