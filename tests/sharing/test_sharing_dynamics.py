@@ -320,3 +320,23 @@ def test_the_rules_refuse_a_delivery_after_its_rejection():
         for e in plan.epochs
     ]
     assert dataclasses.replace(rejected, epochs=(*early, *late)).check(scenario)
+
+
+def test_the_planner_benchmark_times_re_plans_at_failures(capsys):
+    import json
+
+    from bench.planner import main
+
+    args = Namespace(
+        super_peers=50, subscriptions=120, streams=3, strategy="sharing-em", waves=3, seed=2, limits=None, fail=3
+    )
+    assert main(Namespace(**vars(args), json=True)) == 0
+    failures = json.loads(capsys.readouterr().out)["failures"]
+    assert len(failures["rows"]) == 3
+    for row in failures["rows"]:
+        assert row["replan_s"] > 0 and row["flows_moved"] >= 1 and row["affected"] >= row["cut_off"]
+    assert failures["max_s"] == max(row["replan_s"] for row in failures["rows"])
+    assert failures["median_ratio"] == failures["median_s"] / failures["from_scratch_s"]
+    assert main(Namespace(**vars(args), json=False)) == 0
+    text = capsys.readouterr().out
+    assert "failed link" in text and "re-plan after one failure: median" in text
