@@ -25,6 +25,11 @@ query-shipping flow, is always allowed).  Narrowing can leave a tree dearer than
 result separately (a widened stream's consumers may sit off the direct routes, or their union widens every
 attribute); the planner then re-plans the stream in arrival order (capped: each cap counts only the
 subscriptions placed so far).
+
+A backbone failure or recovery (docs/DYNAMICS.md) re-plans only what it touches: the flows crossing a
+failed element and those hanging off them go, with the subscriptions they served, which are placed again
+in arrival order over the surviving network (:class:`sharing.outage.Outage`); a subscription with no path
+is cut off until a recovery gives it one.  Every other flow keeps its object (docs/PLANNER.md).
 """
 
 from __future__ import annotations
