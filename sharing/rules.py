@@ -81,8 +81,11 @@ class _Rules:
                 network = next(states, None)
             self.down = network if network is not None and not network.intact else None
             if self.down is not None and network is not before:  # every object meets the new backbone
-                for item in (*epoch.flows, *epoch.deliveries):
+                for item in epoch.flows:
                     self._up(item, epoch.start)
+                if self.down.failed_nodes:  # a delivery uses no link
+                    for item in epoch.deliveries:
+                        self._up(item, epoch.start)
             changed = self._flows(epoch.flows, epoch.start, state)
             self._deliveries(epoch.deliveries, changed, state)
             if rejections and rejections[0] < end:  # kept deliveries of those rejected since
