@@ -134,7 +134,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(
             f"plan: {plan.strategy} on {scenario.name}: {len(plan.epochs):,} epochs, {len(plan.decisions):,} decisions,"
-            f" {flows:,} distinct flows and {deliveries:,} distinct deliveries, {len(plan.rejected):,} rejected;"
+            f" {flows:,} distinct flows and {deliveries:,} distinct deliveries, {len(plan.rejected):,} rejected"
+            f"{f', {len(plan.replans):,} re-plans' if plan.replans else ''};"
             f" printed {printed}",
             file=sys.stderr,
         )
