@@ -268,12 +268,14 @@ class _Totals:
         self.super_peers = list(self.scenario.super_peers)
         self.landed = np.zeros((len(self.super_peers), 0), np.int64)
         self.link_dropped = np.zeros(n, np.int64)
+        self.link_lost = np.zeros(n, np.int64)
         self.access: dict[tuple[str, str], int] = {}
         self.access_tuples: dict[tuple[str, str], int] = {}
         self.received: dict[str, tuple[str, ...]] = {}
         self.delivered, self.expected = np.zeros(subs, np.int64), np.zeros(subs, np.int64)
         self.missing, self.extra = np.zeros(subs, np.int64), np.zeros(subs, np.int64)
         self.dropped = np.zeros(subs, np.int64)
+        self.lost = np.zeros(subs, np.int64)
         self.sums: list[Sum] = [{} for _ in range(subs)]
 
     def add(self, summary: ChunkSummary) -> None:
@@ -283,6 +285,7 @@ class _Totals:
         self.offered = _added(self.offered, summary.offered)
         self.landed = _added(self.landed, summary.landed)
         self.link_dropped += summary.link_dropped
+        self.link_lost += summary.link_lost
         for direction, sent in summary.access.items():
             self.access[direction] = self.access.get(direction, 0) + sent
         for direction, sent in summary.access_tuples.items():
@@ -294,6 +297,7 @@ class _Totals:
         self.missing += summary.missing
         self.extra += summary.extra
         self.dropped += summary.dropped
+        self.lost += summary.lost
         self.sums = [add_sums(pair) for pair in zip(self.sums, summary.sums, strict=True)]
 
     def targets(self) -> dict[int, set[int]]:
@@ -308,12 +312,12 @@ class _Totals:
         attrs.update(self.received)
         summary = {}
         for k, sub in enumerate(self.subscriptions):
-            n, dropped = int(self.delivered[k]), int(self.dropped[k])
+            n, dropped, lost = int(self.delivered[k]), int(self.dropped[k]), int(self.lost[k])
             missing, extra = int(self.missing[k]), int(self.extra[k])
             if attrs[sub] != self.default_attrs[sub]:  # delivered with other attributes: none is the expected one
-                missing, extra = int(self.expected[k]), n + dropped
+                missing, extra = int(self.expected[k]), n + dropped + lost
             latency = LatencyStats.of_parts(n, self.sums[k], {r: ranked[(k, r)] for r in ranks_needed(n)})
-            summary[sub] = SubscriptionSummary(n, int(self.expected[k]), missing, extra, latency, dropped)
+            summary[sub] = SubscriptionSummary(n, int(self.expected[k]), missing, extra, latency, dropped, lost)
         total = int(self.delivered.sum())
         overall = LatencyStats.of_parts(
             total, add_sums(self.sums), {r: ranked[(OVERALL, r)] for r in ranks_needed(total)}
@@ -335,6 +339,7 @@ class _Totals:
             latency=overall,
             access_link_tuples=dict(sorted(self.access_tuples.items())),
             link_dropped=dict(zip(self.backbone, self.link_dropped.tolist(), strict=True)),
+            link_lost=dict(zip(self.backbone, self.link_lost.tolist(), strict=True)),
             offered={d: self.offered[k] for k, d in enumerate(self.backbone)} if self.offered.shape[1] else {},
             landed={p: self.landed[k] for k, p in enumerate(self.super_peers)} if self.landed.shape[1] else {},
         )

@@ -79,6 +79,7 @@ class ChunkSummary:
     link_tuples: np.ndarray
     timeline: np.ndarray  # backbone direction x bin (no columns: no backbone traffic)
     link_dropped: np.ndarray  # per backbone direction, the tuples its full buffer dropped
+    link_lost: np.ndarray  # per backbone direction, the tuples lost there at a failure
     offered: np.ndarray  # backbone direction x bin, the bytes reaching its queue (no columns: none)
     landed: np.ndarray  # super-peer x bin, the tuples landing there (no columns: none)
     access: dict[tuple[str, str], int]
@@ -89,6 +90,7 @@ class ChunkSummary:
     missing: np.ndarray
     extra: np.ndarray
     dropped: np.ndarray  # per subscription, the copies dropped on the way
+    lost: np.ndarray  # per subscription, the copies lost at a failure on the way
     sums: list[Sum]
 
 
@@ -108,7 +110,8 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
     queues = simulation.play(windows, meter, state=state)
     received = meter.received
     owners, indices, latencies = meter.deliveries()
-    lost_owners, lost = meter.dropped_copies()
+    dropped_owners, dropped = meter.dropped_copies()
+    lost_owners, lost = meter.lost_copies()
     traffic = meter.result("", "spark")  # the traffic: its deliveries were taken out above
     start, end = windows[0][0], windows[-1][1]
     found: dict[str, np.ndarray] = {}
@@ -118,9 +121,9 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         found.update(expected_in_range(scenario, stream.id, lo, hi))
     none = np.zeros(0, np.int64)
     expected = [found.get(s.id, none) for s in scenario.subscriptions]
-    # a copy dropped on the way is accounted for: not missing (extra if it was not expected at all)
+    # a copy dropped or lost on the way is accounted for: not missing (extra if it was not expected at all)
     missing, extra = differences_by_owner(
-        np.concatenate([owners, lost_owners]), np.concatenate([indices, lost]), expected
+        np.concatenate([owners, dropped_owners, lost_owners]), np.concatenate([indices, dropped, lost]), expected
     )
     n = len(expected)
     links = len(traffic.link_bytes)
@@ -135,6 +138,7 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         link_tuples=np.array(list(traffic.link_tuples.values()), np.int64),
         timeline=timeline,
         link_dropped=np.array(list(traffic.link_dropped.values()), np.int64),
+        link_lost=np.array(list(traffic.link_lost.values()), np.int64),
         offered=np.stack(list(traffic.offered.values())) if traffic.offered else np.zeros((links, 0), np.int64),
         landed=np.stack(list(traffic.landed.values()))
         if traffic.landed
@@ -146,7 +150,8 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         expected=np.array([len(e) for e in expected], np.int64),
         missing=missing,
         extra=extra,
-        dropped=np.bincount(lost_owners, minlength=n)[:n].astype(np.int64) if len(lost) else np.zeros(n, np.int64),
+        dropped=np.bincount(dropped_owners, minlength=n)[:n].astype(np.int64),
+        lost=np.bincount(lost_owners, minlength=n)[:n].astype(np.int64),
         sums=exact_sums_by_owner(owners, latencies, n),
     )
     return summary, owners.astype(np.int32), latencies
