@@ -34,7 +34,7 @@ from network.latency import LatencyStats, Sum, add_sums, ranks_needed
 from network.meter import StrategyRun, SubscriptionSummary
 from peers.local import Simulation
 from peers.spark_select import OVERALL, order_statistics
-from peers.spark_session import parse_master, spark_session
+from peers.spark_session import failure_line, parse_master, spark_session
 from peers.spark_tasks import RECORD_SCHEMA, SUMMARY_SUB, Chunk, ChunkJob, ChunkSummary, run_chunks
 from sharing.plan import Plan
 from topologies import workload
@@ -131,8 +131,7 @@ def run_simulation(
         raise
     except Exception as err:
         if type(err).__module__.startswith(("pyspark", "py4j")):
-            message = str(err).strip().splitlines()
-            raise EngineError(f"Spark job failed: {message[-1] if message else type(err).__name__}") from err
+            raise EngineError(f"Spark job failed: {failure_line(err)}") from err
         raise
     finally:
         watcher.stop()
