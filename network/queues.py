@@ -30,6 +30,19 @@ same whatever the windows or chunks of the run.  A later round's tuple is admitt
 the window's earlier rounds at that link left it (like its service in their gaps, an approximation where
 rounds contend; the same in every engine).
 
+**Failures** (docs/DYNAMICS.md).  A link direction may be down over intervals ``[fail, recover)``.  A tuple
+reaching its queue at ``a`` and the far end at ``d`` is lost iff one of them has ``fail <= d`` and
+``recover > a``: it arrived while the direction was down (then it never takes the wire, nor a place in the
+buffer), or it was queued, on the wire or on its way at the failure.  A failure empties the queue: a lost
+tuple holds the wire at most until the failure and leaves the buffer by then, so the wire is free again
+from the failure (or from the last departure before it, never earlier: where windows interleave, above)
+and the first tuple after the recovery finds an empty queue.  A lost tuple's row departs
+at NaN like a dropped one (it crosses nothing and lands nowhere; it counts in the offered load), and so
+does every row after it; a flag per row tells lost from dropped for the deliveries.  Arrivals ascend
+within a link's group, so one cursor walks its intervals; a link never down costs one comparison per
+tuple, a run without failures no more.  In a later round, a tuple lost at a failure held no gap in the
+earlier rounds' service (only the tuples that crossed did), the approximation of the rounds again.
+
 The same segments (a channel at one hop: link, round, level, its tuples' arrivals) are what a distributed
 engine partitions by link direction: the solve of one level needs only the departures of lower levels.
 """
