@@ -32,6 +32,8 @@ class SubscriptionSummary:
     latency: LatencyStats
     dropped: int = 0  # copies it should have received that a full buffer dropped on the way
     lost: int = 0  # copies it should have received that were in flight at a failure (docs/DYNAMICS.md)
+    unreachable: int = 0  # expected tuples emitted while no path joined it to its source (docs/DYNAMICS.md)
+    missing_before_rejection: int | None = None  # rejected after arriving (at a failure): missing before then
 
 
 @dataclass(frozen=True)

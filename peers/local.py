@@ -21,7 +21,7 @@ from peers.timetable import Timetable, Values
 from sharing.plan import Plan
 from topologies import workload
 from topologies.model import Scenario
-from topologies.outages import down_intervals, network_states
+from topologies.outages import Reachability, down_intervals, network_states
 
 
 def run_local(
@@ -70,6 +70,7 @@ class Simulation:
         }
         self.timetable = Timetable(scenario, plan, network)
         self.operators, self.rejected = plan.operators(), dict(plan.rejected)
+        self.unreachable = unreachable_spans(scenario)
         self.queues = Queues(
             links,
             self.timetable.routes(),
@@ -145,6 +146,23 @@ def down_directions(scenario: Scenario) -> dict[Direction, list[tuple[float, flo
             spans = [(f, np.inf if r == duration else r) for f, r in spans]
             down[(peer.id, peer.attach)] = down[(peer.attach, peer.id)] = spans
     return down
+
+
+def unreachable_spans(scenario: Scenario) -> dict[str, list[tuple[float, float]]]:
+    """Per subscription ever cut off from its stream's source, the intervals of emission time in which no
+    path joined their super-peers (or either was down; docs/DYNAMICS.md): its expected tuples emitted then
+    are *unreachable*, accounted for like the dropped and lost ones (the Spark engine counts them per chunk;
+    the report recomputes them for the local one)."""
+    if not scenario.events:
+        return {}
+    reach = Reachability(scenario)
+    found = {}
+    for sub in scenario.subscriptions:
+        source = scenario.home(scenario.stream(sub.stream).source)
+        spans = reach.unreachable_spans(source, scenario.home(sub.peer))
+        if spans:
+            found[sub.id] = spans
+    return found
 
 
 def _play(env, timetable: Timetable, queues: Queues, windows, values, times, progress):

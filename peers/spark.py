@@ -275,6 +275,7 @@ class _Totals:
         self.missing, self.extra = np.zeros(subs, np.int64), np.zeros(subs, np.int64)
         self.dropped = np.zeros(subs, np.int64)
         self.lost = np.zeros(subs, np.int64)
+        self.unreachable = np.zeros(subs, np.int64)
         self.sums: list[Sum] = [{} for _ in range(subs)]
 
     def add(self, summary: ChunkSummary) -> None:
@@ -297,6 +298,7 @@ class _Totals:
         self.extra += summary.extra
         self.dropped += summary.dropped
         self.lost += summary.lost
+        self.unreachable += summary.unreachable
         self.sums = [add_sums(pair) for pair in zip(self.sums, summary.sums, strict=True)]
 
     def targets(self) -> dict[int, set[int]]:
@@ -312,11 +314,14 @@ class _Totals:
         summary = {}
         for k, sub in enumerate(self.subscriptions):
             n, dropped, lost = int(self.delivered[k]), int(self.dropped[k]), int(self.lost[k])
+            unreachable = int(self.unreachable[k])
             missing, extra = int(self.missing[k]), int(self.extra[k])
             if attrs[sub] != self.default_attrs[sub]:  # delivered with other attributes: none is the expected one
-                missing, extra = int(self.expected[k]), n + dropped + lost
+                missing, extra = int(self.expected[k]), n + dropped + lost + unreachable
             latency = LatencyStats.of_parts(n, self.sums[k], {r: ranked[(k, r)] for r in ranks_needed(n)})
-            summary[sub] = SubscriptionSummary(n, int(self.expected[k]), missing, extra, latency, dropped, lost)
+            summary[sub] = SubscriptionSummary(
+                n, int(self.expected[k]), missing, extra, latency, dropped, lost, unreachable
+            )
         total = int(self.delivered.sum())
         overall = LatencyStats.of_parts(
             total, add_sums(self.sums), {r: ranked[(OVERALL, r)] for r in ranks_needed(total)}

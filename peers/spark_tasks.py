@@ -36,6 +36,7 @@ from network.latency import Sum, exact_sums_by_owner
 from peers.local import Simulation
 from topologies import workload
 from topologies.expected import differences_by_owner, expected_in_range
+from topologies.outages import in_spans
 
 RECORD_SCHEMA = "chunk int, attempt int, sub int, bits binary"
 _ARROW_SCHEMA = pa.schema([("chunk", pa.int32()), ("attempt", pa.int32()), ("sub", pa.int32()), ("bits", pa.binary())])
@@ -91,6 +92,7 @@ class ChunkSummary:
     extra: np.ndarray
     dropped: np.ndarray  # per subscription, the copies dropped on the way
     lost: np.ndarray  # per subscription, the copies lost at a failure on the way
+    unreachable: np.ndarray  # per subscription, the expected tuples emitted while it was cut off
     sums: list[Sum]
 
 
@@ -121,9 +123,19 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         found.update(expected_in_range(scenario, stream.id, lo, hi))
     none = np.zeros(0, np.int64)
     expected = [found.get(s.id, none) for s in scenario.subscriptions]
-    # a copy dropped or lost on the way is accounted for: not missing (extra if it was not expected at all)
+    cut = [
+        e[in_spans(e.astype(np.float64) / scenario.stream(s.stream).rate, simulation.unreachable[s.id])]
+        if s.id in simulation.unreachable and len(e)
+        else e[:0]
+        for s, e in zip(scenario.subscriptions, expected, strict=True)
+    ]
+    cut_owners = np.repeat(np.arange(len(cut), dtype=np.int32), [len(c) for c in cut])
+    # a copy dropped or lost on the way, or a tuple emitted while the subscription was cut off, is accounted
+    # for: not missing (extra if it was not expected at all, or accounted for twice)
     missing, extra = differences_by_owner(
-        np.concatenate([owners, dropped_owners, lost_owners]), np.concatenate([indices, dropped, lost]), expected
+        np.concatenate([owners, dropped_owners, lost_owners, cut_owners]),
+        np.concatenate([indices, dropped, lost, *cut]),
+        expected,
     )
     n = len(expected)
     links = len(traffic.link_bytes)
@@ -152,6 +164,7 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         extra=extra,
         dropped=np.bincount(dropped_owners, minlength=n)[:n].astype(np.int64),
         lost=np.bincount(lost_owners, minlength=n)[:n].astype(np.int64),
+        unreachable=np.array([len(c) for c in cut], np.int64),
         sums=exact_sums_by_owner(owners, latencies, n),
     )
     return summary, owners.astype(np.int32), latencies
