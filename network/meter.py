@@ -86,6 +86,7 @@ class StrategyRun:
     link_lost: dict[Direction, int] = field(default_factory=dict)
     lost: dict[str, np.ndarray] = field(default_factory=dict)
     replans: tuple = ()
+    rejected_at: dict[str, float] = field(default_factory=dict)  # when the planner rejected each
 
     @property
     def backbone_bytes(self) -> int:

@@ -70,6 +70,8 @@ class Simulation:
         }
         self.timetable = Timetable(scenario, plan, network)
         self.operators, self.rejected = plan.operators(), dict(plan.rejected)
+        self.rejected_at = rejected_later(scenario, plan)
+        self.replans = plan.replans
         self.unreachable = unreachable_spans(scenario)
         self.queues = Queues(
             links,
@@ -80,8 +82,15 @@ class Simulation:
         )
 
     def with_plan(self, run: StrategyRun) -> StrategyRun:
-        """``run`` with what the report takes from the plan: operators per super-peer, rejections."""
-        return replace(run, operators=dict(self.operators), rejected=dict(self.rejected))
+        """``run`` with what the report takes from the plan: operators per super-peer, rejections (and when,
+        for those rejected after arriving), re-plans."""
+        return replace(
+            run,
+            operators=dict(self.operators),
+            rejected=dict(self.rejected),
+            rejected_at=dict(self.rejected_at),
+            replans=self.replans,
+        )
 
     def meter(self) -> TrafficMeter:
         """A meter for (part of) this run."""
@@ -146,6 +155,16 @@ def down_directions(scenario: Scenario) -> dict[Direction, list[tuple[float, flo
             spans = [(f, np.inf if r == duration else r) for f, r in spans]
             down[(peer.id, peer.attach)] = down[(peer.attach, peer.id)] = spans
     return down
+
+
+def rejected_later(scenario: Scenario, plan: Plan) -> dict[str, float]:
+    """Per subscription the planner rejected after its arrival (at a re-plan, docs/DYNAMICS.md), when: the
+    time of the last decision rejecting it.  The report checks what it received up to then."""
+    found = {}
+    for decision in plan.decisions:
+        if decision.subscription in plan.rejected and decision.summary.startswith("rejected"):
+            found[decision.subscription] = decision.time
+    return {sub: t for sub, t in found.items() if t > scenario.subscription(sub).at}
 
 
 def unreachable_spans(scenario: Scenario) -> dict[str, list[tuple[float, float]]]:

@@ -276,6 +276,8 @@ class _Totals:
         self.dropped = np.zeros(subs, np.int64)
         self.lost = np.zeros(subs, np.int64)
         self.unreachable = np.zeros(subs, np.int64)
+        self.missing_before = np.zeros(subs, np.int64)
+        self.rejected_at = simulation.rejected_at
         self.sums: list[Sum] = [{} for _ in range(subs)]
 
     def add(self, summary: ChunkSummary) -> None:
@@ -299,6 +301,7 @@ class _Totals:
         self.dropped += summary.dropped
         self.lost += summary.lost
         self.unreachable += summary.unreachable
+        self.missing_before += summary.missing_before
         self.sums = [add_sums(pair) for pair in zip(self.sums, summary.sums, strict=True)]
 
     def targets(self) -> dict[int, set[int]]:
@@ -319,8 +322,9 @@ class _Totals:
             if attrs[sub] != self.default_attrs[sub]:  # delivered with other attributes: none is the expected one
                 missing, extra = int(self.expected[k]), n + dropped + lost + unreachable
             latency = LatencyStats.of_parts(n, self.sums[k], {r: ranked[(k, r)] for r in ranks_needed(n)})
+            early = int(self.missing_before[k]) if sub in self.rejected_at else None
             summary[sub] = SubscriptionSummary(
-                n, int(self.expected[k]), missing, extra, latency, dropped, lost, unreachable
+                n, int(self.expected[k]), missing, extra, latency, dropped, lost, unreachable, early
             )
         total = int(self.delivered.sum())
         overall = LatencyStats.of_parts(

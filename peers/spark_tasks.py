@@ -93,6 +93,7 @@ class ChunkSummary:
     dropped: np.ndarray  # per subscription, the copies dropped on the way
     lost: np.ndarray  # per subscription, the copies lost at a failure on the way
     unreachable: np.ndarray  # per subscription, the expected tuples emitted while it was cut off
+    missing_before: np.ndarray  # per subscription rejected after arriving, its copies missing before then
     sums: list[Sum]
 
 
@@ -132,12 +133,18 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
     cut_owners = np.repeat(np.arange(len(cut), dtype=np.int32), [len(c) for c in cut])
     # a copy dropped or lost on the way, or a tuple emitted while the subscription was cut off, is accounted
     # for: not missing (extra if it was not expected at all, or accounted for twice)
-    missing, extra = differences_by_owner(
-        np.concatenate([owners, dropped_owners, lost_owners, cut_owners]),
-        np.concatenate([indices, dropped, lost, *cut]),
-        expected,
-    )
+    accounted_owners = np.concatenate([owners, dropped_owners, lost_owners, cut_owners])
+    accounted = np.concatenate([indices, dropped, lost, *cut])
+    missing, extra = differences_by_owner(accounted_owners, accounted, expected)
     n = len(expected)
+    missing_before = np.zeros(n, np.int64)
+    if simulation.rejected_at:  # rejected at a re-plan: what it should have received before then
+        early = [e[:0] for e in expected]
+        for k, sub in enumerate(scenario.subscriptions):
+            if sub.id in simulation.rejected_at:
+                e = expected[k]
+                early[k] = e[e.astype(np.float64) / scenario.stream(sub.stream).rate < simulation.rejected_at[sub.id]]
+        missing_before = differences_by_owner(accounted_owners, accounted, early)[0]
     links = len(traffic.link_bytes)
     timeline = np.stack(list(traffic.timeline.values())) if traffic.timeline else np.zeros((links, 0))
     summary = ChunkSummary(
@@ -165,6 +172,7 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         dropped=np.bincount(dropped_owners, minlength=n)[:n].astype(np.int64),
         lost=np.bincount(lost_owners, minlength=n)[:n].astype(np.int64),
         unreachable=np.array([len(c) for c in cut], np.int64),
+        missing_before=missing_before,
         sums=exact_sums_by_owner(owners, latencies, n),
     )
     return summary, owners.astype(np.int32), latencies

@@ -233,7 +233,7 @@ def test_a_run_holds_where_both_states_were_free_before_its_first_arrival():
             {},
             {},
             {},
-            *([empty] * 7),
+            *([empty] * 8),
             [],
         )
 
@@ -256,7 +256,7 @@ def test_a_run_holds_over_a_buffer_only_when_its_waiting_tuples_agree_or_are_gon
             {},
             {},
             {},
-            *([empty] * 7),
+            *([empty] * 8),
             [],
         )
 
