@@ -68,10 +68,12 @@ def _setup(path: str, strategy: str):
     return scenario, make_plan(scenario, strategy, Network.of(scenario))
 
 
-def _chunked(scenario, plan, chunks: int, *, naive: bool = False, warm: int | None = None):
+def _chunked(scenario, plan, chunks: int, *, naive: bool = False, warm: int | None = None, rejected_at=None):
     """The run stitched from ``chunks`` chunks, each guess warmed up over ``warm`` windows (default: the
-    engine's): (StrategyRun, the chosen runs)."""
+    engine's): (StrategyRun, the chosen runs).  ``rejected_at`` replaces the plan's rejections at re-plans."""
     simulation = Simulation(scenario, plan)
+    if rejected_at is not None:
+        simulation.rejected_at = rejected_at
     windows = simulation.windows()
     job = ChunkJob(simulation, tuple(windows))
     cuts = _cut(scenario, windows, chunks)
@@ -294,3 +296,30 @@ def test_ranks_cover_every_percentile():
     assert ranks_needed(0) == set()
     assert ranks_needed(1) == {0}
     assert ranks_needed(101) == {50, 51, 99, 100}  # p50 falls on rank 50 exactly: weight 0 for 51
+
+
+def test_chunks_count_the_copies_missing_before_a_rejection_at_a_re_plan(scenarios):
+    # figure1's plan with its epochs cut at [30, 32): what is emitted then reaches nobody; say the planner
+    # rejected Q3 at 31 and Q1 at 25 (as at a failure): each is checked up to then, chunk by chunk
+    scenario, plan = _setup(scenarios["figure1"], "data-shipping")
+    epochs = []
+    for epoch in plan.epochs:
+        if epoch.start < 30 < epoch.end:
+            epochs += [replace(epoch, end=30.0), replace(epoch, start=32.0)]
+        else:
+            epochs.append(epoch)
+    plan = replace(plan, epochs=tuple(epochs))
+    rejected_at = {"Q3": 31.0, "Q1": 25.0}
+    whole = run_local(scenario, plan)
+    stitched, _ = _chunked(scenario, plan, 3, rejected_at=rejected_at)
+    expected = expected_results(scenario)
+    for sub in scenario.subscriptions:
+        found = stitched.summary[sub.id].missing_before_rejection
+        if sub.id not in rejected_at:
+            assert found is None
+            continue
+        wanted = expected.indices[sub.id]
+        before = wanted[wanted / scenario.stream(sub.stream).rate < rejected_at[sub.id]]
+        assert found == len(set(before.tolist()) - set(whole.delivered[sub.id].tolist())), sub.id
+    assert stitched.summary["Q3"].missing_before_rejection > 0
+    assert stitched.summary["Q1"].missing_before_rejection == 0
