@@ -114,3 +114,38 @@ def test_without_events_nothing_is_lost_or_unreachable(strategy):
     entry = report["strategies"][strategy]
     assert entry["lost"] == entry["unreachable"] == 0
     assert all(s["lost"] == s["unreachable"] == 0 for s in entry["subscriptions"])
+
+
+# ---- at the sizes users bring ------------------------------------------------------------------------
+
+SIZED_FAILURES = {
+    # seed -> the generated scenario's sizes and its churn of failures (topologies/scale.py, docs/SCENARIOS.md)
+    31: ({"duration": 30, "rate": 100}, "{links: {mtbf: 600, mttr: 4}, transit_super_peers: {mtbf: 60, mttr: 6}}"),
+    32: (
+        {"transit": 5, "stubs_per_transit": 6, "nodes_per_stub": 8, "streams": 4, "duration": 30, "rate": 100},
+        "{transit_links: {mtbf: 20, mttr: 5}, stub_super_peers: {mtbf: 400, mttr: 8}}",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SIZED_FAILURES)
+def test_every_strategy_keeps_the_identity_under_churn_of_failures_at_size(seed, tmp_path):
+    """A 300-super-peer (or 245) transit-stub backbone, 500 subscriptions arriving and leaving, and
+    generated failures and recoveries of transit links and super-peers: every strategy's plan is sound
+    and every subscription keeps the identity, on the runner that ``run.py run`` uses."""
+    from reports.simulate import simulate
+    from topologies.scale import render
+
+    sizes, churn = SIZED_FAILURES[seed]
+    path = tmp_path / f"sized{seed}.yaml"
+    path.write_text(render(seed, **sizes) + f"events:\n  - generate: {{seed: {seed}, {churn[1:-1]}}}\n")
+    scenario = load_scenario(str(path))
+    assert len(scenario.events) >= 4
+    entries, _, _ = simulate(
+        scenario, list(STRATEGIES), run_local, expected_results(scenario), show_progress=False, check_plans=True
+    )
+    report = {"strategies": entries}
+    assert_identity(scenario, report)
+    assert sum(e["lost"] for e in entries.values()) > 0
+    assert sum(s["delivered"] for s in entries["ideal"]["subscriptions"]) > 0
