@@ -172,6 +172,8 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.sql.shuffle.partitions", "4")
         )
+        if master.startswith("local") and "spark.driver.memory" not in (conf or {}):
+            session = session.config("spark.driver.memory", local_driver_memory())
         for name, value in (conf or {}).items():
             if name not in _JAVA_OPTIONS:
                 session = session.config(name, value)
@@ -183,6 +185,18 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
     global _jvm_started
     _jvm_started = True
     return session
+
+
+def local_driver_memory() -> str:
+    """``spark.driver.memory`` for a ``local`` master when the caller gives none: a quarter of the
+    machine's memory, between 1 and 8 GiB.  On a local master the executors are threads of the driver's
+    JVM, so its heap holds every running task's data (Spark's own default, 1 GiB, is sized for a driver
+    that only coordinates; two strategies of a 2,000,000-tuple scenario at once outgrow it)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return "1g"
+    return f"{max(1, min(8, total // 4 // 2**30))}g"
 
 
 def jvm_started() -> bool:
