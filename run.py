@@ -88,7 +88,9 @@ def _cmd_expand(args: argparse.Namespace) -> int:
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)
     os.replace(tmp, args.out)
-    print(f"wrote {args.out}: {len(scenario.thin_peers)} thin-peers, {len(scenario.subscriptions)} subscriptions")
+    made = f"{len(scenario.thin_peers)} thin-peers, {len(scenario.subscriptions)} subscriptions"
+    made += f", {len(scenario.events)} network events" if scenario.events else ""
+    print(f"wrote {args.out}: {made}")
     return 0
 
 
@@ -132,7 +134,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(
             f"plan: {plan.strategy} on {scenario.name}: {len(plan.epochs):,} epochs, {len(plan.decisions):,} decisions,"
-            f" {flows:,} distinct flows and {deliveries:,} distinct deliveries, {len(plan.rejected):,} rejected;"
+            f" {flows:,} distinct flows and {deliveries:,} distinct deliveries, {len(plan.rejected):,} rejected"
+            f"{f', {len(plan.replans):,} re-plans' if plan.replans else ''};"
             f" printed {printed}",
             file=sys.stderr,
         )

@@ -14,5 +14,6 @@ BENCHMARKS = {
     "spark": "Spark data plane vs Catalyst",
     "driver": "the Spark engine's driver memory, 10x the tuples",
     "engine": "local simulation engine per strategy on a many-epoch scenario",
+    "failures": "every strategy under random failures and recoveries: exactness, losses",
     "paper": "Kuntschke & Kemper's section 6 reproduced: every experiment, figure, table and claim",
 }

@@ -11,6 +11,13 @@ query-shipping (one result stream per subscription, no sharing).
 BITS bits per second (default 60 Kbit/s, where links near the sources bind) at the default
 ``max_utilization``, and the ratio of the two times is printed with how many subscriptions were rejected.
 Times are wall clock and CPU seconds of this process (the machine may be shared).
+
+``--fail N`` measures re-planning at failures (docs/DYNAMICS.md): N links that carry flows at the end of
+the plan are drawn (seeded), and the scenario is planned again with each failing in turn after the last
+arrival (link k fails at ``waves + 2k`` and recovers a second later, so each failure meets the whole
+plan).  Per failure it prints the planner's wall seconds re-planning, the subscriptions it placed again
+or cut off, the flows moved and those cut off; then the median and maximum and their ratio to planning
+the whole scenario from scratch (the strategy's time above, same run).
 """
 
 from __future__ import annotations
@@ -38,6 +45,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="BITS",
         help=f"also plan with every link's bandwidth BITS bit/s (default {DEFAULT_LIMIT:g}) against no limits",
+    )
+    parser.add_argument(
+        "--fail",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then fail N random links carrying flows, one at a time, and time each re-plan",
     )
 
 
@@ -144,6 +158,9 @@ def main(args: argparse.Namespace) -> int:
                 len(limited.rejected),
             )
         )
+    failures = _failures(args, plain, plan, total_s) if args.fail > 0 else None
+    if failures is not None:
+        result["failures"] = failures
     if args.json:
         print(json.dumps(result))
         return 0
@@ -159,6 +176,8 @@ def main(args: argparse.Namespace) -> int:
         f"planning time ratio {args.strategy}/query-shipping: {total_s / baseline_s:.1f}x; "
         f"estimated traffic ratio: {shared_cost / shipped_cost:.3f}"
     )
+    if failures is not None:
+        _print_failures(failures)
     if args.limits is not None:
         print(
             f"with limits / without: {bound_s / total_s:.2f}x wall,"
@@ -166,3 +185,70 @@ def main(args: argparse.Namespace) -> int:
             f" {result['rejected']} rejected, {result['around_hot_links']} branches routed around a hot link"
         )
     return 0
+
+
+def _failures(args: argparse.Namespace, scenario, plan, scratch_s: float) -> dict:
+    """Plan ``scenario`` again with ``args.fail`` links that carry flows in ``plan``'s last epoch failing
+    one at a time (module docstring); the re-plans, and their ratio to ``scratch_s``."""
+    import statistics
+    from dataclasses import replace
+    from itertools import pairwise
+
+    import numpy as np
+
+    from network.routing import Network
+    from sharing import make_plan
+    from topologies.model import NetworkEvent
+
+    carrying = sorted({tuple(sorted(hop)) for flow in plan.epochs[-1].flows for hop in pairwise(flow.path)})
+    rng = np.random.default_rng(args.seed)
+    picked = [carrying[k] for k in rng.choice(len(carrying), size=min(args.fail, len(carrying)), replace=False)]
+    events = []
+    for k, link in enumerate(picked):
+        events.append(NetworkEvent(args.waves + 2 * k, "fail", "link", link))
+        events.append(NetworkEvent(args.waves + 2 * k + 1, "recover", "link", link))
+    failing = replace(scenario, duration=float(args.waves + 2 * len(picked)), events=tuple(events))
+    replanned = make_plan(failing, args.strategy, Network.of(failing))
+    placed: dict[float, int] = {}
+    for d in replanned.decisions:
+        if d.event == "replan":
+            placed[d.time] = placed.get(d.time, 0) + 1
+    rows = []
+    for link, failure, recovery in zip(picked, replanned.replans[0::2], replanned.replans[1::2], strict=True):
+        rows.append(
+            {
+                "link": list(link),
+                "replan_s": failure.seconds,
+                "affected": placed.get(failure.time, 0),
+                "flows_moved": failure.flows_moved,
+                "cut_off": len(failure.cut_off),
+                "recovery_s": recovery.seconds,
+                "recovery_placed": placed.get(recovery.time, 0),
+            }
+        )
+    seconds = [row["replan_s"] for row in rows]
+    median, most = statistics.median(seconds), max(seconds)
+    return {
+        "rows": rows,
+        "median_s": median,
+        "max_s": most,
+        "from_scratch_s": scratch_s,
+        "median_ratio": median / scratch_s,
+        "max_ratio": most / scratch_s,
+    }
+
+
+def _print_failures(failures: dict) -> None:
+    header = ("re-plan s", 11), ("affected", 10), ("moved", 8), ("cut off", 9), ("recovery s", 12), ("placed", 8)
+    print(f"{'failed link':<22}" + "".join(f"{name:>{width}}" for name, width in header))
+    for row in failures["rows"]:
+        link = "-".join(row["link"])
+        print(
+            f"{link:<22}{row['replan_s']:>11.3f}{row['affected']:>10}{row['flows_moved']:>8}{row['cut_off']:>9}"
+            f"{row['recovery_s']:>12.3f}{row['recovery_placed']:>8}"
+        )
+    print(
+        f"re-plan after one failure: median {failures['median_s']:.3f} s, max {failures['max_s']:.3f} s;"
+        f" planning from scratch {failures['from_scratch_s']:.2f} s"
+        f" (ratio median {failures['median_ratio']:.2e}, max {failures['max_ratio']:.2e})"
+    )

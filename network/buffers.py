@@ -6,7 +6,9 @@ tuples admitted before it that have not started on the wire by ``a`` fit ``B`` (
 waiting tuples of each such direction are kept in a *ring*: their start times and bytes, in start order,
 ``ring_count`` of them from ``ring_head``.  :func:`admit` and :func:`enqueue` are the compiled steps the
 window solve (network/queues.py) takes per tuple; :class:`QueueState` is what a run carries from window to
-window, and what the Spark engine carries from chunk to chunk (docs/SPARK.md).
+window, and what the Spark engine carries from chunk to chunk (docs/SPARK.md).  A failure needs no more
+state: it empties a queue by what the solve leaves in it (the wire free from the failure, the lost tuples
+out of the buffer by then), so the state after it says so.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 :class:`StrategyRun` is the engine-independent result every data plane returns (local simulator, Spark,
 MQTT).  :class:`TrafficMeter` accumulates it: bytes and tuples per backbone link direction, access bytes,
-a per-direction timeline, and the delivered tuple indices with their latencies.
+a per-direction timeline, the delivered tuple indices with their latencies, and the copies dropped at a
+full buffer or lost at a failure on the way.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class SubscriptionSummary:
     latency: LatencyStats
     dropped: int = 0  # copies it should have received that a full buffer dropped on the way
     lost: int = 0  # copies it should have received that were in flight at a failure (docs/DYNAMICS.md)
+    unreachable: int = 0  # expected tuples emitted while no path joined it to its source (docs/DYNAMICS.md)
+    missing_before_rejection: int | None = None  # rejected after arriving (at a failure): missing before then
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class StrategyRun:
     link_lost: dict[Direction, int] = field(default_factory=dict)
     lost: dict[str, np.ndarray] = field(default_factory=dict)
     replans: tuple = ()
+    rejected_at: dict[str, float] = field(default_factory=dict)  # when the planner rejected each
 
     @property
     def backbone_bytes(self) -> int:
@@ -137,7 +141,8 @@ class TrafficMeter:
         self.subscriptions = list(subscriptions)  # numbered by position, for :meth:`deliver_many`
         # (subscription numbers, indices, latencies) per call, grouped per subscription at the end
         self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._lost: list[tuple[np.ndarray, np.ndarray]] = []  # (subscription numbers, indices) dropped
+        self._dropped: list[tuple[np.ndarray, np.ndarray]] = []  # (subscription numbers, indices) dropped
+        self._lost: list[tuple[np.ndarray, np.ndarray]] = []  # and lost at a failure
 
     def line_of(self, directions: Sequence[Direction]) -> np.ndarray:
         """Per direction of ``directions``, its row in the backbone timelines (-1: an access link); the
@@ -147,6 +152,7 @@ class TrafficMeter:
             self._directions = list(directions)
             n = len(self._directions)
             self._sums, self._counts, self._drops = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+            self._losses = np.zeros(n, np.int64)
             row = {d: k for k, d in enumerate(self._bytes)}
             self._row = np.array([row.get(d, -1) for d in self._directions], np.int64)
             number = {p: k for k, p in enumerate(self.super_peers)}
@@ -226,10 +232,15 @@ class TrafficMeter:
         """``drops[k]`` tuples were dropped at the tail of direction ``k`` (of the :meth:`line_of` list)."""
         self._drops += drops
 
+    def lost_at(self, losses: np.ndarray) -> None:
+        """``losses[k]`` tuples were lost at a failure of direction ``k`` (of the :meth:`line_of` list)."""
+        self._losses += losses
+
     def deliver_many(self, numbers: np.ndarray, counts: np.ndarray, indices: np.ndarray, latencies: np.ndarray) -> None:
         """Subscription ``subscriptions[numbers[k]]`` received the next ``counts[k]`` of ``indices``, after
-        ``latencies`` seconds.  Copies of one tuple to one subscription keep the order of the calls, and
-        within a call the order of ``numbers``."""
+        ``latencies`` seconds (NaN: the copy was dropped on the way; ``-inf``: lost at a failure).  Copies of
+        one tuple to one subscription keep the order of the calls, and within a call the order of
+        ``numbers``."""
         self._parts.append((np.repeat(numbers.astype(np.int32), counts), indices, latencies))
 
     def received_attrs(self, subscription: str, attrs: tuple[str, ...]) -> None:
@@ -243,28 +254,33 @@ class TrafficMeter:
 
     def deliveries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every delivered copy so far as flat arrays ``(subscription number, tuple index, latency)``, by
-        subscription, then tuple index (copies of a tuple in the order they came); the copies dropped on
-        the way are counted in :attr:`dropped` instead.  The meter forgets them."""
+        subscription, then tuple index (copies of a tuple in the order they came); the copies dropped or lost
+        on the way are kept for :meth:`dropped_copies` and :meth:`lost_copies` instead.  The meter forgets
+        them."""
         parts, self._parts = self._parts, []
         owner = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
         indices = np.concatenate([p[1] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
         times = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
         del parts
-        lost = np.isnan(times)
-        if lost.any():
-            self._lost.append((owner[lost], indices[lost]))
-            owner, indices, times = owner[~lost], indices[~lost], times[~lost]
+        missed = ~(times > -np.inf)  # NaN (dropped) or -inf (lost)
+        if missed.any():
+            dropped = np.isnan(times[missed])
+            self._dropped.append((owner[missed][dropped], indices[missed][dropped]))
+            self._lost.append((owner[missed][~dropped], indices[missed][~dropped]))
+            owner, indices, times = owner[~missed], indices[~missed], times[~missed]
         order = np.lexsort((indices, owner))
         return owner[order], indices[order], times[order]
 
     def dropped_copies(self) -> tuple[np.ndarray, np.ndarray]:
         """The copies dropped on the way, of the deliveries :meth:`deliveries` has returned so far, as flat
         arrays ``(subscription number, tuple index)`` by subscription, then index; the meter forgets them."""
-        lost, self._lost = self._lost, []
-        owner = np.concatenate([p[0] for p in lost]) if lost else np.zeros(0, np.int32)
-        indices = np.concatenate([p[1] for p in lost]) if lost else np.zeros(0, np.int64)
-        order = np.lexsort((indices, owner))
-        return owner[order], indices[order]
+        parts, self._dropped = self._dropped, []
+        return _by_owner(parts)
+
+    def lost_copies(self) -> tuple[np.ndarray, np.ndarray]:
+        """The copies lost at a failure on the way, as :meth:`dropped_copies` gives the dropped ones."""
+        parts, self._lost = self._lost, []
+        return _by_owner(parts)
 
     def result(self, strategy: str, engine: str) -> StrategyRun:
         owner, indices, times = self.deliveries()
@@ -277,8 +293,12 @@ class TrafficMeter:
         owner, indices = self.dropped_copies()
         cuts = np.searchsorted(owner, np.arange(len(self.subscriptions) + 1))
         dropped = {sub: indices[cuts[k] : cuts[k + 1]].copy() for k, sub in enumerate(self.subscriptions)}
+        owner, indices = self.lost_copies()
+        cuts = np.searchsorted(owner, np.arange(len(self.subscriptions) + 1))
+        lost = {sub: indices[cuts[k] : cuts[k + 1]].copy() for k, sub in enumerate(self.subscriptions)}
         link_bytes, link_tuples = dict(self._bytes), dict(self._tuples)
         link_dropped = dict.fromkeys(self._bytes, 0)
+        link_lost = dict.fromkeys(self._bytes, 0)
         access: dict[Direction, int] = {}
         access_tuples: dict[Direction, int] = {}
         timeline, offered, landed = {}, {}, {}
@@ -291,6 +311,9 @@ class TrafficMeter:
                     access[d], access_tuples[d] = int(self._sums[k]), int(self._counts[k])
             for k in np.flatnonzero(self._drops).tolist():
                 link_dropped[self._directions[k]] = int(self._drops[k])
+            for k in np.flatnonzero(self._losses).tolist():
+                if self._row[k] >= 0:  # a backbone direction (an access link is down with its super-peer)
+                    link_lost[self._directions[k]] = int(self._losses[k])
             if self._timeline.shape[1]:
                 rounded = np.rint(self._timeline).astype(np.int64)
                 timeline = {d: rounded[k] for k, d in enumerate(self._bytes)}
@@ -319,7 +342,17 @@ class TrafficMeter:
             offered=offered,
             landed=landed,
             dropped=dropped,
+            link_lost=link_lost,
+            lost=lost,
         )
+
+
+def _by_owner(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Parts of ``(subscription numbers, indices)`` as two flat arrays, by subscription, then index."""
+    owner = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
+    indices = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    order = np.lexsort((indices, owner))
+    return owner[order], indices[order]
 
 
 def _widened(matrix: np.ndarray, columns: int) -> np.ndarray:

@@ -30,6 +30,19 @@ same whatever the windows or chunks of the run.  A later round's tuple is admitt
 the window's earlier rounds at that link left it (like its service in their gaps, an approximation where
 rounds contend; the same in every engine).
 
+**Failures** (docs/DYNAMICS.md).  A link direction may be down over intervals ``[fail, recover)``.  A tuple
+reaching its queue at ``a`` and the far end at ``d`` is lost iff one of them has ``fail <= d`` and
+``recover > a``: it arrived while the direction was down (then it never takes the wire, nor a place in the
+buffer), or it was queued, on the wire or on its way at the failure.  A failure empties the queue: a lost
+tuple holds the wire at most until the failure and leaves the buffer by then, so the wire is free again
+from the failure (or from the last departure before it, never earlier: where windows interleave, above)
+and the first tuple after the recovery finds an empty queue.  A lost tuple's row departs
+at NaN like a dropped one (it crosses nothing and lands nowhere; it counts in the offered load), and so
+does every row after it; a flag per row tells lost from dropped for the deliveries.  Arrivals ascend
+within a link's group, so one cursor walks its intervals; a link never down costs one comparison per
+tuple, a run without failures no more.  In a later round, a tuple lost at a failure held no gap in the
+earlier rounds' service (only the tuples that crossed did), the approximation of the rounds again.
+
 The same segments (a channel at one hop: link, round, level, its tuples' arrivals) are what a distributed
 engine partitions by link direction: the solve of one level needs only the departures of lower levels.
 """
@@ -80,8 +93,9 @@ class Queues:
 
     ``links`` maps every direction a channel may cross (backbone and access) to (bandwidth bit/s, latency s)
     or (bandwidth, latency, buffer bytes: ``inf`` for none).  ``smallest`` is the fewest bytes a tuple
-    weighs on the wire (it bounds the tuples a buffer holds).  Raises EmulatorError naming the direction
-    when a channel crosses one that is not a link.
+    weighs on the wire (it bounds the tuples a buffer holds).  ``down`` gives the directions that fail,
+    each with its down intervals ``[fail, recover)``, disjoint and ascending (``inf``: never recovered).
+    Raises EmulatorError naming the direction when a channel crosses one that is not a link.
     """
 
     def __init__(
@@ -90,9 +104,15 @@ class Queues:
         routes: Sequence[Route],
         meter: TrafficMeter,
         smallest: int = 8,
+        down: Mapping[Direction, Sequence[tuple[float, float]]] | None = None,
     ):
         self.directions = sorted(links)
         ids = {d: i for i, d in enumerate(self.directions)}
+        spans = [list((down or {}).get(d, ())) for d in self.directions]
+        self.down_first = np.cumsum([0] + [len(s) for s in spans]).astype(np.int64)
+        self.down_start = np.array([f for s in spans for f, _ in s], dtype=np.float64)
+        self.down_end = np.array([r for s in spans for _, r in s], dtype=np.float64)
+        self.failures = len(self.down_start) > 0
         self.bandwidth = np.array([links[d][0] for d in self.directions], dtype=np.float64)
         self.latency = np.array([links[d][1] for d in self.directions], dtype=np.float64)
         self.buffer = np.array([(*links[d], np.inf)[2] for d in self.directions], dtype=np.float64)
@@ -206,7 +226,8 @@ class Queues:
         while True:
             arrival_min = np.full(len(self.directions), np.inf)
             drops = np.zeros(len(self.directions), np.int64)
-            departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, full = solve_window(
+            losses = np.zeros(len(self.directions), np.int64)
+            departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, lost, full = solve_window(
                 blocks.first,
                 blocks.count,
                 self.hop_start,
@@ -231,6 +252,10 @@ class Queues:
                 self.ring_count,
                 self.ring_waiting,
                 drops,
+                self.down_first,
+                self.down_start,
+                self.down_end,
+                losses,
             )
             if full < 0:
                 break
@@ -244,6 +269,7 @@ class Queues:
             self.directions, seg_link, seg_row, seg_count, seg_tuple, blocks.wire, departures, self.latency, arrivals
         )
         self.meter.dropped_at(drops)
+        self.meter.lost_at(losses)
         sinks = np.flatnonzero((self.sink >= 0) & (blocks.count > 0))
         if not len(sinks):
             return
@@ -257,6 +283,8 @@ class Queues:
         rows = np.repeat(row_base[sinks], count) + within
         tuples = np.repeat(blocks.first[sinks], count) + within
         arrival = departures[rows] + np.repeat(self.latency[self.hop_link[self.hop_start[sinks]]], count)
+        if self.failures:  # a copy lost at a failure arrives at -inf (a dropped one at NaN)
+            arrival[lost[rows]] = -np.inf
         self.meter.deliver_many(self.sink[sinks], count, blocks.indices[tuples], arrival - blocks.emitted[tuples])
 
 
@@ -332,6 +360,14 @@ def _gap_next(t, service, starts, ends, i):
 
 
 @njit(cache=True)
+def _lost_at(fail, begin, done):
+    """A tuple caught by a failure at ``fail`` (it would have started on the wire at ``begin`` and left it at
+    ``done``): when it stops waiting in the buffer and when the wire is free again.  The failure empties the
+    queue, so neither is later than ``fail``."""
+    return (begin if begin < fail else fail), (done if done < fail else fail)
+
+
+@njit(cache=True)
 def solve_window(
     ch_first,
     ch_count,
@@ -357,6 +393,10 @@ def solve_window(
     ring_count,
     ring_waiting,
     drops,
+    down_first,
+    down_start,
+    down_end,
+    losses,
 ):
     """Departures of one window's tuples at every hop (module docstring), updating ``busy``; sets
     ``arrival_min[k]`` to the earliest arrival at link ``k`` in the window (``inf``: none).
@@ -365,11 +405,16 @@ def solve_window(
     row + count - 1`` (hop ``h`` of channel ``c``'s ``j``-th tuple is row ``row_base[c] + h * count + j``).
     A link with a finite ``buffer`` drops at the tail (:func:`admit`, its waiting tuples in ring
     ``ring_of[k]``), counting in ``drops[k]``; a dropped tuple's row and every row after it (its next hops,
-    what reads it further on) depart at NaN.  Returns the departure of every row, its arrival at its link's
-    queue (NaN: dropped before; what the offered load is made of), ``row_base``, per segment its link,
-    first row, count and first tuple (a position in the window's flat arrays), and -1; or, as soon as a
-    ring is full, that ring's number (then the rest is unfinished and ``busy`` and the rings changed: the
-    caller widens the rings and solves the window again from its saved state)."""
+    what reads it further on) depart at NaN.  Link ``k`` is down over the intervals ``down_first[k] ..
+    down_first[k + 1] - 1`` of ``down_start``/``down_end`` (disjoint, ascending; none at all: no
+    failures, and no work for them): a tuple caught by one is lost (:func:`_lost_at`), counting in
+    ``losses[k]``, and departs at NaN like a dropped one, as do the rows after it.  Returns the departure
+    of every row, its arrival at its link's queue (NaN: dropped or lost before; what the offered load is
+    made of), ``row_base``, per segment its link, first row, count and first tuple (a position in the
+    window's flat arrays), per row whether it is lost rather than dropped (an empty array when no link is
+    ever down), and -1; or, as soon as a ring is full, that ring's number (then the rest is unfinished and
+    ``busy`` and the rings changed: the caller widens the rings and solves the window again from its saved
+    state)."""
     n_links = len(bandwidth)
     n_ch = len(ch_count)
     row_base = np.full(n_ch, -1, np.int64)
@@ -432,6 +477,8 @@ def solve_window(
     buffer_keys = np.empty(widest)
     buffer_picks = np.empty(widest, np.int64)
     arrivals = np.full(total, np.nan)  # per row, when it reached its link's queue (NaN: it never did)
+    failures = len(down_start) > 0
+    lost = np.zeros(total if failures else 0, np.bool_)  # per row: NaN because lost at a failure
     for g in range(rounds * n_links):
         if seg_groups[g] == seg_groups[g + 1]:
             continue
@@ -442,14 +489,19 @@ def solve_window(
             before = seg_before[q]
             for j in range(n):
                 row = row0 + j
+                source = -1
                 if before >= 0:  # from the channel's previous hop
-                    key = departures[row - n] + latency[before]
+                    source = row - n
+                    key = departures[source] + latency[before]
                 elif start[f + j] >= 0:  # from where the channel is read off its parent
-                    key = departures[start[f + j]] + latency[start_link[f + j]]
+                    source = start[f + j]
+                    key = departures[source] + latency[start_link[f + j]]
                 else:
                     key = emitted[f + j]
-                if np.isnan(key):  # dropped before it got here
+                if np.isnan(key):  # dropped or lost before it got here
                     departures[row] = np.nan
+                    if failures:
+                        lost[row] = lost[source]
                     continue
                 keys[m] = key
                 rows[m], tuples[m], picks[m] = row, f + j, m
@@ -462,12 +514,25 @@ def solve_window(
             arrival_min[k] = keys[0]
         ring = ring_of[k]
         r = g // n_links
+        # the down interval that may catch the tuple at hand: the first ending after its arrival (arrivals
+        # ascend within the group); ``down < last`` is false for a link never down
+        down, last = down_first[k], down_first[k + 1]
+        if down < last:
+            down += np.searchsorted(down_end[down:last], keys[0], side="right")
         if r == 0:
             free = busy[k]
             for i in range(m):
                 a = keys[i]
                 w = wire[tuples[picks[i]]]
-                arrivals[rows[picks[i]]] = a  # offered, dropped or not
+                arrivals[rows[picks[i]]] = a  # offered, dropped, lost or not
+                if down < last:
+                    while down < last and down_end[down] <= a:
+                        down += 1
+                    if down < last and down_start[down] <= a:  # the link is down: lost, the wire untouched
+                        departures[rows[picks[i]]] = np.nan
+                        lost[rows[picks[i]]] = True
+                        losses[k] += 1
+                        continue
                 if ring >= 0 and not admit(
                     a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer[k]
                 ):
@@ -475,12 +540,22 @@ def solve_window(
                     drops[k] += 1
                     continue
                 begin = a if a > free else free
-                free = begin + w * 8.0 / bandwidth[k]
-                departures[rows[picks[i]]] = free
+                done = begin + w * 8.0 / bandwidth[k]
+                if down < last and down_start[down] <= done + latency[k]:
+                    # caught by the failure: the wire is free again from it, as is the buffer
+                    begin, done = _lost_at(down_start[down], begin, done)
+                    departures[rows[picks[i]]] = np.nan
+                    lost[rows[picks[i]]] = True
+                    losses[k] += 1
+                    if done > free:
+                        free = done
+                else:
+                    free = done
+                    departures[rows[picks[i]]] = done
                 if ring >= 0 and not enqueue(
                     begin, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting
                 ):
-                    return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, ring
+                    return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, lost, ring
             busy[k] = free
             continue
         # a later round: in the gaps the window's earlier rounds left at this link
@@ -509,6 +584,14 @@ def solve_window(
             a = keys[i]
             w = wire[tuples[picks[i]]]
             arrivals[rows[picks[i]]] = a
+            if down < last:
+                while down < last and down_end[down] <= a:
+                    down += 1
+                if down < last and down_start[down] <= a:
+                    departures[rows[picks[i]]] = np.nan
+                    lost[rows[picks[i]]] = True
+                    losses[k] += 1
+                    continue
             if ring >= 0 and not admit(
                 a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer[k]
             ):
@@ -516,16 +599,24 @@ def solve_window(
                 drops[k] += 1
                 continue
             service = w * 8.0 / bandwidth[k]
-            done, cursor = _gap_next(a if a > previous else previous, service, starts, ends, cursor)
-            previous = done
-            departures[rows[picks[i]]] = done
+            done, after = _gap_next(a if a > previous else previous, service, starts, ends, cursor)
+            begin = done - service
+            if down < last and down_start[down] <= done + latency[k]:
+                # lost as in round 0; the gap cursor stays, as the next tuple may start before ``done``
+                begin, done = _lost_at(down_start[down], begin, done)
+                departures[rows[picks[i]]] = np.nan
+                lost[rows[picks[i]]] = True
+                losses[k] += 1
+            else:
+                cursor = after
+                departures[rows[picks[i]]] = done
+            if done > previous:
+                previous = done
             if done > busy[k]:
                 busy[k] = done
-            if ring >= 0 and not enqueue(
-                done - service, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting
-            ):
-                return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, ring
-    return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, -1
+            if ring >= 0 and not enqueue(begin, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting):
+                return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, lost, ring
+    return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, lost, -1
 
 
 def _levels(n: int, edges: set[tuple[int, int]]) -> np.ndarray:

@@ -1,5 +1,6 @@
 """The local engine: a Plan's channels and readers (peers/timetable.py) over the FIFO link queues
-(network/queues.py), window by window on simpy's clock."""
+(network/queues.py), window by window on simpy's clock, with the scenario's failures as the down intervals
+of the link directions (docs/DYNAMICS.md)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ import numpy as np
 import simpy
 
 from network.buffers import QueueState
-from network.meter import StrategyRun, TrafficMeter, bin_width, load_bin
+from network.meter import Direction, StrategyRun, TrafficMeter, bin_width, load_bin
 from network.queues import Queues
 from network.routing import Network
 from peers.timetable import Timetable, Values
 from sharing.plan import Plan
 from topologies import workload
 from topologies.model import Scenario
+from topologies.outages import Reachability, down_intervals, network_states
 
 
 def run_local(
@@ -68,11 +70,27 @@ class Simulation:
         }
         self.timetable = Timetable(scenario, plan, network)
         self.operators, self.rejected = plan.operators(), dict(plan.rejected)
-        self.queues = Queues(links, self.timetable.routes(), self.meter(), smallest=scenario.tuple_bytes(1))
+        self.rejected_at = rejected_later(scenario, plan)
+        self.replans = plan.replans
+        self.unreachable = unreachable_spans(scenario)
+        self.queues = Queues(
+            links,
+            self.timetable.routes(),
+            self.meter(),
+            smallest=scenario.tuple_bytes(1),
+            down=down_directions(scenario),
+        )
 
     def with_plan(self, run: StrategyRun) -> StrategyRun:
-        """``run`` with what the report takes from the plan: operators per super-peer, rejections."""
-        return replace(run, operators=dict(self.operators), rejected=dict(self.rejected))
+        """``run`` with what the report takes from the plan: operators per super-peer, rejections (and when,
+        for those rejected after arriving), re-plans."""
+        return replace(
+            run,
+            operators=dict(self.operators),
+            rejected=dict(self.rejected),
+            rejected_at=dict(self.rejected_at),
+            replans=self.replans,
+        )
 
     def meter(self) -> TrafficMeter:
         """A meter for (part of) this run."""
@@ -112,6 +130,58 @@ class Simulation:
         env.process(_play(env, self.timetable, self.queues, windows, values, times, progress))
         env.run()
         return self.queues
+
+
+def down_directions(scenario: Scenario) -> dict[Direction, list[tuple[float, float]]]:
+    """Per link direction that is ever down, its down intervals ``[fail, recover)`` (``inf``: never
+    recovered): the backbone's (:func:`~topologies.outages.down_intervals`), and both directions of a
+    thin-peer's access link while its super-peer is down (a tuple uploaded to it, or delivered from it, is
+    lost like one on a backbone link; so a source's upload is not counted while its super-peer is down)."""
+    down = down_intervals(scenario)
+    if not scenario.events:
+        return down
+    nodes: dict[str, list[tuple[float, float]]] = {}
+    for state in network_states(scenario):
+        for node in sorted(state.failed_nodes):
+            spans = nodes.setdefault(node, [])
+            if spans and spans[-1][1] == state.start:
+                spans[-1] = (spans[-1][0], state.end)
+            else:
+                spans.append((state.start, state.end))
+    duration = float(scenario.duration)
+    for peer in scenario.thin_peers:
+        spans = nodes.get(peer.attach)
+        if spans:
+            spans = [(f, np.inf if r == duration else r) for f, r in spans]
+            down[(peer.id, peer.attach)] = down[(peer.attach, peer.id)] = spans
+    return down
+
+
+def rejected_later(scenario: Scenario, plan: Plan) -> dict[str, float]:
+    """Per subscription the planner rejected after its arrival (at a re-plan, docs/DYNAMICS.md), when: the
+    time of the last decision rejecting it.  The report checks what it received up to then."""
+    found = {}
+    for decision in plan.decisions:
+        if decision.subscription in plan.rejected and decision.summary.startswith("rejected"):
+            found[decision.subscription] = decision.time
+    return {sub: t for sub, t in found.items() if t > scenario.subscription(sub).at}
+
+
+def unreachable_spans(scenario: Scenario) -> dict[str, list[tuple[float, float]]]:
+    """Per subscription ever cut off from its stream's source, the intervals of emission time in which no
+    path joined their super-peers (or either was down; docs/DYNAMICS.md): its expected tuples emitted then
+    are *unreachable*, accounted for like the dropped and lost ones (the Spark engine counts them per chunk;
+    the report recomputes them for the local one)."""
+    if not scenario.events:
+        return {}
+    reach = Reachability(scenario)
+    found = {}
+    for sub in scenario.subscriptions:
+        source = scenario.home(scenario.stream(sub.stream).source)
+        spans = reach.unreachable_spans(source, scenario.home(sub.peer))
+        if spans:
+            found[sub.id] = spans
+    return found
 
 
 def _play(env, timetable: Timetable, queues: Queues, windows, values, times, progress):

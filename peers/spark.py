@@ -34,7 +34,7 @@ from network.latency import LatencyStats, Sum, add_sums, ranks_needed
 from network.meter import StrategyRun, SubscriptionSummary
 from peers.local import Simulation
 from peers.spark_select import OVERALL, order_statistics
-from peers.spark_session import parse_master, spark_session
+from peers.spark_session import failure_line, parse_master, spark_session
 from peers.spark_tasks import RECORD_SCHEMA, SUMMARY_SUB, Chunk, ChunkJob, ChunkSummary, run_chunks
 from sharing.plan import Plan
 from topologies import workload
@@ -131,8 +131,7 @@ def run_simulation(
         raise
     except Exception as err:
         if type(err).__module__.startswith(("pyspark", "py4j")):
-            message = str(err).strip().splitlines()
-            raise EngineError(f"Spark job failed: {message[-1] if message else type(err).__name__}") from err
+            raise EngineError(f"Spark job failed: {failure_line(err)}") from err
         raise
     finally:
         watcher.stop()
@@ -268,12 +267,17 @@ class _Totals:
         self.super_peers = list(self.scenario.super_peers)
         self.landed = np.zeros((len(self.super_peers), 0), np.int64)
         self.link_dropped = np.zeros(n, np.int64)
+        self.link_lost = np.zeros(n, np.int64)
         self.access: dict[tuple[str, str], int] = {}
         self.access_tuples: dict[tuple[str, str], int] = {}
         self.received: dict[str, tuple[str, ...]] = {}
         self.delivered, self.expected = np.zeros(subs, np.int64), np.zeros(subs, np.int64)
         self.missing, self.extra = np.zeros(subs, np.int64), np.zeros(subs, np.int64)
         self.dropped = np.zeros(subs, np.int64)
+        self.lost = np.zeros(subs, np.int64)
+        self.unreachable = np.zeros(subs, np.int64)
+        self.missing_before = np.zeros(subs, np.int64)
+        self.rejected_at = simulation.rejected_at
         self.sums: list[Sum] = [{} for _ in range(subs)]
 
     def add(self, summary: ChunkSummary) -> None:
@@ -283,6 +287,7 @@ class _Totals:
         self.offered = _added(self.offered, summary.offered)
         self.landed = _added(self.landed, summary.landed)
         self.link_dropped += summary.link_dropped
+        self.link_lost += summary.link_lost
         for direction, sent in summary.access.items():
             self.access[direction] = self.access.get(direction, 0) + sent
         for direction, sent in summary.access_tuples.items():
@@ -294,6 +299,9 @@ class _Totals:
         self.missing += summary.missing
         self.extra += summary.extra
         self.dropped += summary.dropped
+        self.lost += summary.lost
+        self.unreachable += summary.unreachable
+        self.missing_before += summary.missing_before
         self.sums = [add_sums(pair) for pair in zip(self.sums, summary.sums, strict=True)]
 
     def targets(self) -> dict[int, set[int]]:
@@ -308,12 +316,16 @@ class _Totals:
         attrs.update(self.received)
         summary = {}
         for k, sub in enumerate(self.subscriptions):
-            n, dropped = int(self.delivered[k]), int(self.dropped[k])
+            n, dropped, lost = int(self.delivered[k]), int(self.dropped[k]), int(self.lost[k])
+            unreachable = int(self.unreachable[k])
             missing, extra = int(self.missing[k]), int(self.extra[k])
             if attrs[sub] != self.default_attrs[sub]:  # delivered with other attributes: none is the expected one
-                missing, extra = int(self.expected[k]), n + dropped
+                missing, extra = int(self.expected[k]), n + dropped + lost + unreachable
             latency = LatencyStats.of_parts(n, self.sums[k], {r: ranked[(k, r)] for r in ranks_needed(n)})
-            summary[sub] = SubscriptionSummary(n, int(self.expected[k]), missing, extra, latency, dropped)
+            early = int(self.missing_before[k]) if sub in self.rejected_at else None
+            summary[sub] = SubscriptionSummary(
+                n, int(self.expected[k]), missing, extra, latency, dropped, lost, unreachable, early
+            )
         total = int(self.delivered.sum())
         overall = LatencyStats.of_parts(
             total, add_sums(self.sums), {r: ranked[(OVERALL, r)] for r in ranks_needed(total)}
@@ -335,6 +347,7 @@ class _Totals:
             latency=overall,
             access_link_tuples=dict(sorted(self.access_tuples.items())),
             link_dropped=dict(zip(self.backbone, self.link_dropped.tolist(), strict=True)),
+            link_lost=dict(zip(self.backbone, self.link_lost.tolist(), strict=True)),
             offered={d: self.offered[k] for k, d in enumerate(self.backbone)} if self.offered.shape[1] else {},
             landed={p: self.landed[k] for k, p in enumerate(self.super_peers)} if self.landed.shape[1] else {},
         )

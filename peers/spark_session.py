@@ -25,6 +25,9 @@ CONNECT_TIMEOUT_S = 5.0
 
 _LOCAL_MASTER = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?")
 _STANDALONE_MASTER = re.compile(r"spark://([A-Za-z0-9.\-]+):([0-9]{1,5})")
+# a line that starts by naming an exception class (``java.lang.OutOfMemoryError: ...``, ``ValueError``,
+# ``Caused by: org.apache.spark.SparkException: ...``, py4j's ``: ...``), not a stack frame (``at ...``)
+_EXCEPTION_LINE = re.compile(r"(?:Caused by: |: )?(?:[A-Za-z_$][\w$]*\.)*[A-Za-z_$][\w$]*(?:Exception|Error)\b")
 
 # Spark's own log4j2 defaults print INFO lines on startup; this keeps the console to errors only.  The
 # explicit org.apache.spark logger matters: a shell-launched driver announces "Setting default log level"
@@ -118,6 +121,17 @@ def _java_options(log_option: str, conf: dict[str, str] | None, role: str) -> st
     return f"{log_option} {extra}" if extra else log_option
 
 
+def failure_line(err: BaseException) -> str:
+    """One line telling what went wrong in a Spark or py4j error: the first line of its text that names an
+    exception (a Java stack trace ends in frames like ``at java.base/java.lang.Thread.run``, which say
+    nothing), else its first line, else the error's class name."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    for line in lines:
+        if _EXCEPTION_LINE.match(line):
+            return line.removeprefix(": ")
+    return lines[0] if lines else type(err).__name__
+
+
 def spark_session(master: str | None = None, conf: dict[str, str] | None = None):
     """The process's SparkSession on ``master`` (validated by :func:`parse_master`) with the extra
     configuration ``conf``, created on first use (a different master or configuration stops the old one).
@@ -164,8 +178,7 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
         session = session.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
     except Exception as err:
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise EngineError(f"Spark could not start on {master}: {first_line}") from err
+        raise EngineError(f"Spark could not start on {master}: {failure_line(err)}") from err
     _session, _session_key = session, key
     global _jvm_started
     _jvm_started = True

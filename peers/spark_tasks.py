@@ -36,6 +36,7 @@ from network.latency import Sum, exact_sums_by_owner
 from peers.local import Simulation
 from topologies import workload
 from topologies.expected import differences_by_owner, expected_in_range
+from topologies.outages import in_spans
 
 RECORD_SCHEMA = "chunk int, attempt int, sub int, bits binary"
 _ARROW_SCHEMA = pa.schema([("chunk", pa.int32()), ("attempt", pa.int32()), ("sub", pa.int32()), ("bits", pa.binary())])
@@ -79,6 +80,7 @@ class ChunkSummary:
     link_tuples: np.ndarray
     timeline: np.ndarray  # backbone direction x bin (no columns: no backbone traffic)
     link_dropped: np.ndarray  # per backbone direction, the tuples its full buffer dropped
+    link_lost: np.ndarray  # per backbone direction, the tuples lost there at a failure
     offered: np.ndarray  # backbone direction x bin, the bytes reaching its queue (no columns: none)
     landed: np.ndarray  # super-peer x bin, the tuples landing there (no columns: none)
     access: dict[tuple[str, str], int]
@@ -89,6 +91,9 @@ class ChunkSummary:
     missing: np.ndarray
     extra: np.ndarray
     dropped: np.ndarray  # per subscription, the copies dropped on the way
+    lost: np.ndarray  # per subscription, the copies lost at a failure on the way
+    unreachable: np.ndarray  # per subscription, the expected tuples emitted while it was cut off
+    missing_before: np.ndarray  # per subscription rejected after arriving, its copies missing before then
     sums: list[Sum]
 
 
@@ -108,7 +113,8 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
     queues = simulation.play(windows, meter, state=state)
     received = meter.received
     owners, indices, latencies = meter.deliveries()
-    lost_owners, lost = meter.dropped_copies()
+    dropped_owners, dropped = meter.dropped_copies()
+    lost_owners, lost = meter.lost_copies()
     traffic = meter.result("", "spark")  # the traffic: its deliveries were taken out above
     start, end = windows[0][0], windows[-1][1]
     found: dict[str, np.ndarray] = {}
@@ -118,11 +124,27 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         found.update(expected_in_range(scenario, stream.id, lo, hi))
     none = np.zeros(0, np.int64)
     expected = [found.get(s.id, none) for s in scenario.subscriptions]
-    # a copy dropped on the way is accounted for: not missing (extra if it was not expected at all)
-    missing, extra = differences_by_owner(
-        np.concatenate([owners, lost_owners]), np.concatenate([indices, lost]), expected
-    )
+    cut = [
+        e[in_spans(e.astype(np.float64) / scenario.stream(s.stream).rate, simulation.unreachable[s.id])]
+        if s.id in simulation.unreachable and len(e)
+        else e[:0]
+        for s, e in zip(scenario.subscriptions, expected, strict=True)
+    ]
+    cut_owners = np.repeat(np.arange(len(cut), dtype=np.int32), [len(c) for c in cut])
+    # a copy dropped or lost on the way, or a tuple emitted while the subscription was cut off, is accounted
+    # for: not missing (extra if it was not expected at all, or accounted for twice)
+    accounted_owners = np.concatenate([owners, dropped_owners, lost_owners, cut_owners])
+    accounted = np.concatenate([indices, dropped, lost, *cut])
+    missing, extra = differences_by_owner(accounted_owners, accounted, expected)
     n = len(expected)
+    missing_before = np.zeros(n, np.int64)
+    if simulation.rejected_at:  # rejected at a re-plan: what it should have received before then
+        early = [e[:0] for e in expected]
+        for k, sub in enumerate(scenario.subscriptions):
+            if sub.id in simulation.rejected_at:
+                e = expected[k]
+                early[k] = e[e.astype(np.float64) / scenario.stream(sub.stream).rate < simulation.rejected_at[sub.id]]
+        missing_before = differences_by_owner(accounted_owners, accounted, early)[0]
     links = len(traffic.link_bytes)
     timeline = np.stack(list(traffic.timeline.values())) if traffic.timeline else np.zeros((links, 0))
     summary = ChunkSummary(
@@ -135,6 +157,7 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         link_tuples=np.array(list(traffic.link_tuples.values()), np.int64),
         timeline=timeline,
         link_dropped=np.array(list(traffic.link_dropped.values()), np.int64),
+        link_lost=np.array(list(traffic.link_lost.values()), np.int64),
         offered=np.stack(list(traffic.offered.values())) if traffic.offered else np.zeros((links, 0), np.int64),
         landed=np.stack(list(traffic.landed.values()))
         if traffic.landed
@@ -146,7 +169,10 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         expected=np.array([len(e) for e in expected], np.int64),
         missing=missing,
         extra=extra,
-        dropped=np.bincount(lost_owners, minlength=n)[:n].astype(np.int64) if len(lost) else np.zeros(n, np.int64),
+        dropped=np.bincount(dropped_owners, minlength=n)[:n].astype(np.int64),
+        lost=np.bincount(lost_owners, minlength=n)[:n].astype(np.int64),
+        unreachable=np.array([len(c) for c in cut], np.int64),
+        missing_before=missing_before,
         sums=exact_sums_by_owner(owners, latencies, n),
     )
     return summary, owners.astype(np.int32), latencies

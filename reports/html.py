@@ -112,6 +112,7 @@ def _summary(report: dict) -> str:
             entry.get("peak_load"),
             entry.get("link_drops"),
             entry.get("rejected"),
+            *((entry.get("lost"), entry.get("unreachable")) if report.get("events") else ()),
             None,
         ]
         cells = [_cell(row[0], text=True)]
@@ -164,8 +165,9 @@ def _subscriptions(report: dict, scenario: Scenario) -> str:
             shown = f"{s['delivered']} (-{s['missing']} +{s['extra']})" if bad else s["delivered"]
             if s.get("rejected") is not None:
                 shown = f"rejected: {s['rejected']}"
-            elif s.get("dropped"):
-                shown = f"{s['delivered']} ({s['dropped']} dropped)" if not bad else shown
+            elif not bad and (s.get("dropped") or s.get("lost") or s.get("unreachable")):
+                why = [f"{s[k]} {k}" for k in ("dropped", "lost", "unreachable") if s.get(k)]
+                shown = f"{s['delivered']} ({', '.join(why)})"
             cells.append(_cell(shown, number=s["delivered"], bad=bad))
         for n in names:
             p99 = found[n][sub.id]["latency_s"]["p99"]
@@ -194,6 +196,21 @@ def _decisions(decisions: dict[str, list[dict]]) -> str:
     if not parts:
         return '<p class="muted">No strategy run here explains its decisions (the baselines have none).</p>'
     return "\n".join(parts)
+
+
+def _events(report: dict) -> str:
+    """The backbone's failures and recoveries, per instant and strategy: what re-planning cost."""
+    body = []
+    for event in report.get("events", ()):
+        for name, done in event["strategies"].items():
+            cells = [_cell(f"{event['time']:g}", number=event["time"]), _cell("; ".join(event["events"]), text=True)]
+            cells += [_cell(name, text=True), _cell(f"{1000 * done['replan_s']:.2f}", number=1000 * done["replan_s"])]
+            cells += [_cell(done["flows_moved"], number=done["flows_moved"])]
+            cells += [_cell(len(done[k]), number=len(done[k])) for k in ("cut_off", "restored")]
+            body.append(f"<tr>{''.join(cells)}</tr>")
+    header = [("t s", False), ("events", True), ("strategy", True), ("re-plan ms", False)]
+    header += [("flows moved", False), ("cut off", False), ("restored", False)]
+    return _table("events", header, body)
 
 
 def _plots(directory: str, plots: list[str]) -> str:
@@ -234,6 +251,16 @@ def report_html(
         f'<div id="warnings">{warnings}</div>' if warnings else "",
         "<h2>Strategies</h2>",
         _summary(report),
+        *(
+            [
+                "<h2>Failures and recoveries</h2>",
+                "<p>Per instant the backbone changed and per strategy: the wall time re-planning took, the flows"
+                " it moved, and the subscriptions it cut off and served again (docs/DYNAMICS.md).</p>",
+                _events(report),
+            ]
+            if report.get("events")
+            else []
+        ),
         "<h2>Plots</h2>",
         _plots(directory, plots),
         "<h2>What the planners did</h2>",

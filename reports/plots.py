@@ -129,6 +129,10 @@ def _timeline_plot(path: str, scenario: Scenario, report: dict, runs: dict[str, 
     if departures:
         ax.plot(departures, [1.0] * len(departures), "v", ms=4, color="#c33", alpha=0.6, transform=marks,
                 clip_on=False, label=f"subscription leaves ({len(departures)})")  # fmt: skip
+    for action, color, style, word in (("fail", "#c00", "--", "failure"), ("recover", "#080", ":", "recovery")):
+        times = sorted(float(e.at) for e in scenario.events if e.action == action)
+        for k, at in enumerate(sorted(set(times))):
+            ax.axvline(at, color=color, lw=0.9, ls=style, alpha=0.8, label=f"{word} ({len(times)})" if k == 0 else None)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("backbone traffic (KB/s" + (", log scale)" if log else ")"))
     ax.set_title("backbone traffic over time" + ("; zero bins are not drawn on a log scale" if log else ""))

@@ -15,7 +15,7 @@ import numpy as np
 from network.latency import LatencyStats
 from network.meter import StrategyRun, SubscriptionSummary, load_bin
 from network.routing import Network
-from topologies.expected import Expected, compare
+from topologies.expected import Expected, Unreachable, compare, multiset_difference
 from topologies.model import Scenario
 from topologies.workload import tuple_count
 
@@ -24,10 +24,12 @@ BASELINES = ("data-shipping", "query-shipping", "multicast")
 
 def served_exactly(sub: dict) -> bool:
     """Whether a subscription's entry is exact: nothing missing and nothing extra (a copy dropped on the
-    way is accounted for), or, rejected by the planner, nothing delivered at all (it was refused, not
-    served wrongly)."""
+    way, lost at a failure or unreachable is accounted for).  A subscription the planner rejected must
+    have received exactly what it should have before its rejection (nothing, when it was rejected on
+    arrival; ``missing_before_rejection`` when it was rejected later, at a failure) and nothing extra: it
+    was refused, not served wrongly."""
     if sub.get("rejected") is not None:
-        return sub["delivered"] == 0 and sub["extra"] == 0
+        return sub.get("missing_before_rejection", sub["delivered"]) == 0 and sub["extra"] == 0
     return sub["missing"] == 0 and sub["extra"] == 0
 
 
@@ -41,19 +43,36 @@ def subscription_summaries(
         return run.summary, run.latency
     assert expected is not None, "an engine without a summary needs the expected tuples"
     found = {}
+    unreachable = Unreachable(scenario)
+    none = np.zeros(0, dtype=np.int64)
     for sub in scenario.subscriptions:
-        delivered = run.delivered.get(sub.id, np.zeros(0, dtype=np.int64))
+        delivered = run.delivered.get(sub.id, none)
         delivered_attrs = run.delivered_attrs.get(sub.id, expected.attrs[sub.id])
-        # a copy dropped on the way is accounted for: not missing (extra if it was not expected at all)
-        dropped = run.dropped.get(sub.id, np.zeros(0, dtype=np.int64))
-        accounted = np.concatenate([delivered, dropped]) if len(dropped) else delivered
-        missing, extra = compare(accounted, delivered_attrs, expected.indices[sub.id], expected.attrs[sub.id])
+        # a copy dropped on the way or lost at a failure, or a tuple emitted while the subscription could
+        # not be reached, is accounted for: not missing (extra if it was not expected at all)
+        dropped, lost = run.dropped.get(sub.id, none), run.lost.get(sub.id, none)
+        wanted = expected.indices[sub.id]
+        cut = unreachable.indices(sub.id, wanted)
+        parts = [p for p in (delivered, dropped, lost, cut) if len(p)]
+        accounted = np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else delivered)
+        missing, extra = compare(accounted, delivered_attrs, wanted, expected.attrs[sub.id])
+        early = None
+        if sub.id in run.rejected_at:
+            early = multiset_difference(accounted, before_rejection(scenario, run, sub.id, wanted))[0]
         latency = LatencyStats.of(run.latencies.get(sub.id, np.zeros(0)))
         found[sub.id] = SubscriptionSummary(
-            len(delivered), len(expected.indices[sub.id]), missing, extra, latency, len(dropped)
+            len(delivered), len(wanted), missing, extra, latency, len(dropped), len(lost), len(cut), early
         )
     values = [v for v in run.latencies.values() if len(v)]
     return found, LatencyStats.of(np.concatenate(values) if values else np.zeros(0))
+
+
+def before_rejection(scenario: Scenario, run: StrategyRun, sub_id: str, indices: np.ndarray) -> np.ndarray:
+    """The entries of ``indices`` emitted before the planner rejected subscription ``sub_id`` (on arrival,
+    unless the run says it was rejected later, at a failure, docs/DYNAMICS.md)."""
+    sub = scenario.subscription(sub_id)
+    when = run.rejected_at.get(sub_id, sub.at)
+    return indices[indices.astype(np.float64) / scenario.stream(sub.stream).rate < when]
 
 
 def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected | None) -> dict:
@@ -71,9 +90,14 @@ def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected | No
                 "extra": found.extra,
                 "latency_s": found.latency.as_dict(),
                 "dropped": found.dropped,
+                "lost": found.lost,
+                "unreachable": found.unreachable,
                 "rejected": run.rejected.get(sub.id),
             }
         )
+        if found.missing_before_rejection is not None:
+            subscriptions[-1]["rejected_at"] = run.rejected_at[sub.id]
+            subscriptions[-1]["missing_before_rejection"] = found.missing_before_rejection
     access = access_links(scenario, run, subscriptions)
     super_peers = super_peer_entries(scenario, run, links, access)
     peaks = [link["peak_utilization"] for link in links if link["peak_utilization"] is not None]
@@ -94,6 +118,10 @@ def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected | No
         "dropped": sum(s["dropped"] for s in subscriptions),
         "link_drops": sum(link["dropped"] for link in links),
         "rejected": sum(1 for s in subscriptions if s["rejected"] is not None),
+        "lost": sum(s["lost"] for s in subscriptions),
+        "link_lost": sum(link["lost"] for link in links),
+        "unreachable": sum(s["unreachable"] for s in subscriptions),
+        "replans": [r.to_json() for r in run.replans],
     }
 
 
@@ -122,6 +150,7 @@ def link_entries(scenario: Scenario, run: StrategyRun) -> list[dict]:
                 "utilization": _rate(sent * 8, bandwidth * duration),
                 "peak_utilization": peak,
                 "dropped": int(run.link_dropped.get((a, b), 0)),
+                "lost": int(run.link_lost.get((a, b), 0)),
             }
         )
     return found
@@ -228,8 +257,27 @@ def assemble_report(scenario: Scenario, strategies: dict[str, dict], engine: str
         "seed": scenario.seed,
         "exact": exact,
         "warnings": list(scenario.warnings),
+        "events": event_entries(scenario, strategies),
         "strategies": strategies,
     }
+
+
+def event_entries(scenario: Scenario, strategies: dict[str, dict]) -> list[dict]:
+    """The backbone's failures and recoveries, one entry per instant with events (docs/DYNAMICS.md): what
+    happened, and per strategy what re-planning took (wall seconds), the flows it moved and the
+    subscriptions it cut off or served again."""
+    instants: dict[float, list[str]] = {}
+    for event in scenario.events:
+        instants.setdefault(float(event.at), []).append(event.text())
+    entries = []
+    for at, texts in sorted(instants.items()):
+        per = {}
+        for name, entry in strategies.items():
+            done = next((r for r in entry.get("replans", ()) if r["time"] == at), None)
+            if done is not None:
+                per[name] = {k: done[k] for k in ("replan_s", "flows_moved", "cut_off", "restored")}
+        entries.append({"time": at, "events": texts, "strategies": per})
+    return entries
 
 
 def _saving(value: int, base: int) -> float | None:
@@ -309,6 +357,8 @@ COLUMNS = {
     "peak load": "the highest load of any super-peer with a capacity in one bin (n/a: none has one)",
     "drops": "tuples dropped at full link buffers",
     "rejected": "subscriptions the planner rejected to stay within the network's limits",
+    "lost": "expected tuples lost in flight at a failure (shown when the scenario has events)",
+    "unreachable": "expected tuples emitted while no path joined subscriber and source (shown with events)",
     "exact": "yes when every subscription got exactly its centralized result (a dropped copy counts as accounted for)",
 }
 """What each column of the console table means, in a phrase (docs/REPORT.md tells it in full)."""
@@ -317,6 +367,9 @@ COLUMNS = {
 def table_rows(report: dict) -> tuple[list[str], list[list[str]]]:
     header = ["strategy", "backbone", "tuple-hops", "x ideal", "access", "saved vs DS", "saved vs QS"]
     header += ["saved vs MC", "p50 ms", "p99 ms", "peak util", "links >100%", "peak load", "drops", "rejected"]
+    dynamic = bool(report.get("events"))
+    if dynamic:
+        header += ["lost", "unreachable"]
     header += ["exact"]
     rows = []
     for name, e in report["strategies"].items():
@@ -339,6 +392,7 @@ def table_rows(report: dict) -> tuple[list[str], list[list[str]]]:
                 _fmt_share(e.get("peak_load")),
                 str(e.get("link_drops", 0)),
                 str(e.get("rejected", 0)),
+                *([str(e.get("lost", 0)), str(e.get("unreachable", 0))] if dynamic else []),
                 "yes" if exact else "NO",
             ]
         )
@@ -399,6 +453,24 @@ def hottest_markdown(report: dict) -> list[str]:
     return lines
 
 
+def events_markdown(report: dict) -> list[str]:
+    """summary.md's table of the backbone's events: per instant and strategy, the re-plan's wall time, the
+    flows it moved and the subscriptions cut off and served again (none: no lines)."""
+    rows = []
+    for event in report.get("events", ()):
+        what = "; ".join(event["events"])
+        for name, done in event["strategies"].items():
+            rows.append(
+                f"| {event['time']:g} | {what} | {name} | {1000 * done['replan_s']:.2f} | {done['flows_moved']}"
+                f" | {len(done['cut_off'])} | {len(done['restored'])} |"
+            )
+    if not rows:
+        return []
+    lines = ["", "Failures and recoveries (re-plan in wall milliseconds; docs/DYNAMICS.md):", ""]
+    lines += ["| t (s) | events | strategy | re-plan ms | flows moved | cut off | restored |"]
+    return [*lines, "|---|---|---|---|---|---|---|", *rows]
+
+
 def summary_markdown(report: dict, plots: list[str]) -> str:
     header, rows = table_rows(report)
     lines = [
@@ -421,6 +493,7 @@ def summary_markdown(report: dict, plots: list[str]) -> str:
     if report.get("warnings"):
         lines += ["", "Warnings:", ""] + [f"- {warning}" for warning in report["warnings"]]
     lines += hottest_markdown(report)
+    lines += events_markdown(report)
     lines += ["", "Columns:", ""] + [f"- `{name}`: {text}" for name, text in COLUMNS.items()]
     for name in plots:
         lines += ["", f"![{name}]({name})"]

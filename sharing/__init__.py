@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -67,7 +68,8 @@ def make_plan(
     *,
     progress: Callable[[int, int], None] | None = None,
 ) -> Plan:
-    """The plan of ``strategy`` for ``scenario``: one epoch per interval between subscription events.
+    """The plan of ``strategy`` for ``scenario``: one epoch per interval between subscription and backbone
+    events, with a :class:`Replan` per backbone change (docs/DYNAMICS.md).
 
     ``progress``, when given, is called after each epoch is planned with (epochs planned, epochs), so a
     long planning run can report how far it is.  A sharing strategy whose consolidating plan turns out
@@ -88,11 +90,20 @@ def make_plan(
     if strategy not in BASELINES:
         return plan_sharing(scenario, strategy, network, CostModel(scenario), progress).check(scenario, network)
     baseline = Baseline(scenario, network, strategy)
-    epochs = []
+    epochs, replans = [], []
     steps = timeline(scenario)
+    flows: tuple[Flow, ...] = ()
     for start, end, events in steps:
         for event in events:
-            if event.kind == "unsubscribe":
+            if event.kind == "network":
+                started = time.perf_counter()
+                cut_off, restored = baseline.network_event(event.state)
+                before, (flows, _) = flows, baseline.epoch()
+                moved = len(set(before).symmetric_difference(flows))  # flows removed plus installed
+                text = "; ".join(change.text() for change in event.changes)
+                seconds = time.perf_counter() - started
+                replans.append(Replan(event.time, text, seconds, moved, tuple(cut_off), tuple(restored)))
+            elif event.kind == "unsubscribe":
                 baseline.unsubscribe(event.subscription)
             else:
                 baseline.subscribe(event.subscription)
@@ -100,7 +111,7 @@ def make_plan(
         epochs.append(Epoch(start, end, flows, deliveries))
         if progress is not None:
             progress(len(epochs), len(steps))
-    return Plan(strategy, scenario.name, tuple(epochs)).check(scenario, network)
+    return Plan(strategy, scenario.name, tuple(epochs), replans=tuple(replans)).check(scenario, network)
 
 
 def _registered_plan(scenario: Scenario, strategy: str, network: Network) -> Plan:
@@ -118,8 +129,8 @@ __all__ = [
     "Epoch",
     "Flow",
     "Plan",
-    "Replan",
     "Planner",
+    "Replan",
     "check_strategy",
     "make_plan",
     "register_strategy",

@@ -11,8 +11,10 @@ from itertools import chain, pairwise
 
 from matcher import Predicate
 from network.routing import Network
+from sharing.outage import Outage, crosses
 from sharing.plan import Delivery, Flow
 from topologies.model import Scenario, SubscriptionSpec
+from topologies.outages import NetworkState
 
 BASELINES = ("data-shipping", "query-shipping", "multicast", "ideal")
 
@@ -22,11 +24,15 @@ class Baseline:
 
     What each subscription contributes is computed once, and an epoch costs what changed: each
     subscription's own flow and delivery sit at its scenario position, and a multicast-like stream's tree
-    is updated (and its flows listed again) only in epochs where its subscriptions changed.
+    is updated (and its flows listed again) only in epochs where its subscriptions changed.  When the
+    backbone changes (:meth:`network_event`) the routes are those of the surviving network: a failure
+    re-routes the subscriptions whose route meets a failed element, a recovery re-routes those whose
+    route changes; a subscription with no path is cut off (no flow, no delivery) until one exists.
     """
 
     def __init__(self, scenario: Scenario, network: Network, strategy: str):
         self.scenario, self.network, self.strategy = scenario, network, strategy
+        self.outage = Outage(network)
         self._schema = {s.id: s.attribute_names for s in scenario.streams}
         self._source = {s.id: scenario.home(s.source) for s in scenario.streams}
         self._home = {s.id: scenario.home(s.peer) for s in scenario.subscriptions}
@@ -37,21 +43,64 @@ class Baseline:
         self._tree_flows: dict[str, tuple[Flow, ...]] = {s.id: () for s in scenario.streams}
         self._flow_at: list[Flow | None] = [None] * len(scenario.subscriptions)  # own flows, by position
         self._delivery_at: list[Delivery | None] = [None] * len(scenario.subscriptions)
-        self._joined: dict[str, list[SubscriptionSpec]] = {}  # per stream, since the last epoch
-        self._left: dict[str, list[str]] = {}
+        self._joined: dict[str, dict[str, SubscriptionSpec]] = {}  # per stream, since the last epoch
+        self._left: dict[str, dict[str, None]] = {}
+        self._route: dict[str, tuple[str, ...]] = {}  # served subscription -> its route from the source
+        self.cut_off: dict[str, SubscriptionSpec] = {}  # active, but no path joins it to its source
 
     def subscribe(self, sub: SubscriptionSpec) -> None:
+        source, home = self._source[sub.stream], self._home[sub.id]
+        if not self.outage.intact and not self.outage.joins(source, home):
+            self.cut_off[sub.id] = sub
+            return
+        self._route[sub.id] = self.network.route(source, home)
         if self.strategy in ("data-shipping", "query-shipping"):
             flow, delivery = self._own_flow(sub)
             self._flow_at[self._position[sub.id]] = flow
             self._delivery_at[self._position[sub.id]] = delivery
         else:
-            self._joined.setdefault(sub.stream, []).append(sub)
+            self._joined.setdefault(sub.stream, {})[sub.id] = sub
 
     def unsubscribe(self, sub: SubscriptionSpec) -> None:
+        if self.cut_off.pop(sub.id, None) is not None:
+            return
+        del self._route[sub.id]
         self._flow_at[self._position[sub.id]] = self._delivery_at[self._position[sub.id]] = None
-        if self.strategy not in ("data-shipping", "query-shipping"):
-            self._left.setdefault(sub.stream, []).append(sub.id)
+        own = self.strategy in ("data-shipping", "query-shipping")
+        if not own and self._joined.get(sub.stream, {}).pop(sub.id, None) is None:  # joined before this epoch
+            self._left.setdefault(sub.stream, {})[sub.id] = None
+
+    def network_event(self, state: NetworkState) -> tuple[list[str], list[str]]:
+        """Move to the backbone ``state``: the subscriptions cut off and those served again, each in
+        scenario order.  A failure looks only at the routes that meet what failed; a recovery at every
+        route (any may get shorter) and at every subscription cut off."""
+        change = self.outage.switch(state)
+        self.network = self.outage.network
+        subs = self.scenario.subscriptions_by_id
+        if change.recovered:
+            candidates = [*self._route, *self.cut_off]
+        else:
+            failed_links, failed_nodes = change.failed_links, change.failed_nodes
+            candidates = [k for k, route in self._route.items() if crosses(route, failed_links, failed_nodes)]
+        cut, restored = [], []
+        for sub_id in sorted(candidates, key=self._position.__getitem__):
+            sub = subs[sub_id]
+            source, home = self._source[sub.stream], self._home[sub_id]
+            was_cut = sub_id in self.cut_off
+            if not self.outage.joins(source, home):
+                if not was_cut:
+                    self.unsubscribe(sub)
+                    self.cut_off[sub_id] = sub
+                    cut.append(sub_id)
+                continue
+            if not was_cut and self.network.route(source, home) == self._route[sub_id]:
+                continue  # its route is still the rule's
+            self.unsubscribe(sub)
+            self._own.pop(sub_id, None)
+            self.subscribe(sub)
+            if was_cut:
+                restored.append(sub_id)
+        return cut, restored
 
     def epoch(self) -> tuple[tuple[Flow, ...], tuple[Delivery, ...]]:
         """Flows (parents first) and deliveries (in scenario order) of the active subscriptions."""
@@ -59,7 +108,8 @@ class Baseline:
             return tuple(filter(None, self._flow_at)), tuple(filter(None, self._delivery_at))
         for stream, tree in self._trees.items():
             if stream in self._joined or stream in self._left:
-                self._update(stream, tree, self._joined.pop(stream, []), self._left.pop(stream, []))
+                joined, left = self._joined.pop(stream, {}), self._left.pop(stream, {})
+                self._update(stream, tree, list(joined.values()), list(left))
                 self._tree_flows[stream] = tuple(tree.flows())
         return tuple(chain.from_iterable(self._tree_flows.values())), tuple(filter(None, self._delivery_at))
 
@@ -71,11 +121,11 @@ class Baseline:
             if home == source:  # nothing crosses the backbone: filter the raw stream where it enters
                 self._own[sub.id] = (None, Delivery(sub.id, sub.peer, home, None, where, select))
             elif self.strategy == "query-shipping":
-                path = self.network.route(source, home)
+                path = self._route[sub.id]
                 flow = Flow(f"result.{sub.id}", sub.stream, None, source, path, where, select)
                 self._own[sub.id] = (flow, Delivery(sub.id, sub.peer, home, flow.id, Predicate.TRUE, select))
             else:
-                path = self.network.route(source, home)
+                path = self._route[sub.id]
                 flow = Flow(f"raw.{sub.id}", sub.stream, None, source, path, Predicate.TRUE, self._schema[sub.stream])
                 self._own[sub.id] = (flow, Delivery(sub.id, sub.peer, home, flow.id, where, select))
         return self._own[sub.id]
@@ -96,9 +146,8 @@ class Baseline:
                 if not below:
                     del tree.below[edge], tree.flow[edge]
                     tree.order = None
-        source = self._source[stream]
         for sub in joined:
-            route = self.network.route(source, self._home[sub.id])
+            route = self._route[sub.id]
             edges = list(pairwise(route))
             tree.members[sub.id] = sub
             tree.routes[sub.id] = edges

@@ -1,12 +1,13 @@
 """A plan's soundness, checked without simulating a tuple.
 
-A plan is *sound* when, at every epoch, every active subscription it did not reject is delivered from a flow that is
-available at its super-peer and carries everything it needs: each flow on the chain from the raw stream
-down to the delivering flow keeps every tuple the subscription's WHERE accepts (the WHERE implies each
-flow's predicate), each flow is produced where its parent is available and crosses only backbone links,
-and the flows carry the attributes their own filters and the delivery need.  If all of that holds, every
-engine delivers exactly the centralized result (the exactness of docs/ACCOUNTING.md) whatever the tuples are, so a
-violation found here is a planner bug, named by epoch, flow and subscription.
+A plan is *sound* when, at every epoch, every active subscription it did not reject (and that a path
+joins to its source, docs/DYNAMICS.md) is delivered from a flow that is available at its super-peer and
+carries everything it needs: each flow on the chain from the raw stream down to the delivering flow keeps
+every tuple the subscription's WHERE accepts (the WHERE implies each flow's predicate), each flow is
+produced where its parent is available and crosses only backbone links, and the flows carry the
+attributes their own filters and the delivery need.  If all of that holds, every engine delivers exactly
+the centralized result (the exactness of docs/ACCOUNTING.md) whatever the tuples are, so a violation
+found here is a planner bug, named by epoch, flow and subscription.
 
 The check is cheap enough for any user scenario (``run.py run --check-plans``): frozen flows and
 deliveries are mostly the same objects from one epoch to the next, so each implication is decided once
@@ -15,12 +16,16 @@ per (subscription, flow object).
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
+
 import numpy as np
 
 from matcher import Predicate
 from network.routing import Network
 from sharing.plan import Flow, Plan
 from topologies.model import Scenario
+from topologies.outages import components, connected, network_states
 
 
 def plan_problems(plan: Plan, scenario: Scenario, network: Network, limit: int = 20) -> list[str]:
@@ -47,6 +52,23 @@ class _Checker:
         self.boxsets: dict[Predicate, frozenset] = {}
         self.seen: set[tuple[int, ...]] = set()  # ids of (delivery, *its chain) already checked
         self.flow_ok: dict[tuple[int, int | None], list[str]] = {}  # (id(flow), id(parent)) -> its problems
+        self.rejected_from = plan.rejected_from()
+        self.states = [(state, None) for state in network_states(scenario)] if scenario.events else []
+        self.starts = [state.start for state, _ in self.states]
+        self.source_home = {s.id: self.homes[self.streams[s.stream].source] for s in subs}
+
+    def _labels(self, t: float) -> dict[str, int] | None:
+        """The components of the backbone in force at ``t`` (None: nothing is down)."""
+        k = bisect_right(self.starts, t) - 1
+        if k < 0:
+            return None
+        state, labels = self.states[k]
+        if state.intact or not t < state.end:
+            return None
+        if labels is None:
+            labels = components(self.scenario, state)
+            self.states[k] = (state, labels)
+        return labels
 
     def add(self, line: str) -> None:
         if len(self.problems) < self.limit:
@@ -145,8 +167,11 @@ class _Checker:
             chains[f.id] = (*chain, f)
         delivered = [d.subscription for d in epoch.deliveries]
         active = self.sub_ids[(self.at <= epoch.start) & (self.until >= epoch.end)].tolist()  # sharing.epochs
-        if self.plan.rejected:  # they receive nothing
-            active = [s for s in active if s not in self.plan.rejected]
+        if self.plan.rejected:  # they receive nothing from their rejection on
+            active = [s for s in active if self.rejected_from.get(s, math.inf) >= epoch.end]
+        labels = self._labels(epoch.start)
+        if labels is not None:  # no path, nothing delivered (docs/DYNAMICS.md)
+            active = [s for s in active if connected(labels, self.source_home[s], self.homes[self.subs[s].peer])]
         if len(delivered) != len(active) or set(delivered) != set(active):
             lacking = sorted(set(active) - set(delivered))
             surplus = sorted(set(delivered) - set(active))

@@ -68,10 +68,14 @@ class ConsumerFold:
         found += [Consumer(s.where, s.sel, s.select, s.select | s.where_attrs, s.home) for s in flow.deliveries]
         return found
 
-    def shape(self, flow: InstalledFlow) -> FlowShape:
-        """What ``flow`` must be for its consumers (it has at least one)."""
-        stream = flow.stream
+    def shape(self, flow: InstalledFlow, keep_predicate: bool = False) -> FlowShape:
+        """What ``flow`` must be for its consumers (it has at least one); with ``keep_predicate``, only its
+        attributes and path are recomputed (its predicate covers every consumer already: folding the
+        consumers again is what costs)."""
         consumers = self.consumers(flow)
+        if keep_predicate:
+            return self._fit(flow, consumers, flow.predicate, flow.sel)
+        stream = flow.stream
         pred, sel = consumers[0].predicate, consumers[0].sel
         bounds = None  # of ``pred``, built only when a fold step is not remembered
         remembered = False  # ``pred`` is a relaxation remembered from an earlier fold
@@ -95,6 +99,11 @@ class ConsumerFold:
             pred = Predicate(pred.boxes)
         if pred != flow.predicate and not pred.implies(flow.predicate):  # narrowing never widens
             pred, sel = flow.predicate, flow.sel
+        return self._fit(flow, consumers, pred, sel)
+
+    @staticmethod
+    def _fit(flow: InstalledFlow, consumers: list[Consumer], pred: Predicate, sel: float) -> FlowShape:
+        """``flow`` with predicate ``pred``: the attributes and path its ``consumers`` need."""
         attrs = full = 0
         for consumer in consumers:
             full |= consumer.full_needs

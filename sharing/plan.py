@@ -1,16 +1,17 @@
 """The frozen Plan every data plane executes (local simulator, Spark, MQTT).
 
 A plan is a sequence of epochs, one per interval between plan changes (subscription arrivals and
-departures).  In an epoch, each source stream feeds a tree of :class:`Flow` s: a flow is produced at one
-super-peer by an operator (filter by ``predicate``, project to ``attrs``) reading its parent flow, and is
-then carried along ``path``.  A :class:`Delivery` hands a subscription its exact result, taken from a flow
-available at the subscriber's super-peer.  A tuple is routed by the epoch in force at its *emission* time,
-which is what makes every engine's counts identical.
+departures, backbone failures and recoveries).  In an epoch, each source stream feeds a tree of
+:class:`Flow` s: a flow is produced at one super-peer by an operator (filter by ``predicate``, project to
+``attrs``) reading its parent flow, and is then carried along ``path``.  A :class:`Delivery` hands a
+subscription its exact result, taken from a flow available at the subscriber's super-peer.  A tuple is
+routed by the epoch in force at its *emission* time, which is what makes every engine's counts identical.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -126,7 +127,7 @@ class Decision:
     """What the planner did at one event, in words and in structure (for ``run.py plan``)."""
 
     time: float
-    event: str  # "subscribe" or "unsubscribe"
+    event: str  # "subscribe", "unsubscribe" or "replan" (a subscription placed again when the backbone changed)
     subscription: str
     summary: str  # one readable line
     reused: str | None = None  # flow id reused, if any
@@ -177,6 +178,15 @@ class Replan:
     cut_off: tuple[str, ...] = ()
     restored: tuple[str, ...] = ()
 
+    def text(self) -> str:
+        """One readable line: when, what, how long, what moved."""
+        line = f"re-plan t={self.time:g}s ({self.event}): {self.seconds:.3g} s, {self.flows_moved} flows moved"
+        for label, subs in (("cut off", self.cut_off), ("restored", self.restored)):
+            if subs:
+                shown = ", ".join(subs[:10]) + (f" and {len(subs) - 10} more" if len(subs) > 10 else "")
+                line += f"; {len(subs)} {label}: {shown}"
+        return line
+
     def to_json(self) -> dict:
         return {
             "time": self.time,
@@ -205,8 +215,9 @@ class Plan:
     """What every strategy makes: for each epoch, the flows and deliveries in force for the tuples emitted
     in it (:class:`Epoch`), the planner's decisions, and the subscriptions it ``rejected`` (by id, each
     with a one-line reason: a network-aware planner found no option within the network limits; such a
-    subscription has no delivery and receives nothing).  A plan made by :func:`sharing.make_plan` has
-    passed :meth:`check`; the engines check any other once before they lay it out."""
+    subscription has no delivery and receives nothing from then on, :meth:`rejected_from`), and what each
+    change of the backbone made it do (``replans``).  A plan made by :func:`sharing.make_plan` has passed
+    :meth:`check`; the engines check any other once before they lay it out."""
 
     strategy: str
     scenario: str
@@ -214,6 +225,16 @@ class Plan:
     decisions: tuple[Decision, ...] = field(default=())
     rejected: Mapping[str, str] = field(default_factory=dict, hash=False)
     replans: tuple[Replan, ...] = ()  # one per change of the backbone, in time order (docs/DYNAMICS.md)
+
+    def rejected_from(self) -> dict[str, float]:
+        """Per rejected subscription, the time from which it is rejected: that of the decision rejecting
+        it (its arrival, or a re-plan after a failure, docs/DYNAMICS.md); ``-inf`` when no decision says
+        (it is then rejected for the whole run)."""
+        times = dict.fromkeys(self.rejected, -math.inf)
+        for d in self.decisions:
+            if d.subscription in times and d.summary.startswith("rejected"):
+                times[d.subscription] = d.time
+        return times
 
     def operators(self) -> dict[str, int]:
         """Per super-peer with any, the most operators it runs in one epoch: the flows produced there
@@ -284,6 +305,8 @@ class Plan:
             yield f"  t={d.time:g}s {d.event} {d.subscription}: {d.summary}"
         for sub, reason in self.rejected.items():
             yield f"rejected {sub}: {reason}"
+        for r in self.replans:
+            yield r.text()
         flows: dict[str, Flow] = {}
         deliveries: dict[str, Delivery] = {}
         for e in self.epochs:
@@ -398,9 +421,9 @@ def plan_from_wire(doc: dict) -> Plan:
 
 
 def _rejected_by(plan: Plan, when: Callable[[float], bool]) -> dict[str, str]:
-    """``plan``'s rejections decided at a time ``when`` accepts (a rejection is a subscribe decision)."""
-    times = {d.subscription: d.time for d in plan.decisions if d.event == "subscribe"}
-    return {sub: why for sub, why in plan.rejected.items() if sub in times and when(times[sub])}
+    """``plan``'s rejections decided at a time ``when`` accepts."""
+    times = plan.rejected_from()
+    return {sub: why for sub, why in plan.rejected.items() if when(times[sub])}
 
 
 def _change(before: list[int], after: list[int]) -> dict:

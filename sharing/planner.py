@@ -25,10 +25,16 @@ query-shipping flow, is always allowed).  Narrowing can leave a tree dearer than
 result separately (a widened stream's consumers may sit off the direct routes, or their union widens every
 attribute); the planner then re-plans the stream in arrival order (capped: each cap counts only the
 subscriptions placed so far).
+
+A backbone failure or recovery (docs/DYNAMICS.md) re-plans only what it touches: the flows crossing a
+failed element and those hanging off them go, with the subscriptions they served, which are placed again
+in arrival order over the surviving network (:class:`sharing.outage.Outage`); a subscription with no path
+is cut off until a recovery gives it one.  Every other flow keeps its object (docs/PLANNER.md).
 """
 
 from __future__ import annotations
 
+import time as _time
 from collections.abc import Callable
 from itertools import count
 
@@ -37,12 +43,14 @@ from sharing.cost import CostModel
 from sharing.epochs import timeline
 from sharing.limits import Admission, NetworkLoads
 from sharing.narrowing import ConsumerFold
-from sharing.plan import Decision, Epoch, Plan
+from sharing.outage import Outage, crosses
+from sharing.plan import Decision, Epoch, Plan, Replan
 from sharing.search import Option, OptionSearch, strategy_matcher
 from sharing.snapshots import Snapshots
 from sharing.state import RELATIVE_SLACK, ActiveSubscription, AttributeMasks, InstalledFlow
 from sharing.trees import FlowTrees
 from topologies.model import Scenario, SubscriptionSpec
+from topologies.outages import NetworkState
 
 Progress = Callable[[int, int], None]  # (epochs planned, epochs): see sharing.make_plan
 
@@ -53,7 +61,8 @@ class Planner:
     def __init__(self, scenario: Scenario, strategy: str, network: Network, cost: CostModel, capped: bool):
         self.scenario = scenario
         self.strategy = strategy
-        self.network = network
+        self.network = network  # the surviving backbone (docs/DYNAMICS.md); ``outage`` knows the whole one
+        self.outage = Outage(network)
         self.cost = cost
         self.capped = capped
         self.masks = AttributeMasks(scenario)
@@ -62,6 +71,8 @@ class Planner:
         self.loads = NetworkLoads.of(scenario, network)  # None: nothing limited, the planner of old
         self.trees = FlowTrees(scenario, cost, self.snapshots, self.loads)
         self.rejected: dict[str, str] = {}  # subscription -> why no option fits the network limits
+        self.cut_off: dict[str, ActiveSubscription] = {}  # active, but no path joins it to its source
+        self._placed_down: dict[str, None] = {}  # placed while an element was down, in placement order
         self.fold = ConsumerFold(cost, self.masks, self.matcher.match)
         self.subs: dict[str, ActiveSubscription] = {}
         self._arrivals = count()
@@ -69,6 +80,9 @@ class Planner:
         self._position = {s.id: k for k, s in enumerate(scenario.subscriptions)}
         self._shipping = dict.fromkeys(self.trees.roots, 0.0)  # stream -> bytes/s of query-shipping its subs
         self._shipping_tuples = dict.fromkeys(self.trees.roots, 0.0)  # stream -> the same in tuple-hops/s
+        # subscription -> what it added to those totals: routes change with the backbone, so it is taken
+        # out as it was put in
+        self._shipped: dict[str, tuple[float, float]] = {}
         self._hop_order: dict[str, list[tuple[int, str]]] = {}
 
     # -- the bound: query-shipping ---------------------------------------------------------------------
@@ -78,11 +92,16 @@ class Planner:
         return self.cost.flow_cost(sub.stream, sub.sel, sub.select.bit_count(), hops)
 
     def _ship(self, sub: ActiveSubscription, sign: int) -> None:
-        """Count ``sub``'s query-shipping flow in (+1) or out (-1) of the stream's shipping totals."""
+        """Count ``sub``'s query-shipping flow in (+1, over the current routes) or out (-1, what it added)
+        of the stream's shipping totals."""
         stream = sub.stream
-        hops = len(self.network.route(self.trees.roots[stream].origin, sub.home)) - 1
-        self._shipping[stream] += sign * self._shipping_cost(sub)
-        self._shipping_tuples[stream] += sign * self.cost.tuple_hops(stream, sub.sel, hops)
+        if sign > 0:
+            hops = len(self.network.route(self.trees.roots[stream].origin, sub.home)) - 1
+            added = self._shipped[sub.spec.id] = (self._shipping_cost(sub), self.cost.tuple_hops(stream, sub.sel, hops))
+        else:
+            added = self._shipped.pop(sub.spec.id)
+        self._shipping[stream] += sign * added[0]
+        self._shipping_tuples[stream] += sign * added[1]
 
     def _dearer_than_shipping(self, stream: str) -> bool:
         """The bound the planner keeps: bytes when capped, tuple-hops otherwise."""
@@ -117,16 +136,14 @@ class Planner:
             next(self._arrivals),
             self._position[spec.id],
         )
-        self.subs[spec.id] = sub
-        self._ship(sub, +1)
+        if not self._reachable(sub):
+            self.cut_off[spec.id] = sub
+            return Decision(time, "subscribe", spec.id, f"cut off: {self._no_path(sub)}")
         before = self.trees.bytes_per_s[stream]
-        option = self._best_option(sub)
-        if option is None:  # nothing fits the network limits
-            del self.subs[spec.id]
-            self._ship(sub, -1)
-            reason = self.rejected[spec.id] = self._rejection(sub)
-            return Decision(time, "subscribe", spec.id, f"rejected: {reason}")
-        widened, split, branch = self._apply(sub, option)
+        placed = self._place(sub, time, "subscribe")
+        if isinstance(placed, Decision):
+            return placed
+        option, (widened, split, branch) = placed
         text = self._describe(sub, option, widened, split, branch)
         replaced = ()
         if self._dearer_than_shipping(stream):
@@ -142,6 +159,33 @@ class Planner:
             replaced,
             self.trees.bytes_per_s[stream] - before,
         )
+
+    def _place(
+        self, sub: ActiveSubscription, time: float, event: str
+    ) -> Decision | tuple[Option, tuple[list[str], list[InstalledFlow], InstalledFlow | None]]:
+        """Serve ``sub`` (a path joins it to its source) by the least option: the option and what
+        :meth:`_apply` made, or the decision rejecting it when nothing fits the network limits."""
+        spec = sub.spec
+        self.subs[spec.id] = sub
+        self._ship(sub, +1)
+        option = self._best_option(sub)
+        if option is None:  # nothing fits the network limits
+            del self.subs[spec.id]
+            self._ship(sub, -1)
+            reason = self.rejected[spec.id] = self._rejection(sub)
+            return Decision(time, event, spec.id, f"rejected: {reason}")
+        return option, self._apply(sub, option)
+
+    def _reachable(self, sub: ActiveSubscription) -> bool:
+        """Whether a path over the surviving backbone joins ``sub``'s super-peer to its source's."""
+        return self.outage.intact or self.outage.joins(self.trees.roots[sub.stream].origin, sub.home)
+
+    def _no_path(self, sub: ActiveSubscription) -> str:
+        origin = self.trees.roots[sub.stream].origin
+        down = [sp for sp in (origin, sub.home) if sp in self.outage.state.failed_nodes]
+        if down:
+            return f"super-peer {' and '.join(dict.fromkeys(down))} is down"
+        return f"no path from {origin} to {sub.home} over the surviving backbone"
 
     def _hops_from(self, home: str) -> list[tuple[int, str]]:
         """Every super-peer as (route hops to ``home``, id), nearest first (cached per home).  Route hop
@@ -209,6 +253,8 @@ class Planner:
         host.deliveries.append(sub)
         sub.flow = host
         self.snapshots.recheck((sub,))
+        if not self.outage.intact:
+            self._placed_down[sub.spec.id] = None
         for part in split:  # its consumers are a part of the old flow's: it may narrow
             self._narrow(part)
         return widened, split, branch
@@ -246,24 +292,11 @@ class Planner:
     def unsubscribe(self, spec: SubscriptionSpec, time: float) -> Decision:
         if spec.id in self.rejected:
             return Decision(time, "unsubscribe", spec.id, "was rejected: no flow changed")
-        sub = self.subs.pop(spec.id)
+        if self.cut_off.pop(spec.id, None) is not None:
+            return Decision(time, "unsubscribe", spec.id, "was cut off: no flow changed")
         stream = spec.stream
-        self.snapshots.forget(sub)
-        self._ship(sub, -1)
         before = self.trees.bytes_per_s[stream]
-        node = sub.flow
-        node.deliveries.remove(sub)
-        removed, narrowed = [], []
-        while node.id is not None:
-            parent = node.parent
-            if not node.children and not node.deliveries:
-                self.trees.uninstall(node)
-                removed.append(node.id)
-            elif self._narrow(node):
-                narrowed.append(node.id)
-            else:
-                break
-            node = parent
+        removed, narrowed = self._detach(self.subs.pop(spec.id))
         summary = (
             "; ".join(
                 [f"removed {', '.join(removed)}"] * bool(removed) + [f"narrowed {', '.join(narrowed)}"] * bool(narrowed)
@@ -278,9 +311,42 @@ class Planner:
         added = self.trees.bytes_per_s[stream] - before
         return Decision(time, "unsubscribe", spec.id, summary + f" ({added:+.6g} B/s)", None, (), tuple(changed), added)
 
-    def _narrow(self, flow: InstalledFlow) -> bool:
-        """Recompute ``flow`` from its consumers; True if anything changed."""
-        shape = self.fold.shape(flow)
+    def _detach(self, sub: ActiveSubscription, keep_predicate: bool = False) -> tuple[list[str], list[str]]:
+        """Take ``sub`` (no longer in :attr:`subs`) off its flow, as a departure does: the flows removed
+        and narrowed (:meth:`_trim`)."""
+        self._placed_down.pop(sub.spec.id, None)
+        self.snapshots.forget(sub)
+        self._ship(sub, -1)
+        node = sub.flow
+        node.deliveries.remove(sub)
+        sub.flow = None
+        return self._trim(node, keep_predicate=keep_predicate)
+
+    def _trim(
+        self, node: InstalledFlow, gone: set[int] | None = None, keep_predicate: bool = False
+    ) -> tuple[list[str], list[str]]:
+        """Walk up from ``node``, which lost a consumer: remove the flows nobody reads (adding their
+        object ids to ``gone``), narrow the others (``keep_predicate``: to their consumers' attributes and
+        path only), until one stays as it was.  The flows removed and narrowed."""
+        removed, narrowed = [], []
+        while node.id is not None:
+            parent = node.parent
+            if not node.children and not node.deliveries:
+                self.trees.uninstall(node)
+                removed.append(node.id)
+                if gone is not None:
+                    gone.add(id(node))
+            elif self._narrow(node, keep_predicate):
+                narrowed.append(node.id)
+            else:
+                break
+            node = parent
+        return removed, narrowed
+
+    def _narrow(self, flow: InstalledFlow, keep_predicate: bool = False) -> bool:
+        """Recompute ``flow`` from its consumers (``keep_predicate``: its attributes and path only); True
+        if anything changed."""
+        shape = self.fold.shape(flow, keep_predicate)
         if (shape.predicate, shape.attrs, shape.path) == (flow.predicate, flow.attrs, flow.path):
             flow.full_needs = shape.full_needs
             return False
@@ -323,12 +389,113 @@ class Planner:
             self._apply(sub, option)
         return replaced
 
+    # -- the backbone changes (docs/DYNAMICS.md) -------------------------------------------------------
+    def network_event(self, state: NetworkState, text: str, time: float) -> tuple[list[Decision], Replan]:
+        """Move to the backbone ``state`` (the scenario's events there, ``text``) re-planning only what it
+        touches: at a failure, the subscriptions served over a failed element leave as departures do and
+        are placed again over what survives, in arrival order; at a recovery, the subscriptions cut off
+        that have a path again are placed, and those placed while an element was down are placed again.
+        A subscription with no path is cut off; one that fits nowhere within the network limits is
+        rejected.  The decisions (one per subscription placed, cut off or rejected) and the re-plan."""
+        started = _time.perf_counter()
+        moves = self.trees.moves
+        change = self.outage.switch(state)
+        self.network = self.outage.network
+        self._hop_order.clear()
+        if self.loads is not None:
+            self.loads.network = self.network
+        moving = self._fail(change.failed_links, change.failed_nodes) if change.failed else {}
+        was_cut = set()
+        if change.recovered:
+            for sub_id in list(self._placed_down):
+                if sub_id not in moving:
+                    moving[sub_id] = sub = self.subs.pop(sub_id)
+                    self._detach(sub, keep_predicate=True)
+            for sub_id, sub in list(self.cut_off.items()):
+                if self._reachable(sub):
+                    moving[sub_id] = self.cut_off.pop(sub_id)
+                    was_cut.add(sub_id)
+        decisions, cut_off, restored = [], [], []
+        for sub in sorted(moving.values(), key=lambda s: s.arrival):
+            sub_id = sub.spec.id
+            if not self._reachable(sub):
+                self.cut_off[sub_id] = sub
+                cut_off.append(sub_id)
+                decisions.append(Decision(time, "replan", sub_id, f"cut off: {self._no_path(sub)}"))
+                continue
+            placed = self._place(sub, time, "replan")
+            if isinstance(placed, Decision):
+                decisions.append(placed)
+                continue
+            if sub_id in was_cut:
+                restored.append(sub_id)
+            option, (widened, split, branch) = placed
+            summary = f"re-placed ({text}): {self._describe(sub, option, widened, split, branch)}"
+            decisions.append(Decision(time, "replan", sub_id, summary, option.flow.id, tuple(widened)))
+        seconds = _time.perf_counter() - started
+        return decisions, Replan(time, text, seconds, self.trees.moves - moves, tuple(cut_off), tuple(restored))
+
+    def _fail(self, links: frozenset[tuple[str, str]], nodes: frozenset[str]) -> dict[str, ActiveSubscription]:
+        """Remove the flows whose path crosses one of the failed ``links`` or ``nodes``, and those hanging
+        off them, with the subscriptions they served (and those reading a raw stream whose source's
+        super-peer failed), as departures: the flows above them are narrowed or removed.  The
+        subscriptions taken off, by id."""
+        hit: dict[int, InstalledFlow] = {}
+        failed_roots = []
+        ends = sorted({a for link in links for a in link})
+        for at in self.trees.available.values():
+            for node in nodes:
+                for flow in at.get(node, ()):
+                    if flow.id is None:
+                        failed_roots.append(flow)
+                    else:
+                        hit[id(flow)] = flow
+            for end in ends:
+                for flow in at.get(end, ()):
+                    if flow.id is not None and crosses(flow.path, links, nodes):
+                        hit[id(flow)] = flow
+        pending = list(hit.values())
+        while pending:  # and every flow hanging off them
+            for child in pending.pop().children:
+                if id(child) not in hit:
+                    hit[id(child)] = child
+                    pending.append(child)
+        moving: dict[str, ActiveSubscription] = {}
+        for flow in [*failed_roots, *hit.values()]:
+            for sub in flow.deliveries:
+                moving[sub.spec.id] = sub
+        for sub_id, sub in moving.items():
+            del self.subs[sub_id]
+            self._placed_down.pop(sub_id, None)
+            self.snapshots.forget(sub)
+            self._ship(sub, -1)
+            sub.flow = None
+        for root in failed_roots:
+            root.deliveries.clear()
+        tops = [flow for flow in hit.values() if id(flow.parent) not in hit]
+        for flow in hit.values():
+            flow.deliveries.clear()
+            self.trees.uninstall(flow)
+        above = {id(flow.parent): flow.parent for flow in tops if flow.parent.id is not None}
+        gone: set[int] = set()
+        for node in sorted(above.values(), key=_depth, reverse=True):  # deepest first: each walk stops early
+            if id(node) not in gone:
+                self._trim(node, gone, keep_predicate=True)
+        return moving
+
     # -- snapshots -------------------------------------------------------------------------------------
     def epoch(self, start: float, end: float) -> Epoch:
         """The installed flows (by stream, each tree depth-first, parents before children) and the
         deliveries (in scenario order), sharing every object nothing changed with the epoch before."""
         roots = (self.trees.roots[s.id] for s in self.scenario.streams)
         return self.snapshots.epoch(roots, start, end)
+
+
+def _depth(flow: InstalledFlow) -> int:
+    depth = 0
+    while flow.parent is not None:
+        flow, depth = flow.parent, depth + 1
+    return depth
 
 
 def plan_sharing(
@@ -349,12 +516,17 @@ def _plan_once(
     """One planner over the scenario's subscription events (one epoch per interval between them), its
     estimated backbone bytes over the run and query-shipping's."""
     planner = Planner(scenario, strategy, network, cost, capped)
-    epochs, decisions = [], []
+    epochs, decisions, replans = [], [], []
     run_bytes = shipping_bytes = 0.0
     steps = timeline(scenario)
     for start, end, events in steps:
         for event in events:
-            if event.kind == "subscribe":
+            if event.kind == "network":
+                text = "; ".join(change.text() for change in event.changes)
+                said, replan = planner.network_event(event.state, text, event.time)
+                decisions += said
+                replans.append(replan)
+            elif event.kind == "subscribe":
                 decisions.append(planner.subscribe(event.subscription, event.time))
             else:
                 decisions.append(planner.unsubscribe(event.subscription, event.time))
@@ -363,5 +535,5 @@ def _plan_once(
         shipping_bytes += planner.shipping_bytes_per_s * (end - start)
         if progress is not None:
             progress(len(epochs), len(steps))
-    plan = Plan(strategy, scenario.name, tuple(epochs), tuple(decisions), planner.rejected)
+    plan = Plan(strategy, scenario.name, tuple(epochs), tuple(decisions), planner.rejected, tuple(replans))
     return plan, run_bytes, shipping_bytes

@@ -6,7 +6,10 @@ in the epoch whose path passes through its origin; a delivery names a subscripti
 thin-peer and that peer's super-peer, and reads the raw stream at the source's super-peer or a flow of the
 epoch passing through its super-peer; every filter and projection finds the attributes it needs in what
 its input carries there.  Epochs are non-empty and in time order.  A subscription the plan rejected is one
-of the scenario's, its reason is one line, and it has no delivery in any epoch.
+of the scenario's, its reason is one line, and no epoch ending after the time it was rejected (its
+arrival, or a re-plan after a failure) delivers to it.  While a backbone element is down (docs/DYNAMICS.md), no flow's
+path meets it and no delivery is taken at a super-peer that is down: an epoch whose backbone differs
+from the one before is read whole, the others only where they changed.
 
 The engines rely on these rules and do not check them again: they only lay a checked plan out.  Consecutive
 epochs mostly list the same flow and delivery objects, so an epoch costs what changed in it
@@ -25,6 +28,7 @@ from sharing.epochs import EpochOrder
 from sharing.plan import Delivery, Flow, Plan
 from topologies.errors import PlanError
 from topologies.model import Scenario, StreamSpec
+from topologies.outages import NetworkState, network_states
 
 
 def check_plan(plan: Plan, scenario: Scenario, network: Network | None = None) -> None:
@@ -44,6 +48,8 @@ class _Rules:
         self.deliveries_seen: dict[tuple[int, int], tuple[Delivery, Flow | None]] = {}
         self.needs: dict[int, tuple[object, frozenset[str]]] = {}  # id(flow or delivery) -> attributes read
         self.rejected: frozenset[str] = frozenset()
+        self.states = network_states(scenario) if scenario.events else []
+        self.down: NetworkState | None = None  # the state of the epoch being read, when something is down
 
     def run(self, plan: Plan) -> None:
         for sub, reason in plan.rejected.items():
@@ -52,8 +58,12 @@ class _Rules:
             if not isinstance(reason, str) or not reason or "\n" in reason:
                 raise PlanError(f"plan {plan.strategy}: the reason {sub} is rejected is not one line: {reason!r}")
         self.rejected = frozenset(plan.rejected)
+        self.rejected_from = plan.rejected_from()
+        rejections = sorted({t for t in self.rejected_from.values() if t > -math.inf})
         state = _Epochs()
         previous_end = -math.inf
+        states = iter(self.states)
+        network = next(states, None)
         for epoch in plan.epochs:
             if not epoch.start < epoch.end or epoch.start < previous_end:
                 raise PlanError(
@@ -65,9 +75,48 @@ class _Rules:
                 continue
             if start != state.end:  # a gap: the next epoch is read afresh
                 state.reset()
-            state.end = end
+            state.start, state.end = start, end
+            before = network
+            while network is not None and network.end <= start:
+                network = next(states, None)
+            self.down = network if network is not None and not network.intact else None
+            if self.down is not None and network is not before:  # every object meets the new backbone
+                for item in epoch.flows:
+                    self._up(item, epoch.start)
+                if self.down.failed_nodes:  # a delivery uses no link
+                    for item in epoch.deliveries:
+                        self._up(item, epoch.start)
             changed = self._flows(epoch.flows, epoch.start, state)
             self._deliveries(epoch.deliveries, changed, state)
+            if rejections and rejections[0] < end:  # kept deliveries of those rejected since
+                while rejections and rejections[0] < end:
+                    rejections.pop(0)
+                for delivery in epoch.deliveries:
+                    if self.rejected_from.get(delivery.subscription, math.inf) < end:
+                        raise PlanError(f"delivery of {delivery.subscription}: the plan rejected it")
+
+    def _up(self, item: Flow | Delivery, epoch_start: float) -> None:
+        """PlanError when ``item`` uses a link or super-peer that is down in the epoch (``self.down``)."""
+        down = self.down
+        if isinstance(item, Delivery):
+            if item.home in down.failed_nodes:
+                raise PlanError(
+                    f"delivery of {item.subscription}: taken at {item.home}, which is down in the epoch"
+                    f" starting at {epoch_start:g}"
+                )
+            return
+        for node in item.path:
+            if node in down.failed_nodes:
+                raise PlanError(
+                    f"flow {item.id}: path {item.path} meets super-peer {node}, which is down in the epoch"
+                    f" starting at {epoch_start:g}"
+                )
+        for a, b in pairwise(item.path):
+            if (min(a, b), max(a, b)) in down.failed_links:
+                raise PlanError(
+                    f"flow {item.id}: path {item.path} crosses link {a}-{b}, which is down in the epoch"
+                    f" starting at {epoch_start:g}"
+                )
 
     def _flows(self, flows: tuple[Flow, ...], epoch_start: float, state: _Epochs) -> set[str]:
         """Check the flows of the epoch that are new or read a flow replaced or gone; the ids of the flows
@@ -95,6 +144,9 @@ class _Rules:
                 raise PlanError(f"flow {flow.id} is defined twice in the epoch starting at {epoch_start:g}")
         rank = state.flow_order.rank
         came = {id(flows[p]): flows[p] for p in fresh}
+        if self.down is not None:
+            for flow in came.values():
+                self._up(flow, epoch_start)
         queue = [(rank[ident], ident) for ident in came]
         for flow_id in changed:  # read again: their parent is another object now, or none
             queue.extend((rank[c], c) for c in state.children.get(flow_id, ()))
@@ -201,6 +253,10 @@ class _Rules:
         for delivery in order:
             flow = None if delivery.flow is None else state.by_id.get(delivery.flow)
             key = (id(delivery), id(flow))
+            if self.down is not None:
+                self._up(delivery, state.start)
+            if delivery.subscription in self.rejected and self.rejected_from[delivery.subscription] < state.end:
+                raise PlanError(f"delivery of {delivery.subscription}: the plan rejected it")
             if key not in self.deliveries_seen:
                 self._delivery(delivery, flow, state)
                 self.deliveries_seen[key] = (delivery, flow)
@@ -210,8 +266,6 @@ class _Rules:
 
     def _delivery(self, delivery: Delivery, flow: Flow | None, state: _Epochs) -> None:
         what = f"delivery of {delivery.subscription}"
-        if delivery.subscription in self.rejected:
-            raise PlanError(f"{what}: the plan rejected it")
         sub = self.scenario.subscriptions_by_id.get(delivery.subscription)
         home = self.scenario.homes.get(delivery.peer)
         if sub is None or home is None:
@@ -247,7 +301,7 @@ class _Epochs:
     def __init__(self) -> None:
         self.flow_order = EpochOrder(ranked=True)
         self.delivery_order = EpochOrder(ranked=False)
-        self.end = 0.0
+        self.start = self.end = 0.0
         self.reset()
 
     def reset(self) -> None:

@@ -28,6 +28,7 @@ class FlowTrees:
         self.loads = loads  # each link direction's and super-peer's load, when the network has limits
         self._ids = count(1)
         self._seq = count()
+        self.moves = 0  # flows installed (split parts too) and uninstalled so far: what re-plans count
         self.roots: dict[str, InstalledFlow] = {}
         self.available: dict[str, dict[str, list[InstalledFlow]]] = {}  # stream -> super-peer -> flows there
         self.bytes_per_s: dict[str, float] = {}  # stream -> estimated bytes/s of its flows
@@ -63,6 +64,7 @@ class FlowTrees:
             f"F{next(self._ids)}", stream, parent, path[0], path, predicate, sel, attrs, full_needs, next(self._seq)
         )
         parent.children.append(flow)
+        self.moves += 1
         self._snapshots.tree_changed(parent)
         for node in path:
             self.available[stream].setdefault(node, []).append(flow)
@@ -73,6 +75,7 @@ class FlowTrees:
         """Remove ``flow``, which nothing reads any more."""
         stream = flow.stream
         flow.parent.children.remove(flow)
+        self.moves += 1
         self._snapshots.tree_changed(flow.parent)
         for node in flow.path:
             self.available[stream][node].remove(flow)
@@ -116,6 +119,7 @@ class FlowTrees:
         part.children = [c for c in flow.children if c.origin in downstream]
         part.deliveries = [s for s in flow.deliveries if s.home in downstream]
         flow.children = [c for c in flow.children if c.origin not in downstream] + [part]
+        self.moves += 1
         flow.deliveries = [s for s in flow.deliveries if s.home not in downstream]
         for child in part.children:
             child.parent = part

@@ -164,11 +164,15 @@ def sweep(
 def active_subscriptions(scenario: Scenario) -> Iterator[tuple[float, float, tuple[SubscriptionSpec, ...]]]:
     """Each epoch of ``scenario`` as ``(start, end, the subscriptions active in it)``, in time order and
     the subscriptions in scenario order: what a planner of one's own plans, epoch by epoch (every
-    arrival and departure starts an epoch; docs/ACCOUNTING.md)."""
+    arrival and departure starts an epoch, docs/ACCOUNTING.md, and so does every backbone failure or
+    recovery, docs/DYNAMICS.md: the subscriptions active then are listed whether a path reaches them or
+    not; :func:`topologies.outages.network_states` says what is down)."""
     active: dict[str, SubscriptionSpec] = {}
     order = {s.id: k for k, s in enumerate(scenario.subscriptions)}
     for start, end, events in timeline(scenario):
         for event in events:
+            if event.kind == "network":
+                continue
             if event.kind == "unsubscribe":
                 active.pop(event.subscription.id, None)
             else:

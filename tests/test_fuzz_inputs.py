@@ -276,7 +276,20 @@ def bases() -> list[dict]:
         doc["thin_peers"] = [{"id": "P0", "attach": "SP0"}, {"id": "P1", "attach": "SP1"}]
         docs.append(doc)
     docs.append(replay_doc())
+    docs.append(events_doc())
     return docs
+
+
+def events_doc() -> dict:
+    """BASE with failures and recoveries written out and generated."""
+    doc = copy.deepcopy(BASE)
+    doc["events"] = [
+        {"at": 1, "fail": "link", "link": ["SP0", "SP1"]},
+        {"at": 2.5, "recover": "link", "link": ["SP1", "SP0"]},
+        {"at": 3, "fail": "super_peer", "id": "SP2"},
+        {"generate": {"seed": 1, "links": {"mtbf": 4, "mttr": 1}, "super_peers": {"mtbf": 8, "mttr": 2}}},
+    ]
+    return doc
 
 
 def replay_doc() -> dict:
@@ -495,6 +508,15 @@ REGRESSIONS = {
         streams__0__schema={"a" * 300: {"distribution": {"uniform": [0, 1]}}}
     ),
     "query with a 5000-digit number": _edited(subscriptions__0__query="SELECT x FROM s WHERE x > " + "9" * 5000),
+    "an event at a time of 4000 digits": _edited(events=[{"at": Raw("9" * 4000), "fail": "super_peer", "id": "SP1"}]),
+    "alias bomb as an event's link": _edited(events=[{"at": 1, "fail": "link", "link": Raw(BOMB)}]),
+    "an mtbf of 5e-324": _edited(events=[{"generate": {"links": {"mtbf": 5e-324, "mttr": 5e-324}}}]),
+    "an mtbf of 1e308 and a failed recovery": _edited(
+        events=[
+            {"generate": {"links": {"mtbf": 1e308, "mttr": 1}}},
+            {"at": 1, "recover": "link", "link": ["SP0", "SP1"]},
+        ]
+    ),
 }
 
 

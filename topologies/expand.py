@@ -1,10 +1,11 @@
-"""``python run.py expand``: a scenario file with its workload generators written out (docs/SCENARIOS.md).
+"""``python run.py expand``: a scenario file with its workload and events generators written out
+(docs/SCENARIOS.md).
 
-The text loads to a scenario equal to the generated one: the same thin-peers, streams and subscriptions,
-every generated entry as written by its generator (one line each), every other value as the file (and
-its ``--set`` changes) gave it.  Comments and YAML anchors do not survive; a header says where the file
-came from.  A topology generator (``network.generate``) stays as it is: it is as explicit as a list of
-links, and much shorter.
+The text loads to a scenario equal to the generated one: the same thin-peers, streams, subscriptions and
+events, every generated entry as written by its generator (one line each; the events in time order, each
+as one written entry), every other value as the file (and its ``--set`` changes) gave it.  Comments and
+YAML anchors do not survive; a header says where the file came from.  A topology generator
+(``network.generate``) stays as it is: it is as explicit as a list of links, and much shorter.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def render(doc: dict, source: str, overrides: Sequence[tuple[str, object]] = (),
     changed = "".join(f" --set {key}={json.dumps(value)}" for key, value in overrides)
     lines = [
         f"# Written by `python run.py expand {os.path.basename(source)}{changed}`: the scenario with every",
-        "# workload generator replaced by the entries it made (docs/SCENARIOS.md).",
+        "# generator of thin-peers, subscriptions or events replaced by the entries it made (docs/SCENARIOS.md).",
         "",
     ]
     for key, value in doc.items():

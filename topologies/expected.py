@@ -14,6 +14,7 @@ import numpy as np
 
 from matcher import Predicate
 from topologies.model import Scenario
+from topologies.outages import Reachability, in_spans
 from topologies.workload import columns, emission_times, tuple_count
 
 
@@ -114,3 +115,31 @@ def multiset_difference(delivered: np.ndarray, expected: np.ndarray) -> tuple[in
     got[np.searchsorted(all_ids, got_ids)] = got_counts
     want[np.searchsorted(all_ids, want_ids)] = want_counts
     return int(np.maximum(want - got, 0).sum()), int(np.maximum(got - want, 0).sum())
+
+
+class Unreachable:
+    """Which expected tuples of each subscription were **unreachable** (docs/DYNAMICS.md): emitted while
+    no path joined its stream's source super-peer and its own super-peer (or either was down).
+
+    Recomputed from the scenario's events alone, by breadth-first search over the surviving links
+    (topologies/outages.py): independent of routes, plans and engines, so it checks them."""
+
+    def __init__(self, scenario: Scenario):
+
+        self.scenario = scenario
+        self.spans: dict[str, list[tuple[float, float]]] = {}
+        if scenario.events:
+            reach = Reachability(scenario)
+            for sub in scenario.subscriptions:
+                source = scenario.home(scenario.stream(sub.stream).source)
+                spans = reach.unreachable_spans(source, scenario.home(sub.peer))
+                if spans:
+                    self.spans[sub.id] = spans
+
+    def indices(self, sub_id: str, expected: np.ndarray) -> np.ndarray:
+        """The entries of ``expected`` (tuple indices of the subscription's stream) that were unreachable."""
+        spans = self.spans.get(sub_id)
+        if not spans or not len(expected):
+            return expected[:0]
+        rate = self.scenario.stream(self.scenario.subscription(sub_id).stream).rate
+        return expected[in_spans(expected.astype(np.float64) / rate, spans)]

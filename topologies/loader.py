@@ -7,7 +7,7 @@ recorded in ``Scenario.warnings``.
 
 Optional keys and defaults: thin-peers may give ``bandwidth``/``latency`` for their access link
 (default ``network.defaults``, whose own defaults are 100Mbit and 0); an attribute's ``type`` defaults to
-float; ``seed`` defaults to 0, ``header_bytes`` to 16, ``subscriptions`` to none.
+float; ``seed`` defaults to 0, ``header_bytes`` to 16, ``subscriptions`` and ``events`` to none.
 """
 
 from __future__ import annotations
@@ -25,7 +25,16 @@ from matcher import Choice, Distribution, Empirical, Normal, Query, QueryError, 
 from matcher.text import is_keyword
 from topologies import generators, workload_generators
 from topologies.errors import ScenarioError, shown
-from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
+from topologies.events_loader import event_entry, read_events
+from topologies.model import (
+    AttributeSpec,
+    LinkSpec,
+    NetworkEvent,
+    Scenario,
+    StreamSpec,
+    SubscriptionSpec,
+    ThinPeerSpec,
+)
 from topologies.replay import ATTRIBUTE_NAME, ReplayFileError, read_replay
 from topologies.units import as_float, parse_bandwidth, parse_latency, parse_size
 from topologies.yaml_files import read_yaml
@@ -56,7 +65,7 @@ MAX_SUPER_PEERS = ("STREAMGLOBE_MAX_SUPER_PEERS", 50_000)
 MAX_NODE_PAIRS = ("STREAMGLOBE_MAX_NODE_PAIRS", 2_000_000)  # pairs a generator weighs: at most ~1.3 GiB, 45 s
 
 TOP_KEYS = {"name": True, "seed": False, "duration": True, "header_bytes": False, "network": True}
-TOP_KEYS |= {"thin_peers": True, "streams": True, "subscriptions": False, "planner": False}
+TOP_KEYS |= {"thin_peers": True, "streams": True, "subscriptions": False, "planner": False, "events": False}
 NETWORK_KEYS = {"defaults": False, "super_peers": False, "links": False, "generate": False}
 LINK_KEYS = {"bandwidth": False, "latency": False, "buffer": False}
 DEFAULTS_KEYS = LINK_KEYS | {"capacity": False}
@@ -218,6 +227,7 @@ class _Reader:
         self.tuples(streams, duration)
         subscriptions = self.subscriptions(doc.get("subscriptions", []), thin_peers, streams, duration, seed)
         self.replays_exhausted(streams, subscriptions, duration)
+        events = self.events(doc, super_peers, links, duration, seed)
         return Scenario(
             name=name,
             seed=seed,
@@ -230,10 +240,30 @@ class _Reader:
             subscriptions=subscriptions,
             capacities=capacities,
             max_utilization=max_utilization,
+            events=events,
             path=os.path.abspath(self.file),
             warnings=tuple(self.warnings),
             generated=tuple(self.generated),
         )
+
+    def events(
+        self, doc: dict[str, Any], super_peers: tuple[str, ...], links: tuple[LinkSpec, ...], duration: float, seed: int
+    ) -> tuple[NetworkEvent, ...]:
+        """The backbone's failures and recoveries (topologies/events_loader.py), in time order."""
+        if "events" not in doc:
+            return ()
+        events, told = read_events(
+            self,
+            doc["events"],
+            super_peers=super_peers,
+            links=links,
+            duration=duration,
+            seed=seed,
+            transit=self.transit,
+        )
+        self.generated += told
+        self.expanded["events"] = [event_entry(event) for event in events]
+        return events
 
     def network(
         self, value: object, seed: int
@@ -743,6 +773,9 @@ def summary(scenario: Scenario) -> str:
     ]
     parts = [f"{n} {noun}{'' if n == 1 else 's'}" for n, noun in counts]
     text = f"{scenario.name}: {', '.join(parts)}, {scenario.duration:g} s, {tuples} tuples"
+    if scenario.events:
+        n = len(scenario.events)
+        text += f", {n} network event{'' if n == 1 else 's'}"
     if scenario.warnings:
         text += f", {len(scenario.warnings)} warning(s)"
     return text

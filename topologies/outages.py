@@ -35,7 +35,11 @@ class NetworkState:
 
     def link_up(self, a: str, b: str) -> bool:
         """Whether the link ``a``-``b`` carries tuples: it and both its ends are up."""
-        return (min(a, b), max(a, b)) not in self.failed_links and a not in self.failed_nodes and b not in self.failed_nodes
+        return (
+            (min(a, b), max(a, b)) not in self.failed_links
+            and a not in self.failed_nodes
+            and b not in self.failed_nodes
+        )
 
 
 def apply(event: NetworkEvent, links: set[tuple[str, str]], nodes: set[str]) -> None:
@@ -130,7 +134,9 @@ class Reachability:
     """Which super-peers can reach which, state by state (each state's components computed once)."""
 
     def __init__(self, scenario: Scenario):
-        self.states = [(state, None if state.intact else components(scenario, state)) for state in network_states(scenario)]
+        self.states = [
+            (state, None if state.intact else components(scenario, state)) for state in network_states(scenario)
+        ]
 
     def unreachable_spans(self, source: str, home: str) -> list[tuple[float, float]]:
         """The intervals of emission time in which no path joins super-peers ``source`` and ``home`` (or

@@ -8,7 +8,7 @@ are the loader's alone.
 from __future__ import annotations
 
 from matcher.text import KEYWORDS
-from topologies import generators, workload_generators
+from topologies import events_loader, generators, workload_generators
 from topologies.loader import MAX_CAPACITY, MAX_HEADER_BYTES, MAX_ID_LENGTH
 from topologies.units import MAX_BUFFER, NUMBER_PATTERN
 
@@ -205,6 +205,31 @@ def _subscription_generator() -> dict:
     )
 
 
+def _events() -> dict:
+    """An ``events`` entry: one failure or recovery of a link or a super-peer, or a generator."""
+    at = {"type": "number", "minimum": 0, "description": "seconds, in [0, duration)"}
+    targets = {"link": {"type": "array", "items": PEER_ID, "minItems": 2, "maxItems": 2}, "super_peer": PEER_ID}
+    written = [
+        _object({"at": at, action: {"const": element}, key: targets[element]}, ("at", action, key))
+        for action in events_loader.ACTIONS
+        for element, key in events_loader.TARGET_KEY.items()
+    ]
+    seconds = {"type": "number", "exclusiveMinimum": 0, "description": "seconds"}
+    element_class = _object({"mtbf": seconds, "mttr": seconds}, ("mtbf", "mttr"))
+    generator = _object(
+        {
+            "generate": {
+                **_object(
+                    {"seed": {"type": "integer", "minimum": 0}} | dict.fromkeys(events_loader.CLASSES, element_class)
+                ),
+                "anyOf": [{"required": [name]} for name in events_loader.CLASSES],
+            }
+        },
+        ("generate",),
+    )
+    return {"oneOf": [*written, generator]}
+
+
 def json_schema() -> dict:
     """The schema as a plain dict (JSON-serialisable)."""
     attribute = {
@@ -283,6 +308,7 @@ def json_schema() -> dict:
             "thin_peers": {"type": "array", "items": {"oneOf": [thin_peer, _thin_peer_generator()]}},
             "streams": {"type": "array", "items": stream},
             "subscriptions": {"type": "array", "items": {"oneOf": [subscription, _subscription_generator()]}},
+            "events": {"type": "array", "items": _events()},
             "planner": {
                 "type": "object",
                 "properties": {"max_utilization": {"type": "number", "exclusiveMinimum": 0, "maximum": 1}},

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -11,10 +13,19 @@ import pytest
 
 from matcher import Query
 from matcher.parser import parse_condition
-from peers.local import run_local
+from peers.local import down_directions, run_local
 from sharing.plan import Delivery, Epoch, Flow, Plan
+from topologies import workload
 from topologies.errors import EmulatorError
-from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
+from topologies.model import (
+    AttributeSpec,
+    LinkSpec,
+    NetworkEvent,
+    Scenario,
+    StreamSpec,
+    SubscriptionSpec,
+    ThinPeerSpec,
+)
 
 HEADER = 16
 
@@ -379,3 +390,56 @@ def test_cyclic_link_dependencies_keep_per_tuple_times():
             want = np.array([by_index[i] for i in run.delivered[sub].tolist()])
             assert len(want) == 40
             assert np.allclose(run.latencies[sub], want, rtol=0, atol=1e-9), (window, sub)
+
+
+# SP1 (every route's hub) is down over [0.5, 1) and SP0 (the source's super-peer) over [2.5, 3)
+FAILURES = (
+    NetworkEvent(0.5, "fail", "super_peer", ("SP1",)),
+    NetworkEvent(1.0, "recover", "super_peer", ("SP1",)),
+    NetworkEvent(2.5, "fail", "super_peer", ("SP0",)),
+    NetworkEvent(3.0, "recover", "super_peer", ("SP0",)),
+)
+
+
+def test_a_failed_super_peer_takes_its_links_and_access_links_down_with_it(tree):
+    scenario = replace(tree[0], events=(*FAILURES, NetworkEvent(3.5, "fail", "link", ("SP1", "SP3"))))
+    down = down_directions(scenario)
+    assert down[("SP0", "SP1")] == down[("SP1", "SP0")] == [(0.5, 1.0), (2.5, 3.0)]
+    assert down[("SP1", "SP2")] == [(0.5, 1.0)]
+    assert down[("SP3", "SP1")] == [(0.5, 1.0), (3.5, math.inf)]  # never recovered
+    assert down[("P0", "SP0")] == down[("SP0", "PC")] == [(2.5, 3.0)]
+    assert ("PA", "SP2") not in down
+    assert down_directions(tree[0]) == {}
+
+
+def test_tuples_crossing_a_failure_are_lost_and_every_other_one_is_delivered(tree):
+    static, plan, values = tree
+    plan.check(static)  # the plan ignores the failures (checked once, it is not checked against them)
+    scenario = replace(static, events=FAILURES)
+    before = run_local(static, plan, values=values)
+    run = run_local(scenario, plan, values=values)
+    times = {s.id: workload.emission_times(s, 0, workload.tuple_count(s, scenario.duration)) for s in scenario.streams}
+    for sub in scenario.subscriptions:
+        # the plan keeps its routes: every copy it delivered without the failures is delivered or lost now
+        got, lost = run.delivered[sub.id], run.lost[sub.id]
+        assert not set(got.tolist()) & set(lost.tolist())
+        assert np.sort(np.concatenate([got, lost])).tolist() == before.delivered[sub.id].tolist()
+        emitted = times[scenario.subscription(sub.id).stream]
+        # nothing emitted while the hub or the source's super-peer was down reaches anyone (QC reads at SP0)
+        down = ((emitted[got] >= 2.5) & (emitted[got] < 3.0)) | (
+            (emitted[got] >= 0.5) & (emitted[got] < 1.0) & (sub.id != "QC")
+        )
+        assert not down.any(), sub.id
+    assert all(len(run.lost[s]) for s in ("QA", "QB", "QT"))
+    assert run.link_lost[("SP0", "SP1")] > 0 and sum(run.link_lost.values()) > 0
+    assert not any(len(v) for v in run.dropped.values())
+    # the source's upload is not counted while its super-peer is down: the tuples emitted in [2.5, 3)
+    # (none was on its way at 2.5: a tuple takes under 20 ms to upload, and none was emitted in the 30 ms
+    # before)
+    uploads = ("P0", "SP0")
+    everything = np.concatenate(list(times.values()))
+    assert not ((everything >= 2.47) & (everything < 2.5)).any()
+    cut = int(((everything >= 2.5) & (everything < 3.0)).sum())
+    assert before.access_link_tuples[uploads] - run.access_link_tuples[uploads] == cut > 0
+    # the tuples that crossed a link are counted there; the lost ones are not
+    assert sum(run.link_tuples.values()) < sum(before.link_tuples.values())

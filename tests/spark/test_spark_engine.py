@@ -10,11 +10,13 @@ chunks again (backlogs across chunk boundaries) and figure1 runs as many chunks 
 from __future__ import annotations
 
 import glob
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
 import pytest
 
+from network.latency import LatencyStats
 from network.routing import Network
 from peers.local import run_local
 from peers.spark import run_spark
@@ -23,6 +25,7 @@ from sharing import STRATEGIES, make_plan
 from tests.spark.conftest import LOCAL_MASTER
 from topologies.expected import expected_results
 from topologies.loader import load_scenario
+from topologies.model import NetworkEvent
 
 # not metro.yaml, the scale scenario (2,000,000 tuples, 5,000 subscriptions): it runs in the slow suite
 # (tests/spark/test_spark_metro.py)
@@ -47,6 +50,15 @@ def _scenario_and_plans(path: str):
 
 def assert_same_runs(scenario, local, spark) -> None:
     """The Spark run reports what the local one does (and holds no per-tuple data)."""
+    assert_same_traffic(local, spark)
+    expected = expected_results(scenario)
+    local_report = build_report(scenario, {local.strategy: local}, expected, engine="local")
+    spark_report = build_report(scenario, {spark.strategy: spark}, None, engine="spark")
+    assert {**spark_report, "engine": "local"} == local_report
+
+
+def assert_same_traffic(local, spark) -> None:
+    """The Spark run measured the traffic the local one did, everywhere."""
     assert spark.engine == "spark"
     assert spark.delivered == {} and spark.latencies == {}
     assert spark.link_bytes == local.link_bytes
@@ -63,10 +75,6 @@ def assert_same_runs(scenario, local, spark) -> None:
         assert getattr(spark, name).keys() == getattr(local, name).keys()
         for key, series in getattr(local, name).items():
             np.testing.assert_array_equal(getattr(spark, name)[key], series, err_msg=f"{name} {key}")
-    expected = expected_results(scenario)
-    local_report = build_report(scenario, {local.strategy: local}, expected, engine="local")
-    spark_report = build_report(scenario, {spark.strategy: spark}, None, engine="spark")
-    assert {**spark_report, "engine": "local"} == local_report
 
 
 def _compare_engines(path: str, strategies=STRATEGIES, chunks: int | None = None) -> None:
@@ -130,3 +138,46 @@ def test_the_run_command_on_spark_pipelines_plans_and_reports_what_the_local_eng
     assert {**reports["spark"], "engine": "local"} == reports["local"]
     assert (tmp_path / "spark" / "plans.json").read_bytes() == (tmp_path / "local" / "plans.json").read_bytes()
     assert not [p for p in (tmp_path / "spark").iterdir() if p.name.startswith(".")]  # no layouts left behind
+
+
+# on the routes of figure1's plans made without them (SP4-SP5 carries every stream)
+FAILURES = (
+    NetworkEvent(12.0, "fail", "link", ("SP4", "SP5")),
+    NetworkEvent(19.5, "recover", "link", ("SP5", "SP4")),
+    NetworkEvent(33.0, "fail", "super_peer", ("SP1",)),
+    NetworkEvent(41.0, "recover", "super_peer", ("SP1",)),
+    NetworkEvent(38.0, "fail", "link", ("SP5", "SP6")),
+)
+
+
+@pytest.mark.spark
+def test_spark_equals_local_where_failures_lose_tuples(spark, tmp_path):
+    # figure1 with SP4 -> SP5 slower than its traffic (a backlog the failure of SP4-SP5 empties) and
+    # failures on the routes of the plans made without them: the same tuples lost, per subscription and
+    # per link direction, and everything else as the local run
+    with open("topologies/figure1.yaml", encoding="utf-8") as file:
+        text = file.read().replace("name: figure1", "name: overloaded")
+    path = tmp_path / "overloaded.yaml"
+    path.write_text(text.replace("    - [SP4, SP5]\n", "    - [SP4, SP5, {bandwidth: 20Kbit}]\n"))
+    static, plans = _scenario_and_plans(str(path))
+    scenario = replace(static, events=FAILURES)
+    expected = expected_results(static)
+    for name in ("data-shipping", "sharing-em"):
+        local = run_local(scenario, plans[name])
+        spark = run_spark(scenario, plans[name], master=LOCAL_MASTER, chunks=5)
+        assert sum(local.link_lost.values()) > 0  # not vacuous
+        assert spark.link_lost == local.link_lost
+        for sub in scenario.subscriptions:
+            found = spark.summary[sub.id]
+            assert (found.delivered, found.dropped, found.lost) == (
+                len(local.delivered[sub.id]),
+                len(local.dropped[sub.id]),
+                len(local.lost[sub.id]),
+            )
+            # cut off while SP1 is down (Q1 at SP1, Q3 behind it): unreachable, and lost too by the static plan
+            wanted = expected.indices[sub.id] / static.stream(sub.stream).rate
+            cut = int(((wanted >= 33) & (wanted < 41)).sum()) if sub.id in ("Q1", "Q3") else 0
+            assert (found.missing, found.extra, found.unreachable) == (0, cut, cut)
+            assert found.latency == LatencyStats.of(local.latencies[sub.id])
+        assert spark.latency == LatencyStats.of(np.concatenate(list(local.latencies.values())))
+        assert_same_traffic(local, spark)

@@ -77,8 +77,8 @@ CASES = [
     (
         "colour",
         1,
-        "unknown key 'colour' (expected one of: duration, header_bytes, name, network, planner, seed, streams, "
-        "subscriptions, thin_peers)",
+        "unknown key 'colour' (expected one of: duration, events, header_bytes, name, network, planner, seed, "
+        "streams, subscriptions, thin_peers)",
     ),
     ("network.mtu", 1, "network: unknown key 'mtu' (expected one of: defaults, generate, links, super_peers)"),
     (

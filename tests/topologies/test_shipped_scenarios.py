@@ -32,9 +32,10 @@ def read_yaml(path: str):
         return yaml.safe_load(handle)
 
 
-def test_all_six_scenarios_are_shipped():
+def test_all_seven_scenarios_are_shipped():
     assert [os.path.basename(p) for p in EVERY_SHIPPED] == [
         "congested.yaml",
+        "failover.yaml",
         "figure1.yaml",
         "large.yaml",
         "metro.yaml",
@@ -68,6 +69,7 @@ def test_sizes_promised_by_the_headers():
     for path in SHIPPED:
         s = load_scenario(path)
         sizes[s.name] = (len(s.super_peers), len(s.streams), len(s.subscriptions))
+    assert sizes["failover"] == (10, 3, 32)
     assert sizes["figure1"] == (8, 1, 3)
     assert sizes["large"] == (100, 4, 500)
     assert sizes["sensor-grid"] == (25, 17, 43)
