@@ -11,10 +11,10 @@ until then (see peers/live/superpeer_service.py), so a subscriber sees the model
 
 Failures (docs/DYNAMICS.md): a direction is down while its link or either end is down.  A tuple that
 enters the queue at ``a`` and would reach the far end at ``d`` is **lost** iff the direction is down at
-some moment of ``[a, d]``; a failure empties the queue and frees the wire from the failure time.  A
-delivery's access direction is down while the subscriber's super-peer is (a failed super-peer delivers
-nothing); an upload's is never down (tuples emitted while the source's super-peer is down are unreachable,
-and their source does not send them).
+some moment of ``[a, d]``; a failure empties the queue and frees the wire from the failure time.  Both
+directions of a thin-peer's access link are down while its super-peer is, as in the local engine
+(peers/local.py): a tuple uploaded to a failed super-peer, or delivered from one, is lost like one on a
+backbone link.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def link_specs(scenario: Scenario) -> dict[Direction, tuple[float, float, float]
 
 def down_spans(scenario: Scenario) -> dict[Direction, np.ndarray]:
     """Per link direction that is ever down, its down intervals ``[fail, recover)`` as rows of an array
-    (``inf``: never recovered): the backbone's from :func:`topologies.outages.down_intervals`, and each
-    delivery direction super-peer -> thin-peer while the super-peer is down."""
+    (``inf``: never recovered): the backbone's from :func:`topologies.outages.down_intervals`, and both
+    directions of a thin-peer's access link while its super-peer is down."""
     spans = {d: np.array(v, dtype=np.float64).reshape(-1, 2) for d, v in down_intervals(scenario).items()}
     if not scenario.events:
         return spans
@@ -64,7 +64,7 @@ def down_spans(scenario: Scenario) -> dict[Direction, np.ndarray]:
         if node_down:
             if node_down[-1][1] == float(scenario.duration):
                 node_down[-1] = (node_down[-1][0], math.inf)
-            spans[(peer.attach, peer.id)] = np.array(node_down, dtype=np.float64)
+            spans[(peer.attach, peer.id)] = spans[(peer.id, peer.attach)] = np.array(node_down, dtype=np.float64)
     return spans
 
 

@@ -4,8 +4,8 @@ A source emits tuple ``i`` of a stream at emulated time ``i / rate``, with the v
 ``topologies.workload.columns`` gives every engine.  It publishes its tuples in batches (one per ``batch_s``
 wall seconds), ahead of their emission (the super-peers' lookahead and two batch periods, never past the
 coordinator's planning horizon), each stamped with when it reaches the super-peer over the emulated access link
-(peers/live/links.py): the super-peer holds it until then.  Tuples emitted while the source's super-peer
-is down are not sent (they reach nobody: docs/DYNAMICS.md).
+(peers/live/links.py): the super-peer holds it until then.  What the upload loses while the source's
+super-peer is down goes as a part with the fate ``lost`` (no traffic: docs/DYNAMICS.md).
 
 A subscriber records, per subscription, the tuple indices it received and their latency: emulated
 seconds from the tuple's emission to when it is seen, its due time over the emulated links, or its
@@ -23,7 +23,7 @@ import numpy as np
 
 from peers.live.connection import Broker, Connection, Dedup, Pressure
 from peers.live.counters import Counters
-from peers.live.links import LOOKAHEAD_S, LinkTable, down_at
+from peers.live.links import CARRIED, FATES, LOOKAHEAD_S, LinkTable
 from peers.live.malformed import check, integer, json_object, number
 from peers.live.topics import Topics
 from peers.live.wire import Batch, check_values, decode_message, encode_message
@@ -126,7 +126,6 @@ class ThinPeerService:
         tuples through the access link's queue in order of emission."""
         topic = self.topics.up(self.peer)
         direction = (self.peer, self.home)
-        down = self.links.downs.get((self.home, self.peer), np.zeros((0, 2)))  # while the super-peer is down
         while True:
             doc = self.clock_doc
             if doc is None or doc.get("t0") is None:
@@ -143,21 +142,17 @@ class ThinPeerService:
                 if count <= start:
                     continue
                 self.emitted[stream.id] = count
-                times = workload.emission_times(stream, start, count)
-                keep = np.flatnonzero(~down_at(down, times))
-                if not len(keep):
-                    continue
-                values = workload.columns(self.scenario, stream.id, start, count)
                 size = self.scenario.tuple_bytes(len(stream.attribute_names))
                 batches.append(
                     Batch(
                         self.peer, 0, doc["version"], -1, ("raw", stream.id), stream.id,
-                        np.arange(start, count, dtype=np.int64)[keep], times[keep],
-                        {a: v[keep] for a, v in values.items()}, np.full(len(keep), size, dtype=np.int64),
+                        np.arange(start, count, dtype=np.int64), workload.emission_times(stream, start, count),
+                        workload.columns(self.scenario, stream.id, start, count),
+                        np.full(count - start, size, dtype=np.int64),
                     )
                 )  # fmt: skip
             if batches:
-                self._paced(direction, batches)
+                batches = self._paced(direction, batches)
                 self.seq += 1
                 self.counters.count_sent(self.topics.key_of(topic))
                 self.connection.publish(topic, encode_message(self.peer, self.seq, batches))
@@ -172,18 +167,31 @@ class ThinPeerService:
                 return
             await asyncio.sleep(self.batch_s)
 
-    def _paced(self, direction: tuple[str, str], batches: list[Batch]) -> None:
-        """Stamp ``batches`` with their due times at the super-peer: every stream's tuples through the one
-        access link, in order of emission (an access link has no buffer and never fails)."""
+    def _paced(self, direction: tuple[str, str], batches: list[Batch]) -> list[Batch]:
+        """``batches`` through the access link, every stream's tuples in order of emission: the tuples it
+        carries, due at the super-peer, and those it lost (while the super-peer was down) as parts with
+        that fate (an access link has no buffer)."""
         times = np.concatenate([b.times for b in batches])
         order = np.argsort(times, kind="stable")
-        due_sorted, _ = self.links.send(direction, times[order], np.concatenate([b.wire_bytes for b in batches])[order])
-        due = np.empty_like(due_sorted)
-        due[order] = due_sorted
-        start = 0
+        wire = np.concatenate([b.wire_bytes for b in batches])
+        due_sorted, fate_sorted = self.links.send(direction, times[order], wire[order])
+        due, fate = np.empty_like(due_sorted), np.empty_like(fate_sorted)
+        due[order], fate[order] = due_sorted, fate_sorted
+        out, start = [], 0
         for batch in batches:
-            batch.due = due[start : start + len(batch)]
-            start += len(batch)
+            stop = start + len(batch)
+            for code in (CARRIED, *FATES):
+                positions = np.flatnonzero(fate[start:stop] == code)
+                if len(positions):
+                    part = Batch(
+                        batch.sender, 0, batch.version, batch.epoch, batch.channel, batch.stream,
+                        batch.indices[positions], batch.times[positions],
+                        {a: v[positions] for a, v in batch.columns.items()}, batch.wire_bytes[positions],
+                        due=due[start:stop][positions] if code == CARRIED else None, fate=FATES.get(code),
+                    )  # fmt: skip
+                    out.append(part)
+            start = stop
+        return out
 
     def _done(self, stream_id: str, end: float) -> bool:
         return self.emitted[stream_id] >= workload.tuple_count(self.scenario.stream(stream_id), end)
