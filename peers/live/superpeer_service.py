@@ -6,13 +6,14 @@ what they output: child flows on to their next hop, results to the subscribers' 
 operator code is exactly the simulator's; only the clock and the transport differ.
 
 **Emulated links.**  Every tuple carries its due time: when it reaches this super-peer over the emulated
-link it came by.  Received tuples wait here until their due time comes within the lookahead (``LOOKAHEAD_S``
-wall seconds ahead of the clock), and are then served in one pass per batch period: the
-operators run, and each output joins the queue of the link direction it leaves by (peers/live/links.py),
-which stamps it with its due time at the next node (or drops or loses it).  Passes run in due order, so
-each link direction sees its tuples in the order of their arrival, as in the simulator; the lookahead
-absorbs the broker's own delay, so the next node has them before they are due.  Outputs are sent as one
-message per topic and pass (one part per flow and epoch).
+link it came by.  Received tuples wait here until their due time comes within the lookahead
+(``LOOKAHEAD_S`` wall seconds ahead of the clock), and are then served in passes (at most one per batch
+period while they arrive ahead of time): the operators run, and each output joins the queue of the link
+direction it leaves by (peers/live/links.py), which stamps it with its due time at the next node (or
+drops or loses it).  Passes run in due order, so each link direction sees its tuples in the order of
+their arrival, as in the simulator; the lookahead absorbs the broker's own delay, so the next node has
+them before they are due.  Outputs are sent as one message per topic and pass (one part per flow and
+epoch).
 
 Tuples that did not cross a link direction (dropped at a full buffer, lost at a failure) travel on as
 parts with a ``fate``: no traffic, served at once, so every copy they would have become (child flows,
@@ -243,6 +244,7 @@ class SuperPeerService:
                 t0, speed = number(doc, "t0", "coordinator"), number(doc, "speed", "coordinator")
                 check(speed > 0, "a clock of speed <= 0", "coordinator")
                 self.clock = Clock(t0, speed)
+                self.wake.set()  # tuples received before the clock may be due
         elif name == "collect":
             round_ = integer(json_object(payload, "coordinator"), "round", "coordinator")
             self.connection.publish(self.topics.stats(self.node), self.stats(round_))
