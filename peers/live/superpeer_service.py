@@ -193,7 +193,11 @@ class SuperPeerService:
         carried = [b for b in batches if b.fate is None]
         tuples = sum(len(b) for b in carried)
         nbytes = sum(int(b.wire_bytes.sum()) for b in carried)
-        self.counters.count_received(Topics.key(message.parts), tuples, nbytes, message.arrival)
+        # the timeline counts a tuple when it left the sender (its due time here, less the link's latency)
+        latency = self.links.specs[(message.parts[1], self.node)][1] if message.parts[0] == "link" else 0.0
+        departures = np.concatenate([b.arrivals for b in carried]) - latency if carried else np.zeros(0)
+        sizes = np.concatenate([b.wire_bytes for b in carried]) if carried else np.zeros(0, np.int64)
+        self.counters.count_received(Topics.key(message.parts), tuples, nbytes, message.arrival, departures, sizes)
         for batch in batches:
             if batch.fate is not None:
                 self._route(batch)  # no timing: its copies are accounted for at once

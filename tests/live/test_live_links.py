@@ -103,6 +103,10 @@ async def test_live_latencies_and_drops_are_the_simulated_ones(mosquitto, tmp_pa
         assert np.array_equal(result.run.dropped.get(sub.id, []), np.sort(sim.dropped.get(sub.id, [])))
     if buffer:
         assert result.run.link_dropped[("SP1", "SP2")] > 0 and len(result.run.dropped["Q1"]) > 0
+    for d, bins in sim.timeline.items():  # bytes per bin of departure: the queues' times are the simulator's
+        found = result.run.timeline.get(d, np.zeros(0, np.int64))
+        n = max(len(bins), len(found))
+        assert np.array_equal(np.pad(found, (0, n - len(found))), np.pad(bins, (0, n - len(bins)))), d
     compared = report["live"]["latency"]
     for entry in [compared["overall"], *compared["subscriptions"].values()]:
         live, simulated = entry["live"], entry["simulated"]
