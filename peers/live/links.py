@@ -20,14 +20,14 @@ backbone link.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 from numba import njit
 
 from network.buffers import admit, enqueue
+from peers.local import down_directions
 from topologies.model import Scenario
-from topologies.outages import down_intervals, network_states
 
 Direction = tuple[str, str]
 
@@ -52,38 +52,9 @@ def link_specs(scenario: Scenario) -> dict[Direction, tuple[float, float, float]
 
 def down_spans(scenario: Scenario) -> dict[Direction, np.ndarray]:
     """Per link direction that is ever down, its down intervals ``[fail, recover)`` as rows of an array
-    (``inf``: never recovered): the backbone's from :func:`topologies.outages.down_intervals`, and both
-    directions of a thin-peer's access link while its super-peer is down."""
-    spans = {d: np.array(v, dtype=np.float64).reshape(-1, 2) for d, v in down_intervals(scenario).items()}
-    if not scenario.events:
-        return spans
-    for peer in scenario.thin_peers:
-        node_down = _merged(
-            (state.start, state.end) for state in network_states(scenario) if peer.attach in state.failed_nodes
-        )
-        if node_down:
-            if node_down[-1][1] == float(scenario.duration):
-                node_down[-1] = (node_down[-1][0], math.inf)
-            spans[(peer.attach, peer.id)] = spans[(peer.id, peer.attach)] = np.array(node_down, dtype=np.float64)
-    return spans
-
-
-def _merged(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for start, end in spans:
-        if out and out[-1][1] == start:
-            out[-1] = (out[-1][0], end)
-        else:
-            out.append((start, end))
-    return out
-
-
-def down_at(spans: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """A bool mask over ``times``: which fall in one of the down intervals ``spans``."""
-    if not len(spans):
-        return np.zeros(len(times), dtype=bool)
-    k = np.searchsorted(spans[:, 0], times, side="right") - 1
-    return (k >= 0) & (times < spans[np.clip(k, 0, None), 1])
+    (``inf``: never recovered): the local engine's (:func:`peers.local.down_directions`), backbone and
+    access."""
+    return {d: np.array(v, dtype=np.float64).reshape(-1, 2) for d, v in down_directions(scenario).items()}
 
 
 class LinkQueue:

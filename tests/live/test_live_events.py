@@ -85,5 +85,7 @@ async def test_a_replanned_failover_loses_and_delivers_what_the_local_engine_doe
         assert np.array_equal(np.sort(result.run.delivered[sub.id]), np.sort(local.delivered[sub.id]))
     report = live_report(result)
     assert report["exact"]
-    compared = report["live"]["latency"]["overall"]
-    assert compared["live"]["p50"] == compared["simulated"]["p50"] and compared["live"]["count"] > 0
+    live, simulated = report["live"]["latency"]["overall"].values()
+    assert live["count"] == simulated["count"] > 0
+    for q in ("p50", "p99"):  # equal while the machine keeps up; within the tolerance when it is loaded
+        assert abs(live[q] - simulated[q]) <= max(0.1 * simulated[q], 0.005)
