@@ -66,9 +66,10 @@ class LinkQueue:
     pass).  Such a tuple is served in the first gap the wire had at or after its arrival, never delaying a
     tuple already served: the simulator's rule for a later round's tuples (network/queues.py); where tuples
     do not contend, that is the time of the FIFO in arrival order.  The wire's busy intervals are kept for
-    ``KEEP_S`` emulated seconds for that."""
+    ``keep_s`` emulated seconds for that (the longest a tuple can come after later ones: a node's pass
+    reaches that far ahead, :meth:`LinkTable.keep`)."""
 
-    KEEP_S = 10.0
+    keep_s = 10.0
 
     def __init__(self, bandwidth: float, latency: float, buffer: float = math.inf, downs: np.ndarray = _NO_DOWNS):
         self.bandwidth, self.latency, self.buffer = float(bandwidth), float(latency), float(buffer)
@@ -91,7 +92,7 @@ class LinkQueue:
         arrivals = np.ascontiguousarray(arrivals, dtype=np.float64)
         wire = np.ascontiguousarray(wire, dtype=np.float64)
         if n:
-            self._forget(min(float(arrivals[0]), float(self.last[0])) - self.KEEP_S)
+            self._forget(min(float(arrivals[0]), float(self.last[0])) - self.keep_s)
         start = 0
         while start < n:
             start = _pace(
@@ -104,10 +105,11 @@ class LinkQueue:
         return due, fate
 
     def _forget(self, before: float) -> None:
-        """Drop the busy intervals that ended before ``before``; make room for as many again."""
+        """Drop the busy intervals that ended before ``before`` once they are half of those kept (so each
+        interval is copied a bounded number of times); make room for as many again."""
         count = int(self.busy[0])
         old = int(np.searchsorted(self.busy_end[:count], before, side="left"))
-        if old:
+        if old and 2 * old >= count:
             kept = count - old
             self.busy_start[:kept], self.busy_end[:kept] = self.busy_start[old:count], self.busy_end[old:count]
             self.busy[0] = kept
@@ -136,6 +138,13 @@ class LinkTable:
         self.queues: dict[Direction, LinkQueue] = {}
         self.dropped: dict[Direction, int] = {}
         self.lost: dict[Direction, int] = {}
+        self.keep_s = LinkQueue.keep_s
+
+    def keep(self, seconds: float) -> None:
+        """Keep each wire's busy intervals ``seconds`` of emulated time (:class:`LinkQueue`)."""
+        self.keep_s = seconds
+        for queue in self.queues.values():
+            queue.keep_s = seconds
 
     @staticmethod
     def of(scenario: Scenario) -> LinkTable:
@@ -149,6 +158,7 @@ class LinkTable:
         queue = self.queues.get(direction)
         if queue is None:
             queue = self.queues[direction] = LinkQueue(*self.specs[direction], self.downs.get(direction, _NO_DOWNS))
+            queue.keep_s = self.keep_s
         due, fate = queue.send(arrivals, wire)
         for code, counts in ((DROPPED, self.dropped), (LOST, self.lost)):
             n = int(np.count_nonzero(fate == code))

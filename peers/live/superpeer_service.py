@@ -248,6 +248,8 @@ class SuperPeerService:
                 t0, speed = number(doc, "t0", "coordinator"), number(doc, "speed", "coordinator")
                 check(speed > 0, "a clock of speed <= 0", "coordinator")
                 self.clock = Clock(t0, speed)
+                # a pass reaches lookahead and a batch period ahead: a tuple comes at most that late, twice over
+                self.links.keep(2 * (self.lookahead_s + self.flush_s) * speed + 1.0)
                 self.wake.set()  # tuples received before the clock may be due
         elif name == "collect":
             round_ = integer(json_object(payload, "coordinator"), "round", "coordinator")
