@@ -2,9 +2,8 @@
 
 report.json holds the served strategy's entry, made as for a simulated run (``"engine": "mqtt"``), and a
 ``live`` section with the live mode's own figures: start-up and drain times, lost and duplicate messages,
-backlogs and back-pressure, malformed messages dropped, the super-peers that died, tuples lost at the
-scenario's failures, and the latencies measured live next to those the local engine simulates for the
-same scenario and plan (``latency``).
+backlogs and back-pressure, malformed messages dropped, the super-peers that died, and the latencies
+measured live next to those the local engine simulates for the same scenario and plan (``latency``).
 """
 
 from __future__ import annotations
@@ -72,20 +71,10 @@ def live_report(result: LiveResult, simulate: bool = True) -> dict:
         "malformed_messages": result.malformed,
         "dead_peers": list(result.dead),
         "failures": [f.to_json() for f in result.failures],
-        "lost": _lost(result.run),
     }
     if simulate and result.plan is not None and not result.dead:
         report["live"]["latency"] = compared_latencies(result.run, run_local(result.scenario, result.plan))
     return report
-
-
-def _lost(run: StrategyRun) -> dict:
-    """Tuples lost at the scenario's failures (docs/DYNAMICS.md): per backbone direction where they were lost,
-    and per subscription the copies it should have received."""
-    return {
-        "links": [{"from": a, "to": b, "lost": n} for (a, b), n in sorted(run.link_lost.items())],
-        "subscriptions": {sub: len(copies) for sub, copies in sorted(run.lost.items())},
-    }
 
 
 def compared_latencies(live: StrategyRun, simulated: StrategyRun) -> dict:

@@ -63,12 +63,12 @@ async def test_failures_lose_what_crosses_the_failed_link_and_super_peer_while_d
     local = run_local(scenario, _static_plan(scenario, "sharing-em"))
     assert {d: n for d, n in local.link_lost.items() if n} == result.run.link_lost
     assert {s: np.sort(c).tolist() for s, c in local.lost.items() if len(c)} == {"Q2": q2.tolist(), "Q3": q3.tolist()}
-    live = live_report(result, simulate=False)["live"]["lost"]
-    assert live["subscriptions"] == {"Q2": len(q2), "Q3": len(q3)}
-    assert live["links"] == [
-        {"from": "SP1", "to": "SP3", "lost": len(on_sp1_sp3)},
-        {"from": "SP5", "to": "SP6", "lost": len(q2)},
-    ]
+    entry = live_report(result, simulate=False)["strategies"]["sharing-em"]
+    assert {s["id"]: s["lost"] for s in entry["subscriptions"]} == {"Q1": 0, "Q2": len(q2), "Q3": len(q3)}
+    assert {(link["from"], link["to"]): link["lost"] for link in entry["links"] if link["lost"]} == {
+        ("SP1", "SP3"): len(on_sp1_sp3),
+        ("SP5", "SP6"): len(q2),
+    }
 
 
 async def test_a_replanned_failover_loses_and_delivers_what_the_local_engine_does(mosquitto):
