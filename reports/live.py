@@ -2,7 +2,8 @@
 
 report.json holds the served strategy's entry, made as for a simulated run (``"engine": "mqtt"``), and a
 ``live`` section with the live mode's own figures: start-up and drain times, lost and duplicate messages,
-backlogs and back-pressure, malformed messages dropped, and the super-peers that died.
+backlogs and back-pressure, malformed messages dropped, the super-peers that died, and the latencies
+measured live next to those the local engine simulates for the same scenario and plan (``latency``).
 """
 
 from __future__ import annotations
@@ -10,8 +11,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
+from network.latency import LatencyStats
+from network.meter import StrategyRun
 from peers.live.connection import HIGH_WATER
 from peers.live.serve import LiveResult, ServeOptions, run_live
+from peers.local import run_local
 from reports.report import build_report, report_json
 from reports.runner import write_directory
 from topologies.expected import expected_results
@@ -32,9 +38,10 @@ class ServedReport:
         return self.report["exact"]
 
 
-def live_report(result: LiveResult) -> dict:
+def live_report(result: LiveResult, simulate: bool = True) -> dict:
     """report.json of a live run: the strategy's entry against the expected answers of the scenario as it
-    ran, and the ``live`` section."""
+    ran, and the ``live`` section; with ``simulate``, the latencies of the local engine running the plan
+    that ran live (not after a super-peer process died: its re-plan is not the scenario's)."""
     report = build_report(
         result.scenario, {result.strategy: result.run}, expected_results(result.scenario), engine="mqtt"
     )
@@ -65,7 +72,28 @@ def live_report(result: LiveResult) -> dict:
         "dead_peers": list(result.dead),
         "failures": [f.to_json() for f in result.failures],
     }
+    if simulate and result.plan is not None and not result.dead:
+        report["live"]["latency"] = compared_latencies(result.run, run_local(result.scenario, result.plan))
     return report
+
+
+def compared_latencies(live: StrategyRun, simulated: StrategyRun) -> dict:
+    """Latency percentiles (emulated seconds), live next to simulated: over every delivery and per
+    subscription."""
+
+    def pair(found: list[np.ndarray], modelled: list[np.ndarray]) -> dict:
+        stats = [LatencyStats.of(np.concatenate(v) if v else np.zeros(0)) for v in (found, modelled)]
+        return {
+            name: {"p50": s.p50, "p99": s.p99, "count": s.count}
+            for name, s in zip(("live", "simulated"), stats, strict=True)
+        }
+
+    none = np.zeros(0)
+    subs = sorted(set(live.latencies) | set(simulated.latencies))
+    return {
+        "overall": pair(list(live.latencies.values()), list(simulated.latencies.values())),
+        "subscriptions": {s: pair([live.latencies.get(s, none)], [simulated.latencies.get(s, none)]) for s in subs},
+    }
 
 
 def serve_scenario(
@@ -103,7 +131,11 @@ def served_lines(served: ServedReport, wall_s: float) -> list[str]:
         f"reconnects {result.reconnects}, wall {wall_s:.1f} s"
     ]
     if latency["p50"] is not None:
-        lines.append(f"latency p50 {latency['p50'] * 1000:.1f} ms, p99 {latency['p99'] * 1000:.1f} ms")
+        line = f"latency p50 {latency['p50'] * 1000:.1f} ms, p99 {latency['p99'] * 1000:.1f} ms"
+        simulated = report["live"].get("latency", {}).get("overall", {}).get("simulated", {})
+        if simulated.get("p50") is not None:
+            line += f" (simulated p50 {simulated['p50'] * 1000:.1f} ms, p99 {simulated['p99'] * 1000:.1f} ms)"
+        lines.append(line)
     live = report["live"]
     worst = max(result.max_backlog, key=result.max_backlog.get)
     lines.append(

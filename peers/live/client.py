@@ -9,6 +9,7 @@ import asyncio
 import json
 import secrets
 import signal
+import time
 from collections.abc import Callable
 
 from peers.live.connection import Broker, Connection, Dedup, reach
@@ -30,10 +31,11 @@ class Session:
         self.client_id = topics.client_id(self.identity, secrets.token_hex(4))
         self.replies: asyncio.Queue[dict] = asyncio.Queue()
         self.on_data = on_data
+        self.clock: tuple[float, float] | None = None  # (t0, speed) of the running emulator, once known
         self.connection = Connection(
             broker,
             f"cli-{self.client_id.replace('/', '-')}",
-            [topics.reply(self.client_id), *extra],
+            [topics.reply(self.client_id), topics.control("clock"), *extra],
             self._on_message,
             persistent=False,
         )
@@ -65,6 +67,11 @@ class Session:
                     self.on_event(doc)
             else:
                 await self.replies.put(doc)
+        elif parts[:2] == ("ctl", "clock"):
+            doc = json_object(payload, "coordinator")
+            t0, speed = doc.get("t0"), doc.get("speed")
+            if isinstance(t0, float | int) and isinstance(speed, float | int) and speed > 0:
+                self.clock = (float(t0), float(speed))
         elif parts[:1] == ("down",) and self.on_data is not None:
             self.on_data(payload)
 
@@ -123,23 +130,32 @@ async def subscribe(
     done = asyncio.Event()
     printed = 0
     dedup = Dedup()
-    received: list = []
+    received: list = []  # batches not printed yet: rows arrive ahead of their due time and wait for it
+    offset = 0  # rows of received[0] printed
+    loop = asyncio.get_running_loop()
+    session: Session | None = None
 
     def on_data(payload: bytes) -> None:
         batches = decode_message(payload, None)
         if dedup.first_time(batches[0].sender, batches[0].seq):
-            received.extend(batches)
+            received.extend(b for b in batches if b.fate is None)  # dropped or lost copies: nothing to show
             flush()
 
-    def flush() -> None:
-        nonlocal printed
+    def flush(hold: bool = True) -> None:
+        nonlocal printed, offset
         if not types:
             return  # the coordinator's answer (attribute types) first
+        clock = session.clock if session is not None and hold else None
         while received and not done.is_set():
-            batch = received.pop(0)
-            for k in range(len(batch)):
+            batch = received[0]
+            for k in range(offset, len(batch)):
                 if count is not None and printed >= count:
                     done.set()
+                    return
+                wait = 0.0 if clock is None else clock[0] + float(batch.arrivals[k]) / clock[1] - time.time()
+                if wait > 0:  # shown when it is due over the emulated links
+                    offset = k
+                    loop.call_later(wait, flush)
                     return
                 row = {a: (int(v[k]) if types.get(a) == "int" else float(v[k])) for a, v in batch.columns.items()}
                 if as_json:
@@ -148,6 +164,8 @@ async def subscribe(
                     values = " ".join(f"{a}={row[a]}" for a in row)
                     out(f"#{int(batch.indices[k])} t={float(batch.times[k]):.3f}s {values}")
                 printed += 1
+            received.pop(0)
+            offset = 0
         if count is not None and printed >= count:
             done.set()
 
@@ -159,7 +177,6 @@ async def subscribe(
             ended.append(doc)
             done.set()
 
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, done.set)
     try:
@@ -174,7 +191,7 @@ async def subscribe(
                 info(f"timeout after {timeout:g} s")
             if ended:
                 await asyncio.sleep(0.2)  # results sent before the notice may still be on their way
-                flush()
+                flush(hold=False)
                 notice = ended[0]
                 what = "was removed" if notice["event"] == "removed" else "ended with the run"
                 info(f"subscription {sub_id} {what} at t={float(notice['until']):.3f}s: {notice['reason']}")

@@ -42,7 +42,7 @@ from topologies.loader import PEER_ID
 from topologies.model import Scenario, SubscriptionSpec
 
 TICK_S = 0.1  # wall seconds between horizon updates
-LEAD_S = 0.5  # wall seconds of emission the horizon runs ahead of the clock
+LEAD_S = 1.5  # wall seconds of emission the horizon runs ahead of the clock (sources publish ahead)
 MAX_QUERY_CHARS = 65536  # a run-time query is planned in the coordinator's event loop: keep it a query
 GONE_WAIT_S = 2.0  # how long a last will waits for ``gone`` to confirm that the process really exited
 TRAFFIC_WAIT_S = 2.0  # how long a traffic request waits for every node's fresh counters
@@ -465,14 +465,18 @@ class Coordinator:
         integer(doc, "round", node)
         received, sent, bins = doc.get("received"), doc.get("sent"), doc.get("bins", {})
         malformed = doc.get("malformed", {})
-        check(all(isinstance(d, dict) for d in (received, sent, bins, malformed)), "counters not objects", node)
-        check(all(map(self._data_topic, (*received, *sent, *bins))), "counters of a topic that is not data", node)
+        dropped, lost = doc.get("link_dropped", {}), doc.get("link_lost", {})
+        groups = (received, sent, bins, malformed, dropped, lost)
+        check(all(isinstance(d, dict) for d in groups), "counters not objects", node)
+        topics = (*received, *sent, *bins, *dropped, *lost)
+        check(all(map(self._data_topic, topics)), "counters of a topic that is not data", node)
+        check(all(_counts([v], 1) for v in (*dropped.values(), *lost.values())), "drop counts not counts", node)
         check(all(_counts(v, 3) for v in received.values()), "received counts not [messages, tuples, bytes]", node)
         check(all(_counts([v], 1) for v in sent.values()), "sent counts not a count", node)
         check(all(_counts(v, None) for v in bins.values()), "timeline bins not counts", node)
         check(all(isinstance(v, dict) and _counts(list(v.values()), None) for v in malformed.values()),
               "malformed-message counts not counts", node)  # fmt: skip
-        for key in ("duplicates", "reconnects", "backlog", "outbox", "waiting"):
+        for key in ("duplicates", "reconnects", "backlog", "outbox", "waiting", "holding"):
             if key in doc:
                 integer(doc, key, node)
         if "transit_s" in doc:
@@ -533,10 +537,13 @@ class Coordinator:
         previous, last_progress = None, time.monotonic()
         while True:
             await self.collect([n for n in nodes if n not in self.dead], timeout=patience)
-            snapshot = json.dumps({n: self.stats.get(n, {}).get("received") for n in nodes}, sort_keys=True)
+            counters = {n: (self.stats.get(n, {}).get("received"), self.stats.get(n, {}).get("holding")) for n in nodes}
+            snapshot = json.dumps(counters, sort_keys=True)
             missing = self.in_flight()
+            # tuples a super-peer holds until they are due over their emulated link are still on their way
+            holding = any(self.stats.get(n, {}).get("holding", 0) for n in nodes if n not in self.dead)
             # what was sent to a dead super-peer is lost already: waiting for it would only add patience
-            if snapshot == previous and all(self._reader(t) in self.dead for t in missing):
+            if snapshot == previous and not holding and all(self._reader(t) in self.dead for t in missing):
                 return missing
             if snapshot != previous:
                 last_progress = time.monotonic()
@@ -557,7 +564,12 @@ class Coordinator:
         access: dict[tuple[str, str], int] = {}
         bin_s = bin_width(scenario.duration)
         bins: dict[tuple[str, str], np.ndarray] = {}
+        link_fated: dict[str, dict[tuple[str, str], int]] = {"link_dropped": {}, "link_lost": {}}
         for doc in self.stats.values():
+            for name, counts in link_fated.items():
+                for key, n in doc.get(name, {}).items():
+                    d = Topics.data(key).direction(scenario.homes)
+                    counts[d] = counts.get(d, 0) + n
             for key, (_, tuples, nbytes) in doc["received"].items():
                 topic = Topics.data(key)
                 d = topic.direction(scenario.homes)
@@ -570,10 +582,15 @@ class Coordinator:
         if any(s.until is not None and s.until <= s.at for s in scenario.subscriptions):
             raise EmulatorError("a subscription ends before it starts")
         delivered, latencies, attrs = {}, {}, {}
+        fated: dict[str, dict[str, np.ndarray]] = {"dropped": {}, "lost": {}}
         for s in scenario.subscriptions:
             tp = next(t for t in thin_peers if t.peer == s.peer)
             parts = tp.delivered.get(s.id, [])
             delivered[s.id] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            for fate, copies in fated.items():
+                found = tp.fated[fate].get(s.id)
+                if found:
+                    copies[s.id] = np.sort(np.concatenate(found))
             lat = tp.latencies.get(s.id, [])
             latencies[s.id] = np.concatenate(lat) if lat else np.zeros(0)
             attrs[s.id] = tp.attrs.get(s.id, s.query.attributes(scenario.stream(s.stream).attribute_names))
@@ -596,6 +613,10 @@ class Coordinator:
             latencies=latencies,
             timeline=timeline if length else {},
             bin_s=bin_s,
+            link_dropped=dict(sorted(link_fated["link_dropped"].items())),
+            dropped=fated["dropped"],
+            link_lost=dict(sorted(link_fated["link_lost"].items())),
+            lost=fated["lost"],
         )
 
 

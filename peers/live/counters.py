@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from network.meter import MAX_TIMELINE_BINS
+
 
 class Counters:
     def __init__(self, bin_s: float):
@@ -18,19 +20,31 @@ class Counters:
         self.bins: dict[str, np.ndarray] = {}  # topic -> bytes per bin of emulated arrival time
         self.duplicates = 0
 
-    def count_received(self, topic: str, tuples: int, wire_bytes: int, arrival: float) -> None:
+    def count_received(
+        self, topic: str, tuples: int, wire_bytes: int, arrival: float, departures: np.ndarray | None = None,
+        sizes: np.ndarray | None = None,
+    ) -> None:  # fmt: skip
+        """One message of ``tuples`` tuples and ``wire_bytes`` bytes, in the timeline bin of ``arrival`` (emulated
+        seconds), or with ``departures`` and ``sizes``, each tuple's bytes in the bin of its departure from the
+        sender (the simulator's timeline)."""
         entry = self.received.setdefault(topic, [0, 0, 0])
         entry[0] += 1
         entry[1] += tuples
         entry[2] += wire_bytes
-        b = max(0, int(arrival // self.bin_s))
+        if departures is None:
+            departures, sizes = np.array([arrival]), np.array([wire_bytes])
+        if not len(departures):
+            return
+        b = np.maximum(0, np.floor(departures / self.bin_s)).astype(np.int64)
+        b = np.minimum(b, MAX_TIMELINE_BINS - 1)
         bins = self.bins.get(topic)
-        if bins is None or len(bins) <= b:
-            grown = np.zeros(b + 1, dtype=np.int64)
+        top = int(b.max())
+        if bins is None or len(bins) <= top:
+            grown = np.zeros(top + 1, dtype=np.int64)
             if bins is not None:
                 grown[: len(bins)] = bins
             self.bins[topic] = bins = grown
-        bins[b] += wire_bytes
+        np.add.at(bins, b, np.asarray(sizes, dtype=np.int64))
 
     def count_sent(self, topic: str) -> None:
         self.sent[topic] = self.sent.get(topic, 0) + 1

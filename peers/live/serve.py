@@ -31,6 +31,7 @@ from peers.live.superpeer_service import SuperPeerService
 from peers.live.thinpeer_service import BATCH_S, ThinPeerService
 from peers.live.topics import DEFAULT_PREFIX, Topics
 from sharing import check_strategy
+from sharing.plan import Plan
 from topologies.errors import InputError
 from topologies.model import Scenario
 
@@ -81,6 +82,7 @@ class LiveResult:
     malformed: dict[str, dict[str, int]]  # malformed messages dropped, per topic (without the prefix) and sender
     dead: list[str]  # super-peers whose process died
     failures: list[Failure]  # per dead super-peer: when it was taken out, subscriptions lost and re-planned
+    plan: Plan | None = None  # the plan version in force at the end (every earlier one is spliced into it)
 
 
 def check_options(scenario: Scenario, options: ServeOptions) -> None:
@@ -205,6 +207,7 @@ async def serve(
         malformed=_malformed(coordinator, topics),
         dead=list(coordinator.dead),
         failures=list(coordinator.failures),
+        plan=book.versions[coordinator.version].plan,
     )
 
 

@@ -5,14 +5,25 @@ operators that the batch's plan version installs at this super-peer for the batc
 what they output: child flows on to their next hop, results to the subscribers' delivery topics.  The
 operator code is exactly the simulator's; only the clock and the transport differ.
 
-Outputs are buffered per topic and sent as one message (one part per flow and epoch) once the incoming
-queue is empty, or at the latest ``flush_s`` wall seconds after the oldest buffered output: an input's
-outputs towards one link direction always travel together, and under load so do those of many inputs.
+**Emulated links.**  Every tuple carries its due time: when it reaches this super-peer over the emulated
+link it came by.  Received tuples wait here until their due time comes within the lookahead
+(``LOOKAHEAD_S`` wall seconds ahead of the clock), and are then served in passes (at most one per batch
+period while they arrive ahead of time): the operators run, and each output joins the queue of the link
+direction it leaves by (peers/live/links.py), which stamps it with its due time at the next node (or
+drops or loses it).  Passes run in due order, so each link direction sees its tuples in the order of
+their arrival, as in the simulator; the lookahead absorbs the broker's own delay, so the next node has
+them before they are due.  Outputs are sent as one message per topic and pass (one part per flow and
+epoch).
+
+Tuples that did not cross a link direction (dropped at a full buffer, lost at a failure) travel on as
+parts with a ``fate``: no traffic, served at once, so every copy they would have become (child flows,
+deliveries) is counted as dropped or lost for its subscription.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -23,6 +34,7 @@ from network.meter import bin_width
 from network.routing import Network
 from peers.live.connection import Broker, Connection, Dedup, Pressure
 from peers.live.counters import Counters
+from peers.live.links import CARRIED, FATES, LOOKAHEAD_S, Direction, LinkTable
 from peers.live.malformed import MalformedMessage, check, integer, json_object, number
 from peers.live.plans import Clock, PlanBook, PlanVersion
 from peers.live.thinpeer_service import BATCH_S
@@ -71,8 +83,12 @@ class SuperPeerService:
         self.held: dict[int, list[Arrival]] = {}  # messages waiting for this plan version
         self.max_held = 0
         self.flush_s = flush_s
-        self.outgoing: dict[str, list[Batch]] = {}  # topic -> parts of its next message
-        self.oldest = 0.0  # time.monotonic() when the oldest buffered part was queued
+        self.lookahead_s = LOOKAHEAD_S
+        self.links = LinkTable.of(scenario)
+        self.pending: list[Batch] = []  # received tuples waiting for their due time
+        self.wake = asyncio.Event()
+        self.closing = False
+        self.outgoing: dict[str, tuple[Direction, list[Batch]]] = {}  # topic -> its direction, its next parts
         self.connection = Connection(
             broker,
             f"sp-{node}",
@@ -85,10 +101,54 @@ class SuperPeerService:
         self.pressure = Pressure(lambda state: self.connection.publish(topics.load(node), state))
 
     async def run(self) -> None:
-        await self.connection.run()
+        serving = asyncio.create_task(self._serve())
+        try:
+            await self.connection.run()
+        finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
 
     async def close(self) -> None:
+        self.closing = True
+        self.wake.set()
         await self.connection.close()
+
+    async def _serve(self) -> None:
+        """Serve the received tuples as they come due: once the earliest is due within the lookahead, a pass
+        serves everything due within one batch period more (so passes come at most once a batch period while
+        tuples arrive ahead of time, and at once for tuples that arrive late)."""
+        while not self.closing:
+            clock = self.clock
+            if clock is None or not self.pending:
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            first = min(float(b.arrivals.min()) for b in self.pending)
+            delay = clock.wall(first) - self.lookahead_s - time.time()
+            if delay > 0:  # nothing due yet: wait, unless something due earlier comes in
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), delay)
+                continue
+            self._serve_due(clock.now() + (self.lookahead_s + self.flush_s) * clock.speed)
+            await asyncio.sleep(0)  # let the messages in
+
+    def _serve_due(self, limit: float) -> None:
+        """Route every pending tuple due by emulated time ``limit``, and send what it outputs."""
+        ready, waiting = [], []
+        for batch in self.pending:
+            due = batch.arrivals <= limit
+            if due.all():
+                ready.append(batch)
+            elif due.any():
+                ready.append(_part(batch, np.flatnonzero(due)))
+                waiting.append(_part(batch, np.flatnonzero(~due)))
+            else:
+                waiting.append(batch)
+        self.pending = waiting
+        for batch in ready:
+            self._route(batch)
+        self._flush()
 
     async def _on_connect(self) -> None:
         self.connection.publish(self.topics.alive(self.node), b"1", retain=True)
@@ -102,8 +162,8 @@ class SuperPeerService:
                 self._on_control(parts[1], payload)
             else:
                 self._on_data(topic, parts, payload)
-        finally:  # a dropped malformed message must not keep buffered outputs waiting
-            if self.outgoing and (self.connection.waiting == 0 or time.monotonic() - self.oldest >= self.flush_s):
+        finally:  # what did not cross goes on at once (a malformed message must not keep it waiting)
+            if self.outgoing:
                 self._flush()
         # yield to the event loop so control messages and the outbox keep moving under load
         await asyncio.sleep(0)
@@ -130,11 +190,20 @@ class SuperPeerService:
             self.counters.duplicates += 1
             return
         self.pressure.transit(message.wall - batches[0].sent)
-        tuples = sum(len(b) for b in batches)
-        nbytes = sum(int(b.wire_bytes.sum()) for b in batches)
-        self.counters.count_received(Topics.key(message.parts), tuples, nbytes, message.arrival)
+        carried = [b for b in batches if b.fate is None]
+        tuples = sum(len(b) for b in carried)
+        nbytes = sum(int(b.wire_bytes.sum()) for b in carried)
+        # the timeline counts a tuple when it left the sender (its due time here, less the link's latency)
+        latency = self.links.specs[(message.parts[1], self.node)][1] if message.parts[0] == "link" else 0.0
+        departures = np.concatenate([b.arrivals for b in carried]) - latency if carried else np.zeros(0)
+        sizes = np.concatenate([b.wire_bytes for b in carried]) if carried else np.zeros(0, np.int64)
+        self.counters.count_received(Topics.key(message.parts), tuples, nbytes, message.arrival, departures, sizes)
         for batch in batches:
-            self._route(batch)
+            if batch.fate is not None:
+                self._route(batch)  # no timing: its copies are accounted for at once
+            elif len(batch):
+                self.pending.append(batch)
+                self.wake.set()
 
     def _check(self, parts: tuple[str, ...], batch: Batch) -> None:
         """Raises :class:`MalformedMessage` unless ``batch`` is a part the plan version it names can send
@@ -165,6 +234,8 @@ class SuperPeerService:
             version = self.book.add(payload)
             if version is None:
                 return
+            if version.version == 0 and version.plan.epochs:  # the first tuples must not wait for an install
+                self.book.installed(0, 0)
             self.connection.publish(self.topics.ready(self.node), str(version.version).encode())
             for message in self.held.pop(version.version, []):
                 try:
@@ -177,6 +248,9 @@ class SuperPeerService:
                 t0, speed = number(doc, "t0", "coordinator"), number(doc, "speed", "coordinator")
                 check(speed > 0, "a clock of speed <= 0", "coordinator")
                 self.clock = Clock(t0, speed)
+                # a pass reaches lookahead and a batch period ahead: a tuple comes at most that late, twice over
+                self.links.keep(2 * (self.lookahead_s + self.flush_s) * speed + 1.0)
+                self.wake.set()  # tuples received before the clock may be due
         elif name == "collect":
             round_ = integer(json_object(payload, "coordinator"), "round", "coordinator")
             self.connection.publish(self.topics.stats(self.node), self.stats(round_))
@@ -188,12 +262,20 @@ class SuperPeerService:
             "backlog": self.connection.max_backlog,
             "outbox": self.connection.max_outbox,
             "waiting": self.max_held,
+            "holding": sum(len(b) for b in self.pending),  # received, not yet due: still on its way
             "transit_s": round(self.pressure.max_transit_s, 3),
             "reconnects": self.connection.reconnects,
             "malformed": self.connection.rejects.to_json(),
             **self.counters.to_json(),
+            "link_dropped": self._per_link(self.links.dropped),
+            "link_lost": self._per_link(self.links.lost),
         }
         return json.dumps(doc, separators=(",", ":")).encode()
+
+    def _per_link(self, counts: dict[Direction, int]) -> dict[str, int]:
+        """``counts`` of the backbone directions, by their topic (the access ones are the subscribers')."""
+        backbone = self.book.base.super_peers
+        return {self.topics.key_of(self.topics.link(a, b)): n for (a, b), n in sorted(counts.items()) if b in backbone}
 
     def _route(self, batch: Batch) -> None:
         pv = self.book.versions[batch.version]
@@ -220,35 +302,66 @@ class SuperPeerService:
                 kind, name = out.target.kind, out.target.name
                 child = Batch(
                     self.node, 0, pv.version, epoch, (kind, name), batch.stream, indices, times,
-                    out.columns, out.wire_bytes,
+                    out.columns, out.wire_bytes, due=batch.arrivals[out.positions], fate=batch.fate,
                 )  # fmt: skip
                 if kind == "flow":
                     self._at_node(pv, epoch, flow_key(name), child, forward=True)
                 else:
-                    self._send(self.topics.down(pv.subscribers[name], name), child)
+                    peer = pv.subscribers[name]
+                    self._send(self.topics.down(peer, name), (self.node, peer), child)
         if forward and key.kind == "flow":
             path = installed.flows[key.name].path
             position = path.index(self.node)
             if position + 1 < len(path):
-                self._send(self.topics.link(self.node, path[position + 1]), batch)
+                self._send(self.topics.link(self.node, path[position + 1]), (self.node, path[position + 1]), batch)
 
-    def _send(self, topic: str, batch: Batch) -> None:
-        if not self.outgoing:
-            self.oldest = time.monotonic()
-        self.outgoing.setdefault(topic, []).append(batch)
+    def _send(self, topic: str, direction: Direction, batch: Batch) -> None:
+        self.outgoing.setdefault(topic, (direction, []))[1].append(batch)
 
     def _flush(self) -> None:
-        """One message per topic with everything buffered for it."""
-        for topic, batches in self.outgoing.items():
+        """One message per topic with everything buffered for it, each tuple through its link's queue."""
+        for topic, (direction, batches) in self.outgoing.items():
+            parts = self._paced(direction, batches)
+            if not parts:
+                continue
             self.seq += 1
             self.counters.count_sent(self.topics.key_of(topic))
-            self.connection.publish(topic, encode_message(self.node, self.seq, batches))
+            self.connection.publish(topic, encode_message(self.node, self.seq, parts))
         self.outgoing.clear()
 
+    def _paced(self, direction: Direction, batches: list[Batch]) -> list[Batch]:
+        """``batches`` after the queue of ``direction``: the tuples it carries, due at the far end, and those
+        it dropped or lost as parts with that fate (tuples with a fate already pass as they are)."""
+        fresh = [b for b in batches if b.fate is None and len(b)]
+        out = [b for b in batches if b.fate is not None]
+        if not fresh:
+            return out
+        arrivals = np.concatenate([b.arrivals for b in fresh])
+        order = np.argsort(arrivals, kind="stable")  # FIFO by arrival; ties in the order served here
+        wire = np.concatenate([b.wire_bytes for b in fresh])
+        due_sorted, fate_sorted = self.links.send(direction, arrivals[order], wire[order])
+        due, fate = np.empty_like(due_sorted), np.empty_like(fate_sorted)
+        due[order], fate[order] = due_sorted, fate_sorted
+        start = 0
+        for batch in fresh:
+            stop = start + len(batch)
+            fates = fate[start:stop]
+            carried = np.flatnonzero(fates == CARRIED)
+            if len(carried):
+                out.append(_part(batch, carried, due=due[start:stop][carried]))
+            for code, name in FATES.items():
+                stopped = np.flatnonzero(fates == code)
+                if len(stopped):
+                    out.append(_part(batch, stopped, fate=name))
+            start = stop
+        return out
 
-def _part(batch: Batch, positions: np.ndarray) -> Batch:
+
+def _part(batch: Batch, positions: np.ndarray, due: np.ndarray | None = None, fate: str | None = None) -> Batch:
+    """The tuples of ``batch`` at ``positions``; with ``due``, due then; with ``fate``, marked so."""
     indices, times = batch.take(positions)
     return Batch(
         batch.sender, batch.seq, batch.version, batch.epoch, batch.channel, batch.stream, indices, times,
         {a: v[positions] for a, v in batch.columns.items()}, batch.wire_bytes[positions],
+        due=batch.arrivals[positions] if due is None else due, fate=fate or batch.fate,
     )  # fmt: skip

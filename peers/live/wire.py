@@ -1,11 +1,13 @@
 """Wire formats of the live mode: tuple batches (binary) and plans / subscriptions (JSON).
 
 A message carries one or more batches (parts): ``MAGIC``, a 4-byte little-endian header length, a JSON
-header (sender, seq, and per part its plan version, epoch, channel, stream, tuple count and attributes),
-then per part, in order, the arrays raw (little-endian): tuple indices (int64), emission times (float64,
-emulated seconds), one float64 column per attribute in the header's order, and the emulated wire size of
-each tuple (int64; the wire size of docs/ACCOUNTING.md, what the traffic counters add up, not the MQTT payload
-size).  Several parts per message let a super-peer send every flow crossing one link direction at once.
+header (sender, seq, and per part its plan version, epoch, channel, stream, tuple count, attributes and,
+for tuples that did not cross, their fate), then per part, in order, the arrays raw (little-endian): tuple
+indices (int64), emission times (float64, emulated seconds), due times (float64, emulated seconds: when
+each tuple reaches the receiver over the emulated link, peers/live/links.py), one float64 column per
+attribute in the header's order, and the emulated wire size of each tuple (int64; the wire size of
+docs/ACCOUNTING.md, what the traffic counters add up, not the MQTT payload size).  Several parts per
+message let a super-peer send every flow crossing one link direction at once.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from topologies.errors import InputError
 from topologies.loader import query_problem
 from topologies.model import Scenario, SubscriptionSpec
 
-MAGIC = b"SGB2"
+MAGIC = b"SGB3"
 _LENGTH = struct.Struct("<I")
 
 
@@ -38,7 +40,10 @@ class Batch:
     ``channel`` is ``("raw", stream)``, ``("flow", flow id)`` or ``("delivery", subscription)``;
     ``version`` is the plan version routing it and ``epoch`` the index of its epoch in that plan (-1 for
     an upload, which the source's super-peer splits by epoch); ``(sender, seq)`` identifies the message,
-    so a receiver drops the duplicates QoS 1 may bring after a reconnect.
+    so a receiver drops the duplicates QoS 1 may bring after a reconnect.  ``due`` is when each tuple
+    reaches the node holding the batch (emulated seconds; None: at its emission time).  A batch with a
+    ``fate`` (``dropped``, ``lost``) carries tuples that did not cross a link direction: no traffic, only
+    the bookkeeping of the copies they would have become (docs/LIVE.md).
     """
 
     sender: str
@@ -52,6 +57,13 @@ class Batch:
     columns: dict[str, np.ndarray]
     wire_bytes: np.ndarray
     sent: float = 0.0  # wall time (time.time()) its message was encoded
+    due: np.ndarray | None = None
+    fate: str | None = None
+
+    @property
+    def arrivals(self) -> np.ndarray:
+        """When each tuple reaches the node holding the batch (emulated seconds)."""
+        return self.times if self.due is None else self.due
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -71,6 +83,7 @@ def encode_message(sender: str, seq: int, batches: Sequence[Batch]) -> bytes:
             "stream": b.stream,
             "n": len(b.indices),
             "attrs": list(b.columns),
+            **({"fate": b.fate} if b.fate is not None else {}),
         }
         for b in batches
     ]
@@ -80,6 +93,7 @@ def encode_message(sender: str, seq: int, batches: Sequence[Batch]) -> bytes:
     for b in batches:
         parts.append(np.ascontiguousarray(b.indices, "<i8").tobytes())
         parts.append(np.ascontiguousarray(b.times, "<f8").tobytes())
+        parts.append(np.ascontiguousarray(b.arrivals, "<f8").tobytes())
         parts.extend(np.ascontiguousarray(b.columns[a], "<f8").tobytes() for a in b.columns)
         parts.append(np.ascontiguousarray(b.wire_bytes, "<i8").tobytes())
     return b"".join(parts)
@@ -112,10 +126,12 @@ def decode_message(payload: bytes, publisher: str | None) -> list[Batch]:
               "a part's channel is not two strings", sender)  # fmt: skip
         check(isinstance(attrs, list) and all(isinstance(a, str) for a in attrs) and len(set(attrs)) == len(attrs),
               "a part's attributes are not distinct strings", sender)  # fmt: skip
-        size = 8 * n * (3 + len(attrs))
+        fate = h.get("fate")
+        check(fate in (None, "dropped", "lost"), "a part's fate is not dropped or lost", sender)
+        size = 8 * n * (4 + len(attrs))
         check(offset + size <= len(body), f"body of {len(body)} bytes too short for its parts", sender)
         arrays = [
-            np.frombuffer(body[offset + 8 * n * k : offset + 8 * n * (k + 1)], "<f8") for k in range(3 + len(attrs))
+            np.frombuffer(body[offset + 8 * n * k : offset + 8 * n * (k + 1)], "<f8") for k in range(4 + len(attrs))
         ]
         offset += size
         batches.append(
@@ -128,9 +144,11 @@ def decode_message(payload: bytes, publisher: str | None) -> list[Batch]:
                 stream=text(h, "stream", sender),
                 indices=arrays[0].view("<i8"),
                 times=arrays[1],
-                columns=dict(zip(attrs, arrays[2:-1], strict=True)),
+                columns=dict(zip(attrs, arrays[3:-1], strict=True)),
                 wire_bytes=arrays[-1].view("<i8"),
                 sent=sent,
+                due=arrays[2],
+                fate=fate,
             )
         )
     check(offset == len(body), f"body of {len(body)} bytes for parts of {offset} bytes", sender)
@@ -138,9 +156,12 @@ def decode_message(payload: bytes, publisher: str | None) -> list[Batch]:
 
 
 def check_values(batch: Batch, sender: str) -> None:
-    """Raises :class:`MalformedMessage` unless ``batch``'s emission times are finite and its tuple indices
-    and wire sizes non-negative (what counters and latencies are made of)."""
+    """Raises :class:`MalformedMessage` unless ``batch``'s emission and due times are finite, no tuple due
+    before its emission, and its tuple indices and wire sizes non-negative (what counters and latencies are
+    made of)."""
     check(bool(np.isfinite(batch.times).all()), "emission times that are not finite", sender)
+    due = batch.arrivals
+    check(bool(np.isfinite(due).all() and (due >= batch.times).all()), "due times not finite or early", sender)
     check(not len(batch) or (batch.indices.min() >= 0 and batch.wire_bytes.min() >= 0), "negative numbers", sender)
 
 

@@ -11,7 +11,9 @@ import pytest
 from peers.live.malformed import MalformedMessage
 from peers.live.topics import Topics
 from peers.live.wire import (
+    MAGIC,
     Batch,
+    check_values,
     decode_message,
     encode_message,
     plan_from_json,
@@ -50,6 +52,23 @@ def test_message_round_trip_keeps_every_part_and_array_bit_for_bit():
             assert back.columns[a].tobytes() == batch.columns[a].tobytes()
 
 
+def test_due_times_and_fates_survive_the_round_trip():
+    due = Batch(
+        "SP1", 0, 0, 0, ("flow", "F1"), "s", np.array([4], np.int64), np.array([0.5]), {"a": np.array([1.0])},
+        np.array([24], np.int64), due=np.array([0.625]),
+    )  # fmt: skip
+    lost = Batch(
+        "SP1", 0, 0, 0, ("flow", "F1"), "s", np.array([5], np.int64), np.array([0.75]), {"a": np.array([2.0])},
+        np.array([24], np.int64), fate="lost",
+    )  # fmt: skip
+    back = decode_message(encode_message("SP1", 3, [due, lost]), "SP1")
+    assert back[0].arrivals.tolist() == [0.625] and back[0].fate is None
+    assert back[1].arrivals.tolist() == [0.75] and back[1].fate == "lost"  # no due time given: its emission
+    early = Batch(**{**due.__dict__, "due": np.array([0.25])})
+    with pytest.raises(MalformedMessage, match="due times"):
+        check_values(decode_message(encode_message("SP1", 4, [early]), "SP1")[0], "SP1")
+
+
 def test_empty_and_malformed_messages():
     empty = Batch("P0", 1, 0, -1, ("raw", "s"), "s", np.zeros(0, np.int64), np.zeros(0), {}, np.zeros(0, np.int64))
     assert [len(b) for b in decode_message(encode_message("P0", 1, [empty, empty]), "P0")] == [0, 0]
@@ -63,7 +82,7 @@ def test_empty_and_malformed_messages():
 
 def _with_header(header: dict, body: bytes = b"") -> bytes:
     text = json.dumps(header).encode()
-    return b"SGB2" + len(text).to_bytes(4, "little") + text + body
+    return MAGIC + len(text).to_bytes(4, "little") + text + body
 
 
 PART = {"version": 0, "epoch": 0, "channel": ["flow", "F1"], "stream": "s", "n": 1, "attrs": ["a"]}
@@ -72,36 +91,36 @@ PART = {"version": 0, "epoch": 0, "channel": ["flow", "F1"], "stream": "s", "n":
 @pytest.mark.parametrize(
     ("payload", "reason"),
     [
-        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [PART]}, bytes(32)), None),
+        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [PART]}, bytes(40)), None),
         (
-            _with_header({"sender": "SP9", "seq": 1, "sent": 0.0, "parts": [PART]}, bytes(32)),
+            _with_header({"sender": "SP9", "seq": 1, "sent": 0.0, "parts": [PART]}, bytes(40)),
             "claims to come from 'SP9'",
         ),
         (
-            _with_header({"sender": "SP1", "seq": -1, "sent": 0.0, "parts": [PART]}, bytes(32)),
+            _with_header({"sender": "SP1", "seq": -1, "sent": 0.0, "parts": [PART]}, bytes(40)),
             "'seq' must be an integer",
         ),
         (
-            _with_header({"sender": "SP1", "seq": 1, "sent": "now", "parts": [PART]}, bytes(32)),
+            _with_header({"sender": "SP1", "seq": 1, "sent": "now", "parts": [PART]}, bytes(40)),
             "'sent' must be a finite",
         ),
-        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": {}}, bytes(32)), "no parts"),
+        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": {}}, bytes(40)), "no parts"),
         (
             _with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [{**PART, "n": -1}]}),
             "'n' must be an integer",
         ),
-        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [{**PART, "n": True}]}, bytes(32)), "'n'"),
+        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [{**PART, "n": True}]}, bytes(40)), "'n'"),
         (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [{**PART, "attrs": ["a", "a"]}]}), "distinct"),
         (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [{**PART, "channel": "F1"}]}), "channel"),
-        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [PART]}, bytes(24)), "too short"),
-        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [PART]}, bytes(40)), "for parts of 32 bytes"),
+        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [PART]}, bytes(32)), "too short"),
+        (_with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [PART]}, bytes(48)), "for parts of 40 bytes"),
         (
-            _with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [{**PART, "version": 1.5}]}, bytes(32)),
+            _with_header({"sender": "SP1", "seq": 1, "sent": 0.0, "parts": [{**PART, "version": 1.5}]}, bytes(40)),
             "version",
         ),
-        (b"SGB2" + (10**6).to_bytes(4, "little") + b"{}", "past the end"),
-        (b"SGB2" + (2).to_bytes(4, "little") + b"[]", "not a JSON object"),
-        (b"SGB2" + (9).to_bytes(4, "little") + b"[" * 9, "not JSON"),
+        (MAGIC + (10**6).to_bytes(4, "little") + b"{}", "past the end"),
+        (MAGIC + (2).to_bytes(4, "little") + b"[]", "not a JSON object"),
+        (MAGIC + (9).to_bytes(4, "little") + b"[" * 9, "not JSON"),
     ],
 )
 def test_a_malformed_message_is_refused_with_its_reason(payload, reason):

@@ -1,0 +1,229 @@
+"""Link emulation for the live mode: each link direction's latency, bandwidth, buffer and failures.
+
+The live mode computes when each tuple reaches the far end of a link direction the way the simulator does
+(docs/ARCHITECTURE.md, "The engines"; network/queues.py), from emulated times stamped on the tuples rather
+than from the wall clock: a tuple of ``b`` bytes reaching the queue at ``a`` leaves at ``max(a, link
+free) + 8 b / bandwidth`` and arrives ``latency`` later, in FIFO order of arrival.  A direction with a
+finite buffer drops at the tail with the simulator's own kernels (:func:`network.buffers.admit` and
+:func:`~network.buffers.enqueue`).  The sender of a direction (a super-peer, or a thin-peer for its
+upload) runs its :class:`LinkQueue` and stamps each tuple with its due arrival; the receiver holds it
+until then (see peers/live/superpeer_service.py), so a subscriber sees the modelled latency and queueing.
+
+Failures (docs/DYNAMICS.md): a direction is down while its link or either end is down.  A tuple that
+enters the queue at ``a`` and would reach the far end at ``d`` is **lost** iff the direction is down at
+some moment of ``[a, d]``; a failure empties the queue and frees the wire from the failure time.  Both
+directions of a thin-peer's access link are down while its super-peer is, as in the local engine
+(peers/local.py): a tuple uploaded to a failed super-peer, or delivered from one, is lost like one on a
+backbone link.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+from numba import njit
+
+from network.buffers import admit, enqueue
+from peers.local import down_directions
+from topologies.model import Scenario
+
+Direction = tuple[str, str]
+
+LOOKAHEAD_S = 1.0  # wall seconds a super-peer serves a tuple before it is due: the broker's delay fits in it
+CARRIED, DROPPED, LOST = 0, 1, 2  # a tuple's fate on a link direction
+FATES = {DROPPED: "dropped", LOST: "lost"}  # how a part of tuples that did not cross is marked on the wire
+_NO_DOWNS = np.zeros((0, 2))
+
+
+def link_specs(scenario: Scenario) -> dict[Direction, tuple[float, float, float]]:
+    """Every link direction a tuple may cross, backbone and access, as (bandwidth bit/s, latency s, buffer
+    bytes: ``inf`` for none): the simulator's table (peers/local.py)."""
+    links: dict[Direction, tuple[float, float, float]] = {}
+    for link in scenario.links:
+        spec = (link.bandwidth, float(link.latency), math.inf if link.buffer is None else float(link.buffer))
+        links[(link.a, link.b)] = links[(link.b, link.a)] = spec
+    for peer in scenario.thin_peers:
+        access = (peer.bandwidth, float(peer.latency), math.inf)
+        links[(peer.id, peer.attach)] = links[(peer.attach, peer.id)] = access
+    return links
+
+
+def down_spans(scenario: Scenario) -> dict[Direction, np.ndarray]:
+    """Per link direction that is ever down, its down intervals ``[fail, recover)`` as rows of an array
+    (``inf``: never recovered): the local engine's (:func:`peers.local.down_directions`), backbone and
+    access."""
+    return {d: np.array(v, dtype=np.float64).reshape(-1, 2) for d, v in down_directions(scenario).items()}
+
+
+class LinkQueue:
+    """One link direction's FIFO queue, as its sender runs it over the run: :meth:`send` takes tuples in
+    order of their arrival at the queue and gives each its arrival at the far end and its fate.
+
+    A node serves its tuples in passes (peers/live/superpeer_service.py), so a tuple may reach the queue
+    after tuples that arrived later than it in emulated time (they came by another link, in an earlier
+    pass).  Such a tuple is served in the first gap the wire had at or after its arrival, never delaying a
+    tuple already served: the simulator's rule for a later round's tuples (network/queues.py); where tuples
+    do not contend, that is the time of the FIFO in arrival order.  The wire's busy intervals are kept for
+    ``keep_s`` emulated seconds for that (the longest a tuple can come after later ones: a node's pass
+    reaches that far ahead, :meth:`LinkTable.keep`)."""
+
+    keep_s = 10.0
+
+    def __init__(self, bandwidth: float, latency: float, buffer: float = math.inf, downs: np.ndarray = _NO_DOWNS):
+        self.bandwidth, self.latency, self.buffer = float(bandwidth), float(latency), float(buffer)
+        self.downs = np.asarray(downs, dtype=np.float64).reshape(-1, 2)
+        self.applied = np.zeros(1, np.int64)  # failures whose emptying of the queue is done
+        # the wire's busy intervals (by start; disjoint, so by end too) and the latest arrival served
+        self.busy_start, self.busy_end = np.zeros(64), np.zeros(64)
+        self.busy = np.zeros(1, np.int64)
+        self.last = np.full(1, -np.inf)
+        # the buffer's waiting tuples: one ring (network/buffers.py), widened when full
+        self.ring_start, self.ring_bytes = np.zeros((1, 16)), np.zeros((1, 16))
+        self.ring_head, self.ring_count, self.ring_waiting = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1)
+
+    def send(self, arrivals: np.ndarray, wire: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per tuple (``arrivals`` ascending: emulated seconds it reaches the queue; ``wire``: its bytes), when
+        it reaches the far end and its fate (:data:`CARRIED`, :data:`DROPPED` at a full buffer, :data:`LOST`
+        at a failure; the arrival is NaN for those)."""
+        n = len(arrivals)
+        due, fate = np.full(n, np.nan), np.zeros(n, np.int8)
+        arrivals = np.ascontiguousarray(arrivals, dtype=np.float64)
+        wire = np.ascontiguousarray(wire, dtype=np.float64)
+        if n:
+            self._forget(min(float(arrivals[0]), float(self.last[0])) - self.keep_s)
+        start = 0
+        while start < n:
+            start = _pace(
+                arrivals, wire, start, self.bandwidth, self.latency, self.buffer, self.downs, self.applied,
+                self.busy_start, self.busy_end, self.busy, self.last,
+                self.ring_start, self.ring_bytes, self.ring_head, self.ring_count, self.ring_waiting, due, fate,
+            )  # fmt: skip
+            if start < n:
+                self._widen()
+        return due, fate
+
+    def _forget(self, before: float) -> None:
+        """Drop the busy intervals that ended before ``before`` once they are half of those kept (so each
+        interval is copied a bounded number of times); make room for as many again."""
+        count = int(self.busy[0])
+        old = int(np.searchsorted(self.busy_end[:count], before, side="left"))
+        if old and 2 * old >= count:
+            kept = count - old
+            self.busy_start[:kept], self.busy_end[:kept] = self.busy_start[old:count], self.busy_end[old:count]
+            self.busy[0] = kept
+        if 2 * self.busy[0] >= len(self.busy_start):
+            self._widen()
+
+    def _widen(self) -> None:
+        """Twice the places for busy intervals and for the buffer's ring (oldest first)."""
+        count = int(self.busy[0])
+        starts, ends = np.zeros(2 * len(self.busy_start)), np.zeros(2 * len(self.busy_start))
+        starts[:count], ends[:count] = self.busy_start[:count], self.busy_end[:count]
+        self.busy_start, self.busy_end = starts, ends
+        width = 2 * self.ring_start.shape[1]
+        at = (self.ring_head[0] + np.arange(self.ring_count[0])) % self.ring_start.shape[1]
+        waiting, sizes = self.ring_start[0, at], self.ring_bytes[0, at]
+        self.ring_start, self.ring_bytes = np.zeros((1, width)), np.zeros((1, width))
+        self.ring_start[0, : len(waiting)], self.ring_bytes[0, : len(sizes)] = waiting, sizes
+        self.ring_head[0] = 0
+
+
+class LinkTable:
+    """The :class:`LinkQueue` of every direction a node sends on, made when first used."""
+
+    def __init__(self, specs: Mapping[Direction, tuple[float, float, float]], downs: Mapping[Direction, np.ndarray]):
+        self.specs, self.downs = specs, downs
+        self.queues: dict[Direction, LinkQueue] = {}
+        self.dropped: dict[Direction, int] = {}
+        self.lost: dict[Direction, int] = {}
+        self.keep_s = LinkQueue.keep_s
+
+    def keep(self, seconds: float) -> None:
+        """Keep each wire's busy intervals ``seconds`` of emulated time (:class:`LinkQueue`)."""
+        self.keep_s = seconds
+        for queue in self.queues.values():
+            queue.keep_s = seconds
+
+    @staticmethod
+    def of(scenario: Scenario) -> LinkTable:
+        """The table of ``scenario``'s links, its kernel compiled (or loaded) now rather than on the first
+        tuple, whose latency it would add to."""
+        LinkQueue(1.0, 0.0, 1.0).send(np.zeros(1), np.ones(1))
+        return LinkTable(link_specs(scenario), down_spans(scenario))
+
+    def send(self, direction: Direction, arrivals: np.ndarray, wire: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`LinkQueue.send` on ``direction``, counting its drops and losses."""
+        queue = self.queues.get(direction)
+        if queue is None:
+            queue = self.queues[direction] = LinkQueue(*self.specs[direction], self.downs.get(direction, _NO_DOWNS))
+            queue.keep_s = self.keep_s
+        due, fate = queue.send(arrivals, wire)
+        for code, counts in ((DROPPED, self.dropped), (LOST, self.lost)):
+            n = int(np.count_nonzero(fate == code))
+            if n:
+                counts[direction] = counts.get(direction, 0) + n
+        return due, fate
+
+
+@njit(cache=True)
+def _pace(
+    arrivals, wire, start, bandwidth, latency, buffer, downs, applied, busy_start, busy_end, busy, last,
+    ring_start, ring_bytes, ring_head, ring_count, ring_waiting, due, fate,
+):  # fmt: skip
+    """Serve tuples ``start ..`` (module docstring, :class:`LinkQueue`); returns where it stopped:
+    ``len(arrivals)``, or the tuple that found the busy intervals or the ring full (nothing changed for it:
+    the caller widens them and goes on)."""
+    buffered = buffer < np.inf
+    for i in range(start, len(arrivals)):
+        a = arrivals[i]
+        w = wire[i]
+        if busy[0] == len(busy_start):
+            return i
+        # failures up to this arrival empty the queue and free the wire from the failure time
+        while applied[0] < len(downs) and downs[applied[0], 0] <= a:
+            f = downs[applied[0], 0]
+            while busy[0] > 0 and busy_start[busy[0] - 1] >= f:
+                busy[0] -= 1
+            if busy[0] > 0 and busy_end[busy[0] - 1] > f:
+                busy_end[busy[0] - 1] = f
+            ring_count[0] = 0
+            ring_waiting[0] = 0.0
+            applied[0] += 1
+        k = applied[0] - 1
+        if k >= 0 and a < downs[k, 1]:  # it reaches the queue while the direction is down
+            fate[i] = 2
+            continue
+        if buffered and not admit(a, w, 0, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer):
+            fate[i] = 1
+            continue
+        service = w * 8.0 / bandwidth
+        n = busy[0]
+        if a >= last[0]:  # in order: after the last tuple on the wire
+            begin = a
+            if n > 0 and busy_end[n - 1] > begin:
+                begin = busy_end[n - 1]
+            at = n
+        else:  # served late: in the first gap at or after its arrival
+            j = np.searchsorted(busy_end[:n], a, side="right")
+            begin = a
+            while j < n and busy_start[j] < begin + service:
+                if busy_end[j] > begin:
+                    begin = busy_end[j]
+                j += 1
+            at = j
+        if buffered and not enqueue(begin, w, 0, ring_start, ring_bytes, ring_head, ring_count, ring_waiting):
+            return i
+        for m in range(n, at, -1):  # keep the intervals by start
+            busy_start[m], busy_end[m] = busy_start[m - 1], busy_end[m - 1]
+        busy_start[at], busy_end[at] = begin, begin + service
+        busy[0] = n + 1
+        if a > last[0]:
+            last[0] = a
+        arrive = begin + service + latency
+        if applied[0] < len(downs) and downs[applied[0], 0] <= arrive:  # queued or on the wire at a failure
+            fate[i] = 2
+            continue
+        due[i] = arrive
+    return len(arrivals)
