@@ -20,8 +20,9 @@ from network.routing import Network
 from peers.timetable import Timetable, Values
 from sharing.plan import Plan
 from topologies import workload
+from topologies.expected import Unreachable
 from topologies.model import Scenario
-from topologies.outages import Reachability, down_intervals, network_states
+from topologies.outages import down_intervals, super_peer_down_intervals
 
 
 def run_local(
@@ -70,9 +71,13 @@ class Simulation:
         }
         self.timetable = Timetable(scenario, plan, network)
         self.operators, self.rejected = plan.operators(), dict(plan.rejected)
-        self.rejected_at = rejected_later(scenario, plan)
+        self.rejected_at = {
+            sub: t for sub, t in plan.rejected_from().items() if t > scenario.subscription(sub).at
+        }  # rejected after arriving (at a re-plan): the report checks what each received up to then
         self.replans = plan.replans
-        self.unreachable = unreachable_spans(scenario)
+        # the expected tuples emitted while a subscription was cut off are accounted for, like the dropped and
+        # lost ones (the Spark engine counts them per chunk; the report recomputes them for the local one)
+        self.unreachable = Unreachable(scenario)
         self.queues = Queues(
             links,
             self.timetable.routes(),
@@ -138,50 +143,12 @@ def down_directions(scenario: Scenario) -> dict[Direction, list[tuple[float, flo
     thin-peer's access link while its super-peer is down (a tuple uploaded to it, or delivered from it, is
     lost like one on a backbone link; so a source's upload is not counted while its super-peer is down)."""
     down = down_intervals(scenario)
-    if not scenario.events:
-        return down
-    nodes: dict[str, list[tuple[float, float]]] = {}
-    for state in network_states(scenario):
-        for node in sorted(state.failed_nodes):
-            spans = nodes.setdefault(node, [])
-            if spans and spans[-1][1] == state.start:
-                spans[-1] = (spans[-1][0], state.end)
-            else:
-                spans.append((state.start, state.end))
-    duration = float(scenario.duration)
+    nodes = super_peer_down_intervals(scenario)
     for peer in scenario.thin_peers:
         spans = nodes.get(peer.attach)
         if spans:
-            spans = [(f, np.inf if r == duration else r) for f, r in spans]
             down[(peer.id, peer.attach)] = down[(peer.attach, peer.id)] = spans
     return down
-
-
-def rejected_later(scenario: Scenario, plan: Plan) -> dict[str, float]:
-    """Per subscription the planner rejected after its arrival (at a re-plan, docs/DYNAMICS.md), when: the
-    time of the last decision rejecting it.  The report checks what it received up to then."""
-    found = {}
-    for decision in plan.decisions:
-        if decision.subscription in plan.rejected and decision.summary.startswith("rejected"):
-            found[decision.subscription] = decision.time
-    return {sub: t for sub, t in found.items() if t > scenario.subscription(sub).at}
-
-
-def unreachable_spans(scenario: Scenario) -> dict[str, list[tuple[float, float]]]:
-    """Per subscription ever cut off from its stream's source, the intervals of emission time in which no
-    path joined their super-peers (or either was down; docs/DYNAMICS.md): its expected tuples emitted then
-    are *unreachable*, accounted for like the dropped and lost ones (the Spark engine counts them per chunk;
-    the report recomputes them for the local one)."""
-    if not scenario.events:
-        return {}
-    reach = Reachability(scenario)
-    found = {}
-    for sub in scenario.subscriptions:
-        source = scenario.home(scenario.stream(sub.stream).source)
-        spans = reach.unreachable_spans(source, scenario.home(sub.peer))
-        if spans:
-            found[sub.id] = spans
-    return found
 
 
 def _play(env, timetable: Timetable, queues: Queues, windows, values, times, progress):

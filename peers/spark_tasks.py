@@ -35,8 +35,7 @@ from network.buffers import QueueState
 from network.latency import Sum, exact_sums_by_owner
 from peers.local import Simulation
 from topologies import workload
-from topologies.expected import differences_by_owner, expected_in_range
-from topologies.outages import in_spans
+from topologies.expected import differences_by_owner, emitted_before, expected_in_range
 
 RECORD_SCHEMA = "chunk int, attempt int, sub int, bits binary"
 _ARROW_SCHEMA = pa.schema([("chunk", pa.int32()), ("attempt", pa.int32()), ("sub", pa.int32()), ("bits", pa.binary())])
@@ -124,12 +123,7 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         found.update(expected_in_range(scenario, stream.id, lo, hi))
     none = np.zeros(0, np.int64)
     expected = [found.get(s.id, none) for s in scenario.subscriptions]
-    cut = [
-        e[in_spans(e.astype(np.float64) / scenario.stream(s.stream).rate, simulation.unreachable[s.id])]
-        if s.id in simulation.unreachable and len(e)
-        else e[:0]
-        for s, e in zip(scenario.subscriptions, expected, strict=True)
-    ]
+    cut = [simulation.unreachable.indices(s.id, e) for s, e in zip(scenario.subscriptions, expected, strict=True)]
     cut_owners = np.repeat(np.arange(len(cut), dtype=np.int32), [len(c) for c in cut])
     # a copy dropped or lost on the way, or a tuple emitted while the subscription was cut off, is accounted
     # for: not missing (extra if it was not expected at all, or accounted for twice)
@@ -139,11 +133,12 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
     n = len(expected)
     missing_before = np.zeros(n, np.int64)
     if simulation.rejected_at:  # rejected at a re-plan: what it should have received before then
-        early = [e[:0] for e in expected]
-        for k, sub in enumerate(scenario.subscriptions):
-            if sub.id in simulation.rejected_at:
-                e = expected[k]
-                early[k] = e[e.astype(np.float64) / scenario.stream(sub.stream).rate < simulation.rejected_at[sub.id]]
+        early = [
+            emitted_before(scenario, sub.id, e, simulation.rejected_at[sub.id])
+            if sub.id in simulation.rejected_at
+            else e[:0]
+            for sub, e in zip(scenario.subscriptions, expected, strict=True)
+        ]
         missing_before = differences_by_owner(accounted_owners, accounted, early)[0]
     links = len(traffic.link_bytes)
     timeline = np.stack(list(traffic.timeline.values())) if traffic.timeline else np.zeros((links, 0))

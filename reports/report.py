@@ -15,7 +15,7 @@ import numpy as np
 from network.latency import LatencyStats
 from network.meter import StrategyRun, SubscriptionSummary, load_bin
 from network.routing import Network
-from topologies.expected import Expected, Unreachable, compare, multiset_difference
+from topologies.expected import Expected, Unreachable, compare, emitted_before, multiset_difference
 from topologies.model import Scenario
 from topologies.workload import tuple_count
 
@@ -70,9 +70,7 @@ def subscription_summaries(
 def before_rejection(scenario: Scenario, run: StrategyRun, sub_id: str, indices: np.ndarray) -> np.ndarray:
     """The entries of ``indices`` emitted before the planner rejected subscription ``sub_id`` (on arrival,
     unless the run says it was rejected later, at a failure, docs/DYNAMICS.md)."""
-    sub = scenario.subscription(sub_id)
-    when = run.rejected_at.get(sub_id, sub.at)
-    return indices[indices.astype(np.float64) / scenario.stream(sub.stream).rate < when]
+    return emitted_before(scenario, sub_id, indices, run.rejected_at.get(sub_id, scenario.subscription(sub_id).at))
 
 
 def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected | None) -> dict:

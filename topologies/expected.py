@@ -125,7 +125,6 @@ class Unreachable:
     (topologies/outages.py): independent of routes, plans and engines, so it checks them."""
 
     def __init__(self, scenario: Scenario):
-
         self.scenario = scenario
         self.spans: dict[str, list[tuple[float, float]]] = {}
         if scenario.events:
@@ -143,3 +142,10 @@ class Unreachable:
             return expected[:0]
         rate = self.scenario.stream(self.scenario.subscription(sub_id).stream).rate
         return expected[in_spans(expected.astype(np.float64) / rate, spans)]
+
+
+def emitted_before(scenario: Scenario, sub_id: str, indices: np.ndarray, when: float) -> np.ndarray:
+    """The entries of ``indices`` (tuple indices of subscription ``sub_id``'s stream) emitted before
+    ``when``: what a subscription rejected at ``when`` should have received (docs/DYNAMICS.md)."""
+    rate = scenario.stream(scenario.subscription(sub_id).stream).rate
+    return indices[indices.astype(np.float64) / rate < when]

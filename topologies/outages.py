@@ -78,6 +78,21 @@ def event_times(scenario: Scenario) -> list[float]:
     return sorted({float(e.at) for e in scenario.events})
 
 
+def _spans(states: list[NetworkState], down, duration: float | None) -> list[tuple[float, float]]:
+    """The intervals of the ``states`` in which ``down(state)`` holds, merged and ascending; with a
+    ``duration``, one still down at the end stays down (``math.inf``)."""
+    spans: list[tuple[float, float]] = []
+    for state in states:
+        if down(state):
+            if spans and spans[-1][1] == state.start:
+                spans[-1] = (spans[-1][0], state.end)
+            else:
+                spans.append((state.start, state.end))
+    if spans and duration is not None and spans[-1][1] == duration:
+        spans[-1] = (spans[-1][0], math.inf)
+    return spans
+
+
 def down_intervals(scenario: Scenario) -> dict[Direction, list[tuple[float, float]]]:
     """Per link direction that is ever down, its down intervals ``[fail, recover)``, disjoint and
     ascending (a link direction is down while its link or either of its ends is down; ``math.inf``: never
@@ -86,21 +101,25 @@ def down_intervals(scenario: Scenario) -> dict[Direction, list[tuple[float, floa
     if not scenario.events:
         return {}
     states = network_states(scenario)
+    duration = float(scenario.duration)
     out: dict[Direction, list[tuple[float, float]]] = {}
     for link in scenario.links:
         for a, b in ((link.a, link.b), (link.b, link.a)):
-            spans: list[tuple[float, float]] = []
-            for state in states:
-                if not state.link_up(a, b):
-                    if spans and spans[-1][1] == state.start:
-                        spans[-1] = (spans[-1][0], state.end)
-                    else:
-                        spans.append((state.start, state.end))
+            spans = _spans(states, lambda state, a=a, b=b: not state.link_up(a, b), duration)
             if spans:
-                if spans[-1][1] == float(scenario.duration):  # down at the end: it stays down
-                    spans[-1] = (spans[-1][0], math.inf)
                 out[(a, b)] = spans
     return out
+
+
+def super_peer_down_intervals(scenario: Scenario) -> dict[str, list[tuple[float, float]]]:
+    """Per super-peer that is ever down, its down intervals, as :func:`down_intervals` gives a link
+    direction's."""
+    if not scenario.events:
+        return {}
+    states = network_states(scenario)
+    failed = sorted({node for state in states for node in state.failed_nodes})
+    duration = float(scenario.duration)
+    return {node: _spans(states, lambda state, node=node: node in state.failed_nodes, duration) for node in failed}
 
 
 def components(scenario: Scenario, state: NetworkState) -> dict[str, int]:
@@ -141,15 +160,8 @@ class Reachability:
     def unreachable_spans(self, source: str, home: str) -> list[tuple[float, float]]:
         """The intervals of emission time in which no path joins super-peers ``source`` and ``home`` (or
         either is down), merged and ascending."""
-        spans: list[tuple[float, float]] = []
-        for state, labels in self.states:
-            if labels is None or connected(labels, source, home):
-                continue
-            if spans and spans[-1][1] == state.start:
-                spans[-1] = (spans[-1][0], state.end)
-            else:
-                spans.append((state.start, state.end))
-        return spans
+        cut = [state for state, labels in self.states if labels is not None and not connected(labels, source, home)]
+        return _spans(cut, lambda state: True, None)
 
 
 def in_spans(times: np.ndarray, spans: Iterable[tuple[float, float]]) -> np.ndarray:
