@@ -58,13 +58,7 @@ class Simulation:
         self.scenario = scenario
         self.window = batch_window(scenario) if window is None else window
         network = Network.of(scenario)
-        links = {}
-        for d in network.directions:
-            link = network.link(*d)
-            links[d] = (link.bandwidth, float(link.latency), np.inf if link.buffer is None else float(link.buffer))
-        for peer in scenario.thin_peers:
-            access = (peer.bandwidth, float(peer.latency), np.inf)
-            links[(peer.id, peer.attach)] = links[(peer.attach, peer.id)] = access
+        links = link_specs(scenario, network)
         self.backbone = network.directions
         self.attrs = {
             s.id: s.query.attributes(scenario.stream(s.stream).attribute_names) for s in scenario.subscriptions
@@ -135,6 +129,20 @@ class Simulation:
         env.process(_play(env, self.timetable, self.queues, windows, values, times, progress))
         env.run()
         return self.queues
+
+
+def link_specs(scenario: Scenario, network: Network | None = None) -> dict[Direction, tuple[float, float, float]]:
+    """Every link direction a tuple may cross, the backbone's (sorted) then the access links, as (bandwidth
+    bit/s, latency s, buffer bytes: ``inf`` for none)."""
+    network = network or Network.of(scenario)
+    links = {}
+    for d in network.directions:
+        link = network.link(*d)
+        links[d] = (link.bandwidth, float(link.latency), np.inf if link.buffer is None else float(link.buffer))
+    for peer in scenario.thin_peers:
+        access = (peer.bandwidth, float(peer.latency), np.inf)
+        links[(peer.id, peer.attach)] = links[(peer.attach, peer.id)] = access
+    return links
 
 
 def down_directions(scenario: Scenario) -> dict[Direction, list[tuple[float, float]]]:

@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from network.buffers import admit, enqueue
-from peers.local import down_directions
+from peers.local import down_directions, link_specs
 from topologies.model import Scenario
 
 Direction = tuple[str, str]
@@ -35,19 +35,6 @@ LOOKAHEAD_S = 1.0  # wall seconds a super-peer serves a tuple before it is due: 
 CARRIED, DROPPED, LOST = 0, 1, 2  # a tuple's fate on a link direction
 FATES = {DROPPED: "dropped", LOST: "lost"}  # how a part of tuples that did not cross is marked on the wire
 _NO_DOWNS = np.zeros((0, 2))
-
-
-def link_specs(scenario: Scenario) -> dict[Direction, tuple[float, float, float]]:
-    """Every link direction a tuple may cross, backbone and access, as (bandwidth bit/s, latency s, buffer
-    bytes: ``inf`` for none): the simulator's table (peers/local.py)."""
-    links: dict[Direction, tuple[float, float, float]] = {}
-    for link in scenario.links:
-        spec = (link.bandwidth, float(link.latency), math.inf if link.buffer is None else float(link.buffer))
-        links[(link.a, link.b)] = links[(link.b, link.a)] = spec
-    for peer in scenario.thin_peers:
-        access = (peer.bandwidth, float(peer.latency), math.inf)
-        links[(peer.id, peer.attach)] = links[(peer.attach, peer.id)] = access
-    return links
 
 
 def down_spans(scenario: Scenario) -> dict[Direction, np.ndarray]:
