@@ -7,7 +7,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import gc
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
@@ -42,10 +44,29 @@ def run_local(
     window with the tuples emitted so far.  Raises :class:`EmulatorError` for an inconsistent plan (naming
     the flow or subscription) and for epochs that overlap or are not in order.
     """
-    simulation = Simulation(scenario, plan, window=window)
-    meter = simulation.meter()
-    simulation.play(simulation.windows(), meter, values=values, progress=progress)
-    return simulation.with_plan(meter.result(plan.strategy, "local"))
+    with collector_paused():
+        simulation = Simulation(scenario, plan, window=window)
+        meter = simulation.meter()
+        simulation.play(simulation.windows(), meter, values=values, progress=progress)
+        return simulation.with_plan(meter.result(plan.strategy, "local"))
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block (on again after it, if it was on).
+
+    Laying out a plan and playing its windows allocate tens of thousands of small objects that hold no
+    cycles (phases, channel tuples, per-window arrays).  Every few hundred allocations start a collection,
+    and the older generations' collections walk every object the process holds: after planning, the
+    plan's flows, deliveries and predicates, hundreds of thousands of them, walked again and again for
+    nothing.  Whatever cyclic garbage the block leaves is collected once it is on again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class Simulation:
@@ -64,7 +85,7 @@ class Simulation:
             s.id: s.query.attributes(scenario.stream(s.stream).attribute_names) for s in scenario.subscriptions
         }
         self.timetable = Timetable(scenario, plan, network)
-        self.operators, self.rejected = plan.operators(), dict(plan.rejected)
+        self.operators, self.rejected = self.timetable.operators, dict(plan.rejected)
         self.rejected_at = {
             sub: t for sub, t in plan.rejected_from().items() if t > scenario.subscription(sub).at
         }  # rejected after arriving (at a re-plan): the report checks what each received up to then

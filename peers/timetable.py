@@ -90,6 +90,14 @@ class _Reading:
     flow_order: EpochOrder = field(default_factory=lambda: EpochOrder(ranked=True))
     delivery_order: EpochOrder = field(default_factory=lambda: EpochOrder(ranked=False))
     end: float = 0.0  # where the last epoch read ended
+    here: dict[str, int] = field(default_factory=dict)  # super-peer -> operators of the current epoch
+    grew: set[str] = field(default_factory=set)  # super-peers whose count grew in the epoch being read
+
+    def count(self, node: str, change: int) -> None:
+        """``node`` runs ``change`` operators more from the epoch being read on."""
+        self.here[node] = self.here.get(node, 0) + change
+        if change > 0:
+            self.grew.add(node)
 
     def close_all(self) -> None:
         """Cut every open phase at :attr:`end`; the next epoch lays everything out again."""
@@ -103,6 +111,7 @@ class _Reading:
         self.readers.clear()
         self.flow_order.reset()
         self.delivery_order.reset()
+        self.here.clear()
 
 
 class _Layout:
@@ -116,6 +125,7 @@ class _Layout:
         self.channels: list[Channel] = []
         self.phases: list[Phase] = []
         self.uploads: dict[str, int] = {}
+        self.operators: dict[str, int] = {}  # super-peer -> the most operators it runs in one epoch
         self._numbers: dict[tuple, int] = {}
         self._memo: dict[tuple, tuple] = {}  # (id(item), parent channel) -> (item, channel, reader)
         self._readers: dict[tuple, int] = {}  # content -> reader
@@ -169,6 +179,9 @@ class _Layout:
             state.end = end
             moved = self._flows(epoch.flows, start, state)
             self._deliveries(epoch.deliveries, start, moved, state)
+            for node in state.grew:
+                self.operators[node] = max(self.operators.get(node, 0), state.here[node])
+            state.grew.clear()
         state.close_all()
 
     def _flows(self, flows: tuple[Flow, ...], start: float, state: _Reading) -> set[str]:
@@ -179,6 +192,7 @@ class _Layout:
         for gone in gone_ids:
             phase, flow = state.flows.pop(gone)
             phase.end = start
+            state.count(flow.origin, -1)
             if state.by_id.get(flow.id) is flow:
                 del state.by_id[flow.id]
                 left[flow.id] = state.where.pop(flow.id)
@@ -209,6 +223,8 @@ class _Layout:
                 continue
             if was is not None:
                 was[0].end = start
+            else:
+                state.count(flow.origin, 1)
             if state.where.get(flow.id, left.get(flow.id)) != number:
                 moved.add(flow.id)
                 for c in state.children.get(flow.id, ()):
@@ -230,6 +246,7 @@ class _Layout:
         for gone in gone_ids:
             phase, delivery = state.deliveries.pop(gone)
             phase.end = start
+            state.count(delivery.home, -1)
             if delivery.flow is not None:
                 state.readers.get(delivery.flow, set()).discard(gone)
         again = {id(deliveries[p]): p for p in fresh}
@@ -253,6 +270,8 @@ class _Layout:
                 if was[0].channel == hit[1]:
                     continue
                 was[0].end = start
+            else:
+                state.count(delivery.home, 1)
             phase = Phase(hit[1], start, self.duration, hit[2])
             self.phases.append(phase)
             state.deliveries[ident] = (phase, delivery)
@@ -332,6 +351,7 @@ class Timetable:
         layout.read(plan)
         self.channels = layout.channels
         self.uploads = layout.uploads
+        self.operators = dict(sorted(layout.operators.items()))  # as Plan.operators, counted while reading
         self._compile(layout)
 
     # -- windows ----------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ one-reader reference, and a plan laid out whatever the order of its epochs' list
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -106,3 +107,24 @@ def test_a_delivery_listed_twice_is_laid_out_once(tree):
     twice = Timetable(tree, _plan(tree, ((f1, f2), (qb,)), ((f1, f2), (qb, qb))), Network.of(tree))
     assert once.channels == twice.channels
     assert np.array_equal(once._ph_channel, twice._ph_channel)
+
+
+def test_operators_counted_while_reading_equal_the_plans_own_count(changing):
+    # Plan.operators walks every object of every epoch; the timetable counts the objects that came and went
+    scenario, plan, _ = changing
+    gapped = replace(plan, epochs=tuple(e for k, e in enumerate(plan.epochs) if k % 3 != 1))
+    assert any(a.end < b.start for a, b in pairwise(gapped.epochs))  # read afresh after a gap
+    network = Network.of(scenario)
+    for variant in (plan, _copied(plan), gapped):
+        assert Timetable(scenario, variant, network).operators == variant.operators()
+
+
+def test_operators_of_planned_runs_with_failures_equal_the_plans_own_count():
+    from sharing import STRATEGIES, make_plan
+    from topologies.loader import load_scenario
+
+    scenario = load_scenario("topologies/failover.yaml")
+    network = Network.of(scenario)
+    for strategy in STRATEGIES:
+        plan = make_plan(scenario, strategy, network)
+        assert Timetable(scenario, plan, network).operators == plan.operators(), strategy
