@@ -232,7 +232,7 @@ def _hulls(boxes_at, boxes_end, pos, lo, hi, lo_closed, hi_closed, h_pos, h_lo, 
                 out += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def in_boxes(values, base, stride, col, at, end, pos, lo, hi, lo_closed, hi_closed, n_attrs):
     """Whether tuple ``col`` of a stream (attribute ``a`` at ``values[base + a * stride + col]``) lies in
     one of boxes ``at..end-1``: each box a row of ``pos`` (attribute positions, -1 pads; one at or past
