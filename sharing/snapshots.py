@@ -67,14 +67,17 @@ class Snapshots:
         return flow.subtree
 
     def delivery(self, sub: ActiveSubscription) -> Delivery:
-        """``sub``'s delivery: the one of the snapshot before while it reads the same flow and predicate."""
+        """``sub``'s delivery: the one of the snapshot before while it reads the same flow and predicate, or
+        while what it would be anew is equal to it (a host widened or narrowed for others)."""
         host = sub.flow
         cached = sub.delivery
         if cached is None or cached.flow != host.id or sub.delivery_of is not host.predicate:
             exact = host.id is not None and holds_exactly(host.predicate, host.sel, sub.where, sub.sel)
             predicate = Predicate.TRUE if exact else sub.where
             names = self._masks.names(sub.stream, sub.select)
-            sub.delivery = Delivery(sub.spec.id, sub.spec.peer, sub.home, host.id, predicate, names)
+            fresh = Delivery(sub.spec.id, sub.spec.peer, sub.home, host.id, predicate, names)
+            if fresh != cached:  # the host's predicate changed but this delivery did not: the same object
+                sub.delivery = fresh
             sub.delivery_of = host.predicate
         return sub.delivery
 

@@ -79,3 +79,24 @@ def test_progress_counts_again_in_a_byte_capped_pass():
     plan = make_plan(load_scenario(SHIPPED / "sensor-grid.yaml"), "sharing-em", progress=lambda *c: calls.append(c))
     n = len(plan.epochs)
     assert calls == [(k, n) for k in range(1, n + 1)] * 2
+
+
+def _reissued(plan) -> list[str]:
+    """The subscriptions whose delivery is, from one epoch to the next, a new object equal to the old."""
+    found = []
+    for before, after in zip(plan.epochs, plan.epochs[1:], strict=False):
+        kept = {d.subscription: d for d in before.deliveries}
+        found += [
+            d.subscription
+            for d in after.deliveries
+            if kept.get(d.subscription, d) is not d and kept[d.subscription] == d
+        ]
+    return found
+
+
+@pytest.mark.parametrize("strategy", SHARING)
+@pytest.mark.parametrize("name", ["sensor-grid", "sky-survey"])
+def test_a_delivery_a_host_change_leaves_alike_stays_the_same_object(name, strategy):
+    # the data planes lay out again, on a channel of its own, every delivery object they have not seen
+    scenario = load_scenario(SHIPPED / f"{name}.yaml")
+    assert _reissued(make_plan(scenario, strategy, Network.of(scenario))) == []
