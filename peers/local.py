@@ -84,7 +84,8 @@ class Simulation:
         self.attrs = {
             s.id: s.query.attributes(scenario.stream(s.stream).attribute_names) for s in scenario.subscriptions
         }
-        self.timetable = Timetable(scenario, plan, network)
+        with collector_paused():
+            self.timetable = Timetable(scenario, plan, network)
         self.operators, self.rejected = self.timetable.operators, dict(plan.rejected)
         self.rejected_at = {
             sub: t for sub, t in plan.rejected_from().items() if t > scenario.subscription(sub).at
@@ -148,7 +149,8 @@ class Simulation:
         self.queues.restart(meter, self.queues.free() if state is None else state)
         env = simpy.Environment()
         env.process(_play(env, self.timetable, self.queues, windows, values, times, progress))
-        env.run()
+        with collector_paused():
+            env.run()
         return self.queues
 
 
