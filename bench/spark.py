@@ -49,7 +49,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-naive", action="store_true", help="skip the naive Catalyst figure (a fresh JVM)")
     parser.add_argument("--naive-only", action="store_true", help=argparse.SUPPRESS)  # the fresh process
     parser.add_argument("--seed", type=int, default=1)
-    scale = parser.add_argument_group("--scale: the Spark engine on a scenario, 1 and 2 executor cores")
+    scale = parser.add_argument_group(
+        "--scale: the Spark engine on a scenario, on local[2] and on 1 and 2 executor cores of a cluster"
+    )
     scale.add_argument("--scale", action="store_true", help="measure the engine's scaling instead")
     scale.add_argument("--scenario", default="topologies/metro.yaml", help="scenario (default metro.yaml)")
     scale.add_argument(
@@ -60,7 +62,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="strategy to simulate, one of %(choices)s (default multicast)",
     )
     scale.add_argument("--cluster", default=None, help="standalone master URL (default: start one on 127.0.0.1)")
-    scale.add_argument("--chunks", type=int, default=8, help="chunks of the run (default 8, for both runs)")
+    scale.add_argument("--no-cluster", action="store_true", help="only the local[2] row, no standalone cluster")
+    scale.add_argument("--chunks", type=int, default=8, help="chunks of the run (default 8, for every run)")
 
 
 DIMS = ("x", "y", "z")

@@ -1,14 +1,17 @@
-"""``bench spark --scale``: the Spark engine on a scenario with 1 and then 2 executor cores of a standalone
-cluster, against the local engine in the same run.
+"""``bench spark --scale``: the Spark engine on a scenario on ``local[2]`` (the driver's JVM runs the tasks on
+2 threads), then with 1 and then 2 executor cores of a standalone cluster, against the local engine in the
+same run.
 
 The cluster (a master and one 2-core worker on 127.0.0.1, ``peers/spark_cluster.py``) is started for the
-bench unless ``--cluster`` names one.  The plan is made once.  Each Spark configuration gets a fresh
-session capped at its cores (``spark.cores.max``), a warm-up run on figure1 (executors start, Python
-workers load numba's cached kernels), then the timed run of ``--chunks`` chunks (the same for both, so both
-do the same work).  The local engine runs the same plan in this process, warm (its kernels compiled by the
-warm-up).  Printed per row: wall seconds, tuple-hops per wall second, and the driver's peak memory: the
-Python driver's and its JVM's (the executors are the worker's processes, not the driver's).  The ratios
-are 2 cores over 1 core and Spark over the local engine.
+bench unless ``--cluster`` names one; ``--no-cluster`` skips its rows.  The plan is made once.  Each Spark
+configuration gets a fresh session (on the cluster, capped at its cores by ``spark.cores.max``), a warm-up
+run on figure1 (executors start, Python workers load numba's cached kernels), then the timed run of
+``--chunks`` chunks (the same for all, so all do the same work).  The local engine runs the same plan in
+this process, warm (its kernels compiled by the warm-up).  Printed per row: the Spark master, wall seconds,
+tuple-hops per wall second, and the driver's peak memory: the Python driver's and its JVM's (on the
+cluster the executors are the worker's processes, not the driver's; on ``local[2]`` they are threads of
+the driver's JVM).  The ratios are 2 cluster cores over 1 and Spark on 2 cores (``local[2]``, the cluster)
+over the local engine.
 """
 
 from __future__ import annotations
@@ -76,20 +79,28 @@ def main(args: argparse.Namespace) -> int:
     hops = _tuple_hops(scenario, local)
     del local
     rows.append({"engine": "local", "cores": 1, "seconds": local_s, "tuple_hops_per_s": hops / local_s})
+    configurations = [("local[2]", 2, None)]
     logs = Path(tempfile.mkdtemp(prefix="bench-spark-cluster-"))
-    with nullcontext(args.cluster) if args.cluster else standalone_cluster(logs, cores=2) as master:
-        for cores in (1, 2):
-            conf = {"spark.cores.max": str(cores), "spark.executor.cores": str(cores)}
-            session = spark_session(master, conf)
-            run_spark(warm, warm_plan, master=master, conf=conf, chunks=cores)
+    if args.no_cluster:
+        cluster = nullcontext(None)
+    else:
+        cluster = nullcontext(args.cluster) if args.cluster else standalone_cluster(logs, cores=2)
+    with cluster as master:
+        if master is not None:
+            configurations += [(master, cores, cores) for cores in (1, 2)]
+        for url, cores, cap in configurations:
+            conf = {"spark.cores.max": str(cap), "spark.executor.cores": str(cap)} if cap else {}
+            session = spark_session(url, conf)
+            run_spark(warm, warm_plan, master=url, conf=conf, chunks=cores)
             t0 = time.perf_counter()
-            spark = run_spark(scenario, plan, master=master, conf=conf, chunks=args.chunks)
+            spark = run_spark(scenario, plan, master=url, conf=conf, chunks=args.chunks)
             seconds = time.perf_counter() - t0
             if _tuple_hops(scenario, spark) != hops:
                 raise AssertionError("the Spark run counted other tuple-hops than the local one")
             rows.append(
                 {
                     "engine": "spark",
+                    "master": "local[2]" if cap is None else "cluster",
                     "cores": cores,
                     "seconds": seconds,
                     "tuple_hops_per_s": hops / seconds,
@@ -98,36 +109,45 @@ def main(args: argparse.Namespace) -> int:
             )
             stop_session()
     python_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    one, two = rows[1]["seconds"], rows[2]["seconds"]
+    by_master = {(row.get("master"), row["cores"]): row["seconds"] for row in rows}
+    local2 = by_master[("local[2]", 2)]
     result = {
         "params": {
             "scenario": args.scenario,
             "strategy": args.strategy,
             "chunks": args.chunks,
-            "cluster": args.cluster or "started by the bench (1 worker, 2 cores, 127.0.0.1)",
+            "cluster": "none (--no-cluster)"
+            if args.no_cluster
+            else args.cluster or "started by the bench (1 worker, 2 cores, 127.0.0.1)",
             "tuple_hops": hops,
             "cpus": os.cpu_count(),
         },
         "rows": rows,
-        "speedup_2_over_1_cores": one / two,
-        "spark_2_cores_over_local": local_s / two,
+        "spark_local_2_over_local": local_s / local2,
         "driver_python_peak_bytes": python_peak,
     }
+    if not args.no_cluster:
+        one, two = by_master[("cluster", 1)], by_master[("cluster", 2)]
+        result["speedup_2_over_1_cores"] = one / two
+        result["spark_2_cores_over_local"] = local_s / two
     if args.json:
         print(json.dumps(result))
         return 0
     print("bench spark --scale: " + ", ".join(f"{k}={v}" for k, v in result["params"].items()))
-    print(f"{'engine':<8}{'cores':>6}{'seconds':>10}{'M tuple-hops/s':>16}{'driver JVM peak':>18}")
+    print(f"{'engine':<8}{'master':>10}{'cores':>6}{'seconds':>10}{'M tuple-hops/s':>16}{'driver JVM peak':>18}")
     for row in rows:
         jvm = row.get("driver_jvm_peak_bytes")
         peak = f"{jvm / 2**20:.0f} MiB" if jvm else "-"
         print(
-            f"{row['engine']:<8}{row['cores']:>6}{row['seconds']:>10.1f}"
+            f"{row['engine']:<8}{row.get('master', '-'):>10}{row['cores']:>6}{row['seconds']:>10.1f}"
             f"{row['tuple_hops_per_s'] / 1e6:>16.2f}{peak:>18}"
         )
-    print(
-        f"2 cores / 1 core: {result['speedup_2_over_1_cores']:.2f}x; Spark on 2 cores / local engine: "
-        f"{result['spark_2_cores_over_local']:.2f}x; driver (Python) peak {python_peak / 2**20:.0f} MiB "
-        "(plan and local run included)"
-    )
+    ratios = [f"Spark on local[2] / local engine: {result['spark_local_2_over_local']:.2f}x"]
+    if not args.no_cluster:
+        ratios = [
+            f"2 cores / 1 core: {result['speedup_2_over_1_cores']:.2f}x",
+            f"Spark on 2 cores / local engine: {result['spark_2_cores_over_local']:.2f}x",
+            *ratios,
+        ]
+    print("; ".join(ratios) + f"; driver (Python) peak {python_peak / 2**20:.0f} MiB (plan and local run included)")
     return 0

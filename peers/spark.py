@@ -42,6 +42,7 @@ from topologies.errors import EngineError
 from topologies.model import Scenario
 
 CHUNKS_PER_CORE = 4  # smaller chunks balance better; each chunk boundary may cost a recomputation
+TUPLE_WEIGHT = 64  # a tuple's own cost (its values, its check, its deliveries) in channel readings
 WARM_UP_S = 2.0  # a chunk run from a guess first plays this much emission time before it, uncounted
 
 Progress = Callable[[int, int], None]
@@ -106,7 +107,7 @@ def run_simulation(
     session = spark_session(master, conf)
     sc = session.sparkContext
     wanted = chunks if chunks is not None else sc.defaultParallelism * CHUNKS_PER_CORE
-    cuts = _cut(scenario, windows, max(1, wanted))
+    cuts = _cut(simulation, windows, max(1, wanted))
     broadcast = sc.broadcast(ChunkJob(simulation, tuple(windows)))
     group = f"streamglobe-{next(_job_numbers)}"
     frames = []
@@ -141,19 +142,27 @@ def run_simulation(
         broadcast.destroy()
 
 
-def _cut(scenario: Scenario, windows: list[tuple[float, float]], wanted: int) -> list[tuple[int, int]]:
-    """Consecutive ranges of ``windows`` holding about equal numbers of tuples, at most ``wanted`` of them."""
+def _cut(simulation: Simulation, windows: list[tuple[float, float]], wanted: int) -> list[tuple[int, int]]:
+    """Consecutive ranges of ``windows`` of about equal work, at most ``wanted`` of them.
+
+    A window's work is its tuples, each weighing :data:`TUPLE_WEIGHT` plus the channels reading it
+    (:meth:`~peers.timetable.Timetable.readings`): a late stretch of a run whose subscriptions arrive over
+    it costs several times an early one of as many tuples, and chunks of equal tuples would leave the
+    cores idle at the end, waiting for the late ones."""
+    scenario = simulation.scenario
     ends = np.array([end for _, end in windows])
-    emitted = np.zeros(len(windows), np.int64)
-    for stream in scenario.streams:
-        times = workload.emission_times(stream, 0, workload.tuple_count(stream, scenario.duration))
-        emitted += np.searchsorted(times, ends, side="left")
-    return cut_windows(emitted, wanted)
+    times = {s.id: workload.emission_times(s, 0, workload.tuple_count(s, scenario.duration)) for s in scenario.streams}
+    work = np.zeros(len(windows), np.int64)
+    for stream, readings in simulation.timetable.readings(times).items():
+        weight = np.concatenate(([0], np.cumsum(readings + TUPLE_WEIGHT)))
+        work += weight[np.searchsorted(times[stream], ends, side="left")]
+    return cut_windows(work, wanted)
 
 
 def cut_windows(emitted: np.ndarray, wanted: int) -> list[tuple[int, int]]:
     """Consecutive ranges of windows covering them all, at most ``wanted``, each holding no more than its
-    share of the tuples plus one window's (``emitted[w]``: tuples emitted by the end of window ``w``)."""
+    share of the work plus one window's (``emitted[w]``: the work of the windows up to ``w``, e.g. the
+    tuples emitted by its end)."""
     total = int(emitted[-1]) if len(emitted) else 0
     cuts, first = [], 0
     for k in range(1, wanted + 1):

@@ -379,6 +379,21 @@ class Timetable:
         self._ch_stream = np.array([self.stream_number[c.stream] for c in chans], dtype=np.int64)
         self._ch_upload_wire = np.array([self.scenario.tuple_bytes(len(c.carries)) for c in chans], dtype=np.int64)
 
+    def readings(self, times: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Per stream, per tuple (``times[stream]``: the emission times of all its tuples), how many channels
+        read it: the tuples :meth:`window` hands each channel, which is what a stretch of the run costs."""
+        found = {}
+        stream_of = self._ch_stream[self._ph_channel]
+        for k, stream in enumerate(self.attributes):
+            emitted = times[stream]
+            mine = stream_of == k
+            first = np.searchsorted(emitted, self._ph_start[mine], side="left")
+            stop = np.searchsorted(emitted, self._ph_end[mine], side="left")
+            n = len(emitted) + 1
+            steps = np.bincount(first, minlength=n)[:n] - np.bincount(stop, minlength=n)[:n]
+            found[stream] = np.cumsum(steps)[:-1]
+        return found
+
     def window(self, start: float, end: float, values: Values, times: Mapping[str, np.ndarray]) -> Blocks:
         """Every channel's tuples emitted in ``[start, end)``.
 

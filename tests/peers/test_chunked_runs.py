@@ -76,7 +76,7 @@ def _chunked(scenario, plan, chunks: int, *, naive: bool = False, warm: int | No
         simulation.rejected_at = rejected_at
     windows = simulation.windows()
     job = ChunkJob(simulation, tuple(windows))
-    cuts = _cut(scenario, windows, chunks)
+    cuts = _cut(simulation, windows, chunks)
     latencies: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     def simulate(batch: tuple[Chunk, ...]) -> list[ChunkSummary]:

@@ -128,3 +128,19 @@ def test_operators_of_planned_runs_with_failures_equal_the_plans_own_count():
     for strategy in STRATEGIES:
         plan = make_plan(scenario, strategy, network)
         assert Timetable(scenario, plan, network).operators == plan.operators(), strategy
+
+
+def test_readings_count_the_channels_live_at_each_tuple(changing):
+    # the Spark engine weighs its chunks by these: per tuple, the phases of its stream's channels live at
+    # its emission time, so a tuple read by more channels (more flows and deliveries) weighs more
+    scenario, plan, _ = changing
+    timetable = Timetable(scenario, plan, Network.of(scenario))
+    times = {s.id: np.sort(np.random.default_rng(3).uniform(0, scenario.duration, 400)) for s in scenario.streams}
+    readings = timetable.readings(times)
+    assert set(readings) == set(times)
+    for k, (stream, emitted) in enumerate(times.items()):
+        live = timetable._ch_stream[timetable._ph_channel] == k
+        start, end = timetable._ph_start[live], timetable._ph_end[live]
+        expected = [int(((start <= t) & (t < end)).sum()) for t in emitted]
+        assert readings[stream].tolist() == expected
+    assert len(set(readings["S"].tolist())) > 1  # the plan's epochs change how many channels read S
