@@ -143,9 +143,7 @@ class Simulation:
             def values(stream_id: str, start: int, stop: int) -> dict[str, np.ndarray]:
                 return workload.columns(scenario, stream_id, start, stop)
 
-        times = {
-            s.id: workload.emission_times(s, 0, workload.tuple_count(s, scenario.duration)) for s in scenario.streams
-        }
+        times = workload.run_emission_times(scenario)
         self.queues.restart(meter, self.queues.free() if state is None else state)
         env = simpy.Environment()
         env.process(_play(env, self.timetable, self.queues, windows, values, times, progress))

@@ -149,9 +149,8 @@ def _cut(simulation: Simulation, windows: list[tuple[float, float]], wanted: int
     (:meth:`~peers.timetable.Timetable.readings`): a late stretch of a run whose subscriptions arrive over
     it costs several times an early one of as many tuples, and chunks of equal tuples would leave the
     cores idle at the end, waiting for the late ones."""
-    scenario = simulation.scenario
     ends = np.array([end for _, end in windows])
-    times = {s.id: workload.emission_times(s, 0, workload.tuple_count(s, scenario.duration)) for s in scenario.streams}
+    times = workload.run_emission_times(simulation.scenario)
     work = np.zeros(len(windows), np.int64)
     for stream, readings in simulation.timetable.readings(times).items():
         weight = np.concatenate(([0], np.cumsum(readings + TUPLE_WEIGHT)))

@@ -117,10 +117,9 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
     traffic = meter.result("", "spark")  # the traffic: its deliveries were taken out above
     start, end = windows[0][0], windows[-1][1]
     found: dict[str, np.ndarray] = {}
-    for stream in scenario.streams:
-        times = workload.emission_times(stream, 0, workload.tuple_count(stream, scenario.duration))
+    for stream, times in workload.run_emission_times(scenario).items():
         lo, hi = np.searchsorted(times, [start, end], side="left").tolist()
-        found.update(expected_in_range(scenario, stream.id, lo, hi))
+        found.update(expected_in_range(scenario, stream, lo, hi))
     none = np.zeros(0, np.int64)
     expected = [found.get(s.id, none) for s in scenario.subscriptions]
     cut = [simulation.unreachable.indices(s.id, e) for s, e in zip(scenario.subscriptions, expected, strict=True)]

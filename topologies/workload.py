@@ -41,6 +41,11 @@ def emission_times(stream: StreamSpec, start: int, stop: int) -> np.ndarray:
     return np.arange(start, stop, dtype=np.float64) / stream.rate
 
 
+def run_emission_times(scenario: Scenario) -> dict[str, np.ndarray]:
+    """Per stream (by id), the emission times of every tuple it emits over the run."""
+    return {s.id: emission_times(s, 0, tuple_count(s, scenario.duration)) for s in scenario.streams}
+
+
 @lru_cache(maxsize=64)
 def _block(seed: int, stream_id: str, k: int, b: int, distribution: Distribution) -> np.ndarray:
     # cached because engines ask for many small ranges of the same block (one per batch or epoch)

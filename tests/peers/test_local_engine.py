@@ -418,7 +418,7 @@ def test_tuples_crossing_a_failure_are_lost_and_every_other_one_is_delivered(tre
     scenario = replace(static, events=FAILURES)
     before = run_local(static, plan, values=values)
     run = run_local(scenario, plan, values=values)
-    times = {s.id: workload.emission_times(s, 0, workload.tuple_count(s, scenario.duration)) for s in scenario.streams}
+    times = workload.run_emission_times(scenario)
     for sub in scenario.subscriptions:
         # the plan keeps its routes: every copy it delivered without the failures is delivered or lost now
         got, lost = run.delivered[sub.id], run.lost[sub.id]
