@@ -291,9 +291,9 @@ class _Totals:
     def add(self, summary: ChunkSummary) -> None:
         self.link_bytes += summary.link_bytes
         self.link_tuples += summary.link_tuples
-        self.timeline = _added(self.timeline, np.rint(summary.timeline).astype(np.int64))
-        self.offered = _added(self.offered, summary.offered)
-        self.landed = _added(self.landed, summary.landed)
+        self.timeline = summary.timeline.added_to(self.timeline)
+        self.offered = summary.offered.added_to(self.offered)
+        self.landed = summary.landed.added_to(self.landed)
         self.link_dropped += summary.link_dropped
         self.link_lost += summary.link_lost
         for direction, sent in summary.access.items():
@@ -359,14 +359,6 @@ class _Totals:
             offered={d: self.offered[k] for k, d in enumerate(self.backbone)} if self.offered.shape[1] else {},
             landed={p: self.landed[k] for k, p in enumerate(self.super_peers)} if self.landed.shape[1] else {},
         )
-
-
-def _added(total: np.ndarray, part: np.ndarray) -> np.ndarray:
-    """Two matrices of per-bin counts added, the narrower one padded with zero bins."""
-    grown = np.zeros((total.shape[0], max(total.shape[1], part.shape[1])), np.int64)
-    grown[:, : total.shape[1]] += total
-    grown[:, : part.shape[1]] += part
-    return grown
 
 
 class _Watcher:

@@ -65,6 +65,31 @@ class Chunk:
     warm: int
 
 
+@dataclass(frozen=True)
+class Bins:
+    """A matrix of per-bin counts (rows x ``width`` bins) kept as its ``block`` of columns from ``first``
+    on, up to the last column that is not all zero: a chunk's traffic falls in a few of the run's bins, and
+    the rest would only be zeros for the driver to read."""
+
+    first: int
+    width: int
+    block: np.ndarray
+
+    @classmethod
+    def of(cls, matrix: np.ndarray) -> Bins:
+        used = np.flatnonzero(matrix.any(axis=0))
+        if not len(used):
+            return cls(0, matrix.shape[1], matrix[:, :0].copy())
+        return cls(int(used[0]), matrix.shape[1], matrix[:, used[0] : used[-1] + 1].copy())
+
+    def added_to(self, total: np.ndarray) -> np.ndarray:
+        """``total`` plus this matrix, as wide as the wider of the two (``total`` is reused when it is)."""
+        if total.shape[1] < self.width:
+            total = np.pad(total, ((0, 0), (0, self.width - total.shape[1])))
+        total[:, self.first : self.first + self.block.shape[1]] += self.block
+        return total
+
+
 @dataclass
 class ChunkSummary:
     """A chunk's aggregates.  Link arrays follow the sorted backbone directions, subscription arrays the
@@ -77,11 +102,11 @@ class ChunkSummary:
     first_arrival: np.ndarray  # per link, the earliest arrival in the first window using it (inf: none)
     link_bytes: np.ndarray
     link_tuples: np.ndarray
-    timeline: np.ndarray  # backbone direction x bin (no columns: no backbone traffic)
+    timeline: Bins  # backbone direction x bin, the bytes on the wire (no columns: no backbone traffic)
     link_dropped: np.ndarray  # per backbone direction, the tuples its full buffer dropped
     link_lost: np.ndarray  # per backbone direction, the tuples lost there at a failure
-    offered: np.ndarray  # backbone direction x bin, the bytes reaching its queue (no columns: none)
-    landed: np.ndarray  # super-peer x bin, the tuples landing there (no columns: none)
+    offered: Bins  # backbone direction x bin, the bytes reaching its queue (no columns: none)
+    landed: Bins  # super-peer x bin, the tuples landing there (no columns: none)
     access: dict[tuple[str, str], int]
     access_tuples: dict[tuple[str, str], int]
     received: dict[str, tuple[str, ...]]
@@ -140,7 +165,6 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         ]
         missing_before = differences_by_owner(accounted_owners, accounted, early)[0]
     links = len(traffic.link_bytes)
-    timeline = np.stack(list(traffic.timeline.values())) if traffic.timeline else np.zeros((links, 0))
     summary = ChunkSummary(
         number=chunk.number,
         attempt=chunk.attempt,
@@ -149,13 +173,11 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         first_arrival=queues.first_arrival.copy(),
         link_bytes=np.array(list(traffic.link_bytes.values()), np.int64),
         link_tuples=np.array(list(traffic.link_tuples.values()), np.int64),
-        timeline=timeline,
+        timeline=Bins.of(np.rint(_stacked(traffic.timeline, links)).astype(np.int64)),
         link_dropped=np.array(list(traffic.link_dropped.values()), np.int64),
         link_lost=np.array(list(traffic.link_lost.values()), np.int64),
-        offered=np.stack(list(traffic.offered.values())) if traffic.offered else np.zeros((links, 0), np.int64),
-        landed=np.stack(list(traffic.landed.values()))
-        if traffic.landed
-        else np.zeros((len(scenario.super_peers), 0), np.int64),
+        offered=Bins.of(_stacked(traffic.offered, links)),
+        landed=Bins.of(_stacked(traffic.landed, len(scenario.super_peers))),
         access=traffic.access_link_bytes,
         access_tuples=traffic.access_link_tuples,
         received=received,
@@ -170,6 +192,11 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         sums=exact_sums_by_owner(owners, latencies, n),
     )
     return summary, owners.astype(np.int32), latencies
+
+
+def _stacked(series: dict, rows: int) -> np.ndarray:
+    """Per-bin series as one matrix, a row each (no columns when there are none)."""
+    return np.stack(list(series.values())) if series else np.zeros((rows, 0), np.int64)
 
 
 def chunk_records(job: ChunkJob, chunk: Chunk) -> Iterator[pa.RecordBatch]:

@@ -23,7 +23,7 @@ from network.latency import ranks_needed
 from network.routing import Network
 from peers.local import Simulation, run_local
 from peers.spark import OVERALL, _cut, _holds, _Totals, _warm_up_windows, chain, cut_windows
-from peers.spark_tasks import Chunk, ChunkJob, ChunkSummary, simulate_chunk
+from peers.spark_tasks import Bins, Chunk, ChunkJob, ChunkSummary, simulate_chunk
 from reports.report import strategy_entry
 from sharing import make_plan
 from topologies.expected import expected_results
@@ -323,3 +323,27 @@ def test_chunks_count_the_copies_missing_before_a_rejection_at_a_re_plan(scenari
         assert found == len(set(before.tolist()) - set(whole.delivered[sub.id].tolist())), sub.id
     assert stitched.summary["Q3"].missing_before_rejection > 0
     assert stitched.summary["Q1"].missing_before_rejection == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 8), st.integers(0, 6), st.integers(0, 3)).map(
+            lambda t: np.pad(np.arange(1, t[1] * 3 + 1).reshape(3, t[1]) % 4, ((0, 0), (t[0], t[2])))
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_trimmed_bins_add_up_to_the_dense_matrices(parts):
+    """Per-bin matrices kept from their first to their last non-zero column add up, at every width, to the
+    dense sum (narrower ones padded with zero bins): what a chunk's summary sends is all the driver needs."""
+    width = max(p.shape[1] for p in parts)
+    dense = sum(np.pad(p, ((0, 0), (0, width - p.shape[1]))) for p in parts)
+    total = np.zeros((3, 0), np.int64)
+    for part in parts:
+        bins = Bins.of(part)
+        assert bins.block.shape[1] <= part.shape[1]
+        assert bins.block.shape[1] == 0 or (bins.block[:, 0].any() and bins.block[:, -1].any())
+        total = bins.added_to(total)
+    np.testing.assert_array_equal(total, dense)
