@@ -22,7 +22,6 @@ its memory is the plan's and the aggregates', whatever the number of tuples.
 
 from __future__ import annotations
 
-import pickle
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from itertools import count
@@ -33,9 +32,9 @@ from network.buffers import QueueState
 from network.latency import LatencyStats, Sum, add_sums, ranks_needed
 from network.meter import StrategyRun, SubscriptionSummary
 from peers.local import Simulation
-from peers.spark_select import OVERALL, order_statistics
+from peers.spark_select import OVERALL, Sample, order_statistics
 from peers.spark_session import failure_line, parse_master, spark_session
-from peers.spark_tasks import RECORD_SCHEMA, SUMMARY_SUB, Chunk, ChunkJob, ChunkSummary, run_chunks
+from peers.spark_tasks import RECORD_SCHEMA, SUMMARY_SUB, Chunk, ChunkJob, ChunkSummary, run_chunks, unpacked
 from sharing.plan import Plan
 from topologies import workload
 from topologies.errors import EngineError
@@ -110,15 +109,17 @@ def run_simulation(
     cuts = _cut(simulation, windows, max(1, wanted))
     broadcast = sc.broadcast(ChunkJob(simulation, tuple(windows)))
     group = f"streamglobe-{next(_job_numbers)}"
-    frames = []
+    frames, kept = [], []
     watcher = _Watcher(sc, group, sum(workload.tuple_count(s, scenario.duration) for s in scenario.streams), progress)
     try:
         sc.setJobGroup(group, f"simulate {strategy}")
         watcher.start()
 
         def simulate(chunks: tuple[Chunk, ...]) -> Iterator[ChunkSummary]:
-            frames.append(_launch(session, broadcast, chunks))
-            return _summaries(frames[-1])
+            frame, summaries = _launch(session, broadcast, chunks)
+            frames.append(frame)
+            kept.extend((frame, summaries))
+            return _summaries(summaries)
 
         warm = _warm_up_windows(windows)
         runs = chain(simulate, cuts, simulation.queues.free(), warm)
@@ -126,7 +127,7 @@ def run_simulation(
         for summary in runs:
             totals.add(summary)
         rows = _latency_rows(frames, runs)
-        ranked = order_statistics(rows, totals.targets())
+        ranked = order_statistics(rows, totals.targets(), totals.samples)
         return simulation.with_plan(totals.run(strategy, ranked))
     except EngineError:
         raise
@@ -137,7 +138,7 @@ def run_simulation(
     finally:
         watcher.stop()
         sc.setLocalProperty("spark.jobGroup.id", None)
-        for frame in frames:
+        for frame in kept:
             frame.unpersist()
         broadcast.destroy()
 
@@ -224,24 +225,26 @@ def _holds(run: ChunkSummary, truth: QueueState) -> bool:
 
 
 def _launch(session, broadcast, chunks: tuple[Chunk, ...]):
-    """The records of ``chunks`` (one task each), computed now and kept on the executors."""
+    """The records of ``chunks`` (one task each) and, apart, their summary rows: both computed now, in one
+    job, and kept on the executors.  Reading the summaries from the records would scan every chunk's
+    latency cells again, one job per chunk."""
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     frame = (
         session.range(0, len(chunks), numPartitions=len(chunks))
         .mapInArrow(run_chunks(broadcast, chunks), RECORD_SCHEMA)
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    frame.count()
-    return frame
+    summaries = frame.where(F.col("sub") == SUMMARY_SUB).select("bits").persist(StorageLevel.MEMORY_AND_DISK)
+    summaries.count()
+    return frame, summaries
 
 
-def _summaries(frame):
+def _summaries(summaries):
     """The chunks' summaries in chunk order, one at a time (a partition holds one chunk)."""
-    from pyspark.sql import functions as F
-
-    for row in frame.where(F.col("sub") == SUMMARY_SUB).select("bits").toLocalIterator():
-        yield pickle.loads(row["bits"])
+    for row in summaries.toLocalIterator():
+        yield unpacked(row["bits"])
 
 
 def _latency_rows(frames, runs: list[ChunkSummary]):
@@ -287,6 +290,7 @@ class _Totals:
         self.missing_before = np.zeros(subs, np.int64)
         self.rejected_at = simulation.rejected_at
         self.sums: list[Sum] = [{} for _ in range(subs)]
+        self.samples: list[Sample] = []
 
     def add(self, summary: ChunkSummary) -> None:
         self.link_bytes += summary.link_bytes
@@ -311,6 +315,7 @@ class _Totals:
         self.unreachable += summary.unreachable
         self.missing_before += summary.missing_before
         self.sums = [add_sums(pair) for pair in zip(self.sums, summary.sums, strict=True)]
+        self.samples.append(summary.latency_sample)
 
     def targets(self) -> dict[int, set[int]]:
         """The ranks each percentile needs, per subscription number and :data:`OVERALL`."""

@@ -3,18 +3,19 @@
 A report's percentiles need, per subscription and over all deliveries, the latencies at a few ranks of
 the sorted values (:func:`network.latency.ranks_needed`).  The latency rows (a subscription number and the
 IEEE bits of its latencies in one chunk, as one binary cell) stay where the chunk tasks made them; a
-positive double's bits sort as its value does, so ranks are found on the bits, exactly, in two jobs:
+positive double's bits sort as its value does, so ranks are found on the bits, exactly, in one job:
 
-1. the cells are shuffled by subscription; each task then holds whole subscriptions, picks each one's
-   ranks with ``np.partition``, and also sends a *sample* of all its values: every ``step``-th of them in
-   sorted order (``step`` so that about :data:`SAMPLES` are sent), with its count;
+1. each chunk task sends, with its summary, a *sample* of its latencies: every ``step``-th of them in
+   sorted order (``step`` so that about :data:`SAMPLES` are sent), with their count (:func:`sample_of`);
 2. from the samples the driver brackets each overall rank between two sample values ``lo < hi`` whose
-   global counts it knows to within a few steps; every task then counts its values up to ``lo`` and
-   sends those strictly between (at most a few steps of them per task) and how many equal ``hi``.  The
+   global counts it knows to within a few steps;
+3. the job shuffles the latency cells by subscription; each task then holds whole subscriptions, picks
+   each one's ranks with ``np.partition``, and for each overall rank counts its values up to ``lo`` and
+   sends those strictly between (at most a few steps of them per chunk) and how many equal ``hi``.  The
    value at the rank is among those, exactly.
 
-The driver receives a few rows per subscription and rank and a bounded sample, never the latencies
-themselves, whatever their number.
+The driver receives a few rows per subscription and rank and a bounded sample per chunk, never the
+latencies themselves, whatever their number.
 """
 
 from __future__ import annotations
@@ -28,43 +29,47 @@ import pyarrow as pa
 from topologies.errors import EngineError
 
 OVERALL = -1  # the key of the selection over every delivery
-SAMPLES = 4096  # sample values per task for the overall ranks
-PICK_SCHEMA = "sub int, rank long, bits long, sample binary, count long"
-BRACKET_SCHEMA = "rank long, below long, equal long, between binary"
+SAMPLES = 4096  # sample values per chunk for the overall ranks
+PICK_SCHEMA = "sub int, rank long, bits long, below long, equal long, between binary"
 _PICK_ARROW = pa.schema(
-    [("sub", pa.int32()), ("rank", pa.int64()), ("bits", pa.int64()), ("sample", pa.binary()), ("count", pa.int64())]
-)
-_BRACKET_ARROW = pa.schema(
-    [("rank", pa.int64()), ("below", pa.int64()), ("equal", pa.int64()), ("between", pa.binary())]
-)
+    [("sub", pa.int32()), ("rank", pa.int64()), ("bits", pa.int64()), ("below", pa.int64()),
+     ("equal", pa.int64()), ("between", pa.binary())]
+)  # fmt: skip
 _LOST = "the latency selection lost a rank: the executors' rows disagree with the summaries"
 
+Sample = tuple[np.ndarray, int, int]  # every step-th of a chunk's sorted latency bits, the step, their count
+Bracket = tuple[int | None, int | None]  # sample values lo < hi around an overall rank (None: no bound)
 
-def order_statistics(rows, targets: Mapping[int, set[int]]) -> dict[tuple[int, int], float]:
+
+def sample_of(latencies: np.ndarray) -> Sample:
+    """A chunk's sample of its ``latencies`` (seconds) for the overall ranks: every ``step``-th of their
+    sorted bits, the step, and their count."""
+    values = np.sort(latencies.view(np.int64))
+    step = max(1, -(-len(values) // SAMPLES))
+    return values[step - 1 :: step].copy(), step, len(values)
+
+
+def order_statistics(rows, targets: Mapping[int, set[int]], samples: list[Sample]) -> dict[tuple[int, int], float]:
     """The latency at each wanted rank (0-based, ascending) of each key of ``targets``: a subscription
     number, or :data:`OVERALL` for all ``rows`` (a DataFrame of columns ``sub`` and ``bits``, a cell of
-    latency bits per row)."""
+    latency bits per row), whose chunks sent ``samples``."""
     if not any(targets.values()):
         return {}
     per_sub = {k: sorted(r) for k, r in targets.items() if k != OVERALL and r}
+    brackets = {rank: _bracket(samples, rank) for rank in sorted(targets.get(OVERALL, ()))}
     parts = max(1, rows.sparkSession.sparkContext.defaultParallelism)
-    picked = rows.repartition(parts, "sub").mapInArrow(partial(_pick, per_sub), PICK_SCHEMA).collect()
+    picked = rows.repartition(parts, "sub").mapInArrow(partial(_pick, per_sub, brackets), PICK_SCHEMA).collect()
     found: dict[tuple[int, int], float] = {}
-    samples: list[tuple[np.ndarray, int, int]] = []  # per task: sample, step, count
+    counted = []
     for row in picked:
         if row["sub"] == OVERALL:
-            samples.append((np.frombuffer(row["sample"], np.int64), row["rank"], row["count"]))
+            counted.append(row)
         else:
             found[(row["sub"], row["rank"])] = _value(row["bits"])
     if len(found) != sum(len(r) for r in per_sub.values()):
         raise EngineError(_LOST)
-    overall = sorted(targets.get(OVERALL, ()))
-    if overall:
-        brackets = {rank: _bracket(samples, rank) for rank in overall}
-        counted = rows.select("bits").mapInArrow(partial(_count_bracket, brackets), BRACKET_SCHEMA).collect()
-        for rank, (lo, hi) in brackets.items():
-            mine = [r for r in counted if r["rank"] == rank]
-            found[(OVERALL, rank)] = _value(_settle(rank, lo, hi, mine))
+    for rank, (lo, hi) in brackets.items():
+        found[(OVERALL, rank)] = _value(_settle(rank, lo, hi, [r for r in counted if r["rank"] == rank]))
     return found
 
 
@@ -72,8 +77,11 @@ def _value(bits: int) -> float:
     return float(np.array([bits], np.int64).view(np.float64)[0])
 
 
-def _pick(targets: Mapping[int, list[int]], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The ranks of the subscriptions in this task, then the task's sample of all its values."""
+def _pick(
+    targets: Mapping[int, list[int]], brackets: Mapping[int, Bracket], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The ranks of the subscriptions in this task, then per overall rank this task's values at or below
+    ``lo``, equal to ``hi``, and those between."""
     cells: dict[int, list[bytes]] = {}
     for batch in batches:
         for sub, cell in zip(batch.column("sub").to_pylist(), batch.column("bits").to_pylist(), strict=True):
@@ -89,27 +97,31 @@ def _pick(targets: Mapping[int, list[int]], batches: Iterator[pa.RecordBatch]) -
             subs += [sub] * len(wanted)
             ranks += wanted
             bits += np.partition(values, wanted)[wanted].tolist()
-    values = np.sort(np.concatenate(everything)) if everything else np.zeros(0, np.int64)
-    step = max(1, -(-len(values) // SAMPLES))
-    subs.append(OVERALL)
-    ranks.append(step)
-    bits.append(0)
-    samples = [None] * (len(subs) - 1) + [values[step - 1 :: step].tobytes()]
-    counts = [0] * (len(subs) - 1) + [len(values)]
+    values = np.concatenate(everything) if everything else np.zeros(0, np.int64)
+    below, equal, between = [0] * len(subs), [0] * len(subs), [None] * len(subs)
+    for rank, (lo, hi) in brackets.items():
+        over = values > lo if lo is not None else np.ones(len(values), np.bool_)
+        under = values < hi if hi is not None else np.ones(len(values), np.bool_)
+        subs.append(OVERALL)
+        ranks.append(rank)
+        bits.append(0)
+        below.append(int(len(values) - over.sum()))
+        equal.append(int((values == hi).sum()) if hi is not None else 0)
+        between.append(values[over & under].tobytes())
     yield pa.RecordBatch.from_arrays(
         [pa.array(subs, pa.int32()), pa.array(ranks, pa.int64()), pa.array(bits, pa.int64()),
-         pa.array(samples, pa.binary()), pa.array(counts, pa.int64())],
+         pa.array(below, pa.int64()), pa.array(equal, pa.int64()), pa.array(between, pa.binary())],
         schema=_PICK_ARROW,
     )  # fmt: skip
 
 
-def _bracket(samples: list[tuple[np.ndarray, int, int]], rank: int) -> tuple[int | None, int | None]:
+def _bracket(samples: list[Sample], rank: int) -> Bracket:
     """Sample values ``lo < hi`` with at most ``rank`` values at or below ``lo`` and more than ``rank`` at
     or below ``hi``, as close together as the samples allow.
 
-    Task ``t``'s sample holds its values at sorted positions ``step - 1, 2 step - 1, ...``, so a value ``v``
+    Chunk ``t``'s sample holds its values at sorted positions ``step - 1, 2 step - 1, ...``, so a value ``v``
     with ``c`` sample values at or below it has at least ``c step`` and fewer than ``(c + 1) step + ...``
-    values at or below it there (at most the task's count)."""
+    values at or below it there (at most the chunk's count)."""
     pool = np.unique(np.concatenate([s for s, _, _ in samples])) if samples else np.zeros(0, np.int64)
 
     def bounds(v: int) -> tuple[int, int]:
@@ -138,25 +150,6 @@ def _bracket(samples: list[tuple[np.ndarray, int, int]], rank: int) -> tuple[int
         else:
             left = mid + 1
     return lo, hi
-
-
-def _count_bracket(brackets: Mapping[int, tuple[int | None, int | None]], batches: Iterator[pa.RecordBatch]):
-    """Per wanted overall rank: this task's values at or below ``lo``, equal to ``hi``, and those between."""
-    cells = [c for batch in batches for c in batch.column("bits").to_pylist()]
-    values = np.concatenate([np.frombuffer(c, np.int64) for c in cells]) if cells else np.zeros(0, np.int64)
-    ranks, below, equal, between = [], [], [], []
-    for rank, (lo, hi) in brackets.items():
-        over = values > lo if lo is not None else np.ones(len(values), np.bool_)
-        under = values < hi if hi is not None else np.ones(len(values), np.bool_)
-        ranks.append(rank)
-        below.append(int(len(values) - over.sum()))
-        equal.append(int((values == hi).sum()) if hi is not None else 0)
-        between.append(values[over & under].tobytes())
-    yield pa.RecordBatch.from_arrays(
-        [pa.array(ranks, pa.int64()), pa.array(below, pa.int64()), pa.array(equal, pa.int64()),
-         pa.array(between, pa.binary())],
-        schema=_BRACKET_ARROW,
-    )  # fmt: skip
 
 
 def _settle(rank: int, lo: int | None, hi: int | None, rows) -> int:

@@ -222,53 +222,29 @@ def _state(busy, waiting=()):
     )
 
 
-def test_a_run_holds_where_both_states_were_free_before_its_first_arrival():
-    def run(start, first_arrival):
-        empty = np.zeros(0)
-        return ChunkSummary(
-            0,
-            0,
-            start,
-            start,
-            np.array(first_arrival),
-            *([empty] * 7),
-            {},
-            {},
-            {},
-            *([empty] * 8),
-            [],
-        )
+def _run(start: QueueState, first_arrival: list[float]) -> ChunkSummary:
+    """A chunk's run that started from ``start``, with only what :func:`_holds` reads filled in."""
+    empty = np.zeros(0)
+    return ChunkSummary(
+        0, 0, start, start, np.array(first_arrival), *([empty] * 7), {}, {}, {}, *([empty] * 8), [], (empty, 1, 0)
+    )
 
-    assert _holds(run(_state([0.0, 0.0]), [1.0, np.inf]), _state([1.0, 5.0]))
-    assert not _holds(run(_state([0.0, 0.0]), [1.0, np.inf]), _state([1.5, 0.0]))
-    assert _holds(run(_state([2.0, 0.0]), [1.0, 3.0]), _state([2.0, 3.0]))  # the very same start
-    assert not _holds(run(_state([2.0, 0.0]), [1.0, 3.0]), _state([1.0, 0.0]))  # started later than the truth
+
+def test_a_run_holds_where_both_states_were_free_before_its_first_arrival():
+    assert _holds(_run(_state([0.0, 0.0]), [1.0, np.inf]), _state([1.0, 5.0]))
+    assert not _holds(_run(_state([0.0, 0.0]), [1.0, np.inf]), _state([1.5, 0.0]))
+    assert _holds(_run(_state([2.0, 0.0]), [1.0, 3.0]), _state([2.0, 3.0]))  # the very same start
+    assert not _holds(_run(_state([2.0, 0.0]), [1.0, 3.0]), _state([1.0, 0.0]))  # started later than the truth
 
 
 def test_a_run_holds_over_a_buffer_only_when_its_waiting_tuples_agree_or_are_gone_by_its_first_arrival():
-    def run(start, first_arrival):
-        empty = np.zeros(0)
-        return ChunkSummary(
-            0,
-            0,
-            start,
-            start,
-            np.array(first_arrival),
-            *([empty] * 7),
-            {},
-            {},
-            {},
-            *([empty] * 8),
-            [],
-        )
-
     busy = _state([0.0, 4.0], [(2.0, 24.0), (3.0, 24.0)])
-    assert _holds(run(busy, [1.0, 2.0]), busy)  # the same state, tuples waiting and all
-    assert not _holds(run(busy, [1.0, 2.0]), _state([0.0, 4.0], [(2.0, 24.0), (3.0, 32.0)]))  # other bytes
-    assert not _holds(run(busy, [1.0, 2.0]), _state([0.0, 4.0], [(3.0, 24.0)]))  # fewer tuples waiting
+    assert _holds(_run(busy, [1.0, 2.0]), busy)  # the same state, tuples waiting and all
+    assert not _holds(_run(busy, [1.0, 2.0]), _state([0.0, 4.0], [(2.0, 24.0), (3.0, 32.0)]))  # other bytes
+    assert not _holds(_run(busy, [1.0, 2.0]), _state([0.0, 4.0], [(3.0, 24.0)]))  # fewer tuples waiting
     # both idle and drained before the first arrival at the buffered link: the rings no longer matter
-    assert _holds(run(busy, [1.0, 4.5]), _state([0.0, 4.5], [(3.5, 24.0)]))
-    assert not _holds(run(busy, [1.0, 4.5]), _state([0.0, 5.0], [(4.0, 24.0)]))
+    assert _holds(_run(busy, [1.0, 4.5]), _state([0.0, 4.5], [(3.5, 24.0)]))
+    assert not _holds(_run(busy, [1.0, 4.5]), _state([0.0, 5.0], [(4.0, 24.0)]))
 
 
 def test_the_true_state_carries_over_the_links_a_chunk_never_used():

@@ -1,5 +1,6 @@
-"""The exact order statistics of the Spark engine, without Spark: its two task functions run over
-hand-made partitions of latency cells and the driver's steps in between, against a plain sort."""
+"""The exact order statistics of the Spark engine, without Spark: the chunks' samples, the driver's
+brackets and the selection job's task function over hand-made partitions of latency cells, against a plain
+sort."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peers import spark_select
-from peers.spark_select import OVERALL, _bracket, _count_bracket, _pick, _settle
+from peers.spark_select import OVERALL, _bracket, _pick, _settle, sample_of
 
 
 def _batches(cells: list[tuple[int, np.ndarray]]) -> list[pa.RecordBatch]:
@@ -18,21 +19,25 @@ def _batches(cells: list[tuple[int, np.ndarray]]) -> list[pa.RecordBatch]:
     return [pa.RecordBatch.from_arrays([subs, bits], names=["sub", "bits"])]
 
 
-def _select(tasks: list[list[tuple[int, np.ndarray]]], targets: dict[int, list[int]]) -> dict:
-    """What order_statistics computes, with ``tasks`` as the partitions (each holding whole subscriptions)."""
+def _bits(values: np.ndarray) -> np.ndarray:
+    """Values given as latency bits, as the latencies (seconds) whose bits they are."""
+    return np.asarray(values, np.int64).view(np.float64)
+
+
+def _select(chunks: list[np.ndarray], tasks: list[list[tuple[int, np.ndarray]]], targets: dict[int, list[int]]):
+    """What order_statistics computes: ``chunks`` the latency bits of each chunk (for its sample), ``tasks``
+    the same values as the selection job's partitions (each holding whole subscriptions)."""
     per_sub = {k: sorted(r) for k, r in targets.items() if k != OVERALL}
-    found, samples = {}, []
+    samples = [sample_of(_bits(c)) for c in chunks]
+    brackets = {rank: _bracket(samples, rank) for rank in targets.get(OVERALL, [])}
+    found, counted = {}, []
     for cells in tasks:
-        for batch in _pick(per_sub, iter(_batches(cells))):
+        for batch in _pick(per_sub, brackets, iter(_batches(cells))):
             for row in batch.to_pylist():
                 if row["sub"] == OVERALL:
-                    samples.append((np.frombuffer(row["sample"], np.int64), row["rank"], row["count"]))
+                    counted.append(row)
                 else:
                     found[(row["sub"], row["rank"])] = row["bits"]
-    brackets = {rank: _bracket(samples, rank) for rank in targets.get(OVERALL, [])}
-    counted = [
-        row for cells in tasks for batch in _count_bracket(brackets, iter(_batches(cells))) for row in batch.to_pylist()
-    ]
     for rank, (lo, hi) in brackets.items():
         found[(OVERALL, rank)] = _settle(rank, lo, hi, [r for r in counted if r["rank"] == rank])
     return found
@@ -43,17 +48,21 @@ def _select(tasks: list[list[tuple[int, np.ndarray]]], targets: dict[int, list[i
     st.lists(st.lists(st.integers(1, 40), min_size=1, max_size=30), min_size=1, max_size=8),
     st.integers(1, 4),
     st.integers(1, 5),
+    st.integers(1, 5),
     st.data(),
 )
-def test_ranks_equal_a_plain_sort(per_sub, tasks, samples, data):
+def test_ranks_equal_a_plain_sort(per_sub, tasks, chunks, samples, data):
     spark_select.SAMPLES = samples  # few samples: wide brackets, many ties (small integers as bits)
     try:
         values = {k: np.array(v, np.int64) for k, v in enumerate(per_sub)}
         partitions = [[(k, v) for k, v in values.items() if k % tasks == t] for t in range(tasks)]
         everything = np.sort(np.concatenate(list(values.values())))
+        # the chunks split the same values another way: each subscription's values spread over them
+        pieces = [np.array_split(v, chunks) for v in values.values()]
+        by_chunk = [np.concatenate([p[c] for p in pieces]) for c in range(chunks)]
         targets = {k: data.draw(st.sets(st.integers(0, len(v) - 1), min_size=1)) for k, v in values.items()}
         targets[OVERALL] = data.draw(st.sets(st.integers(0, len(everything) - 1), min_size=1, max_size=6))
-        found = _select(partitions, {k: sorted(r) for k, r in targets.items()})
+        found = _select(by_chunk, partitions, {k: sorted(r) for k, r in targets.items()})
         for k, ranks in targets.items():
             mine = everything if k == OVERALL else np.sort(values[k])
             for r in ranks:
@@ -62,20 +71,24 @@ def test_ranks_equal_a_plain_sort(per_sub, tasks, samples, data):
         spark_select.SAMPLES = 4096
 
 
-def test_a_task_sends_a_bounded_sample_and_bracket():
+def test_a_chunk_sends_a_bounded_sample_and_a_task_a_bounded_bracket():
     rng = np.random.default_rng(5)
     latencies = [(k, rng.uniform(0.01, 0.05, 20_000)) for k in range(50)]  # a million values
     tasks = [latencies[:25], latencies[25:]]
+    chunks = [np.concatenate([v[c::3] for _, v in latencies]) for c in range(3)]
     everything = np.sort(np.concatenate([v for _, v in latencies]).view(np.int64))
     rank = 990_000
-    samples = []
-    for cells in tasks:
-        (row,) = [r for b in _pick({}, iter(_batches(cells))) for r in b.to_pylist() if r["sub"] == OVERALL]
-        assert len(row["sample"]) <= 8 * spark_select.SAMPLES
-        samples.append((np.frombuffer(row["sample"], np.int64), row["rank"], row["count"]))
+    samples = [sample_of(c) for c in chunks]
+    for (sample, step, count), chunk in zip(samples, chunks, strict=True):
+        assert len(sample) <= spark_select.SAMPLES and count == len(chunk)
+        np.testing.assert_array_equal(sample, np.sort(chunk.view(np.int64))[step - 1 :: step])
     lo, hi = _bracket(samples, rank)
     rows = [
-        r for cells in tasks for b in _count_bracket({rank: (lo, hi)}, iter(_batches(cells))) for r in b.to_pylist()
+        r
+        for cells in tasks
+        for b in _pick({}, {rank: (lo, hi)}, iter(_batches(cells)))
+        for r in b.to_pylist()
+        if r["sub"] == OVERALL
     ]
     assert sum(len(r["between"]) for r in rows) // 8 <= 4 * len(everything) // spark_select.SAMPLES
     assert _settle(rank, lo, hi, rows) == everything[rank]
