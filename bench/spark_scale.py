@@ -1,19 +1,23 @@
 """``bench spark --scale``: the Spark engine on a scenario on ``local[2]`` (the driver's JVM runs the tasks on
-2 threads), then with 1 and then 2 executor cores of a standalone cluster, against the local engine in the
-same run.
+2 threads) and with 1 and 2 executor cores of a standalone cluster, against the local engine in the same
+run.
 
 The cluster (a master and one 2-core worker on 127.0.0.1, ``peers/spark_cluster.py``) is started for the
-bench unless ``--cluster`` names one; ``--no-cluster`` skips its rows.  The plan is made once.  Each Spark
-configuration gets a fresh session (on the cluster, capped at its cores by ``spark.cores.max``), a warm-up
-run on figure1 (executors start, Python workers load numba's cached kernels), then ``--repeat`` timed runs of
-``--chunks`` chunks (the same for all, so all do the same work).  The local engine runs the same plan in
-this process, warm (its kernels compiled by the warm-up), as many times.  Each row keeps its fastest run
-(the ratios are of those) and shows its slowest: on a machine of two cores whatever else runs there moves
-single runs by tens of percent.  Printed per row: the Spark master, wall seconds,
-tuple-hops per wall second, and the driver's peak memory: the Python driver's and its JVM's (on the
-cluster the executors are the worker's processes, not the driver's; on ``local[2]`` they are threads of
-the driver's JVM).  The ratios are 2 cluster cores over 1 and Spark on 2 cores (``local[2]``, the cluster)
-over the local engine.
+bench unless ``--cluster`` names one; ``--no-cluster`` skips its rows.  The plan is made once.  The
+configurations take turns, ``--repeat`` rounds of them, so that whatever else the machine does in the
+meantime falls on all of them alike (on two cores it moves single runs by tens of percent).  Each Spark run
+gets a fresh session and a fresh driver JVM (on the cluster capped at its cores by ``spark.cores.max``), a
+warm-up run on figure1 (executors start, Python workers load numba's cached kernels), then the timed run
+of ``--chunks`` chunks (the same for all, so all do the same work).  The local engine runs the same plan in
+this process, warm (its kernels compiled by the warm-up).
+
+Each row keeps its fastest run (the ratios are of those) and shows its slowest.  Printed per row: the
+Spark master, wall seconds, the Spark run's stages (``peers.spark.run_spark``: the driver's layout of the
+plan, the chunk jobs, reading the summaries, the latency selection), tuple-hops per wall second, and the
+peak memory of the driver's JVM (on the cluster the executors are the worker's processes; on ``local[2]``
+they are threads of the driver's JVM); then the Python driver's peak.  The ratios are 2 cluster cores over
+1 (the whole run, and the chunk jobs alone: on one machine the driver's serial stages share its cores with
+the executors) and Spark on 2 cores (``local[2]``, the cluster) over the local engine.
 """
 
 from __future__ import annotations
@@ -24,11 +28,11 @@ import os
 import resource
 import tempfile
 import time
-from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 
 WARM_UP = "topologies/figure1.yaml"
+STAGES = ("layout", "chunks", "summaries", "ranks")  # what run_spark times (peers/spark.py)
 
 
 def _tuple_hops(scenario, run) -> int:
@@ -54,16 +58,6 @@ def _jvm_peak_rss(session) -> int:
     return 0
 
 
-def _timed(repeat: int, run: Callable[[], int]) -> tuple[float, float, int]:
-    """``run()`` ``repeat`` times: the fastest and the slowest wall seconds, and what the last run returned."""
-    seconds, result = [], 0
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = run()
-        seconds.append(time.perf_counter() - t0)
-    return min(seconds), max(seconds), result
-
-
 def main(args: argparse.Namespace) -> int:
     import warnings
 
@@ -86,48 +80,60 @@ def main(args: argparse.Namespace) -> int:
     warm = load_scenario(WARM_UP)
     plan = make_plan(scenario, args.strategy, Network.of(scenario))
     warm_plan = make_plan(warm, args.strategy, Network.of(warm))
-    rows = []
     run_local(warm, warm_plan)
-    local_s, local_max, hops = _timed(args.repeat, lambda: _tuple_hops(scenario, run_local(scenario, plan)))
-    rows.append(
-        {"engine": "local", "cores": 1, "seconds": local_s, "slowest": local_max, "tuple_hops_per_s": hops / local_s}
-    )
-    configurations = [("local[2]", 2, None)]
     logs = Path(tempfile.mkdtemp(prefix="bench-spark-cluster-"))
     if args.no_cluster:
         cluster = nullcontext(None)
     else:
         cluster = nullcontext(args.cluster) if args.cluster else standalone_cluster(logs, cores=2)
+    runs: dict[tuple[str, int], list[tuple[float, dict[str, float]]]] = {}
+    peaks: dict[tuple[str, int], int] = {}
+    hops = None
     with cluster as master:
+        # (row, cores, master URL (None: the local engine, in this process), Spark configuration)
+        configurations = [("local", 1, None, {}), ("local[2]", 2, "local[2]", {})]
         if master is not None:
-            configurations += [(master, cores, cores) for cores in (1, 2)]
-        for url, cores, cap in configurations:
-            conf = {"spark.cores.max": str(cap), "spark.executor.cores": str(cap)} if cap else {}
-            session = spark_session(url, conf)
-            run_spark(warm, warm_plan, master=url, conf=conf, chunks=cores)
-            seconds, slowest, counted = _timed(
-                args.repeat,
-                lambda url=url, conf=conf: _tuple_hops(
-                    scenario, run_spark(scenario, plan, master=url, conf=conf, chunks=args.chunks)
-                ),
-            )
-            if counted != hops:
-                raise AssertionError("the Spark run counted other tuple-hops than the local one")
-            rows.append(
-                {
-                    "engine": "spark",
-                    "master": "local[2]" if cap is None else "cluster",
-                    "cores": cores,
-                    "seconds": seconds,
-                    "slowest": slowest,
-                    "tuple_hops_per_s": hops / seconds,
-                    "driver_jvm_peak_bytes": _jvm_peak_rss(session),
-                }
-            )
-            stop_session()
+            capped = [{"spark.cores.max": str(n), "spark.executor.cores": str(n)} for n in (1, 2)]
+            configurations += [("cluster", 1, master, capped[0]), ("cluster", 2, master, capped[1])]
+        for _ in range(args.repeat):  # round after round, so that the machine's drift hits every row alike
+            for name, cores, url, conf in configurations:
+                stages: dict[str, float] = {}
+                if url is None:
+                    t0 = time.perf_counter()
+                    counted = _tuple_hops(scenario, run_local(scenario, plan))
+                    seconds = time.perf_counter() - t0
+                    hops = counted if hops is None else hops
+                else:
+                    session = spark_session(url, conf)
+                    run_spark(warm, warm_plan, master=url, conf=conf, chunks=cores)
+                    t0 = time.perf_counter()
+                    spark = run_spark(scenario, plan, master=url, conf=conf, chunks=args.chunks, stages=stages)
+                    seconds = time.perf_counter() - t0
+                    counted = _tuple_hops(scenario, spark)
+                    del spark
+                    peaks[(name, cores)] = max(peaks.get((name, cores), 0), _jvm_peak_rss(session))
+                    stop_session(jvm=True)  # each configuration's driver JVM measured apart
+                if counted != hops:
+                    raise AssertionError(f"the {name} run counted other tuple-hops than the local engine's")
+                runs.setdefault((name, cores), []).append((seconds, stages))
+    rows = []
+    for (name, cores), done in runs.items():
+        seconds, stages = min(done, key=lambda run: run[0])
+        row = {
+            "engine": "local" if name == "local" else "spark",
+            "master": name,
+            "cores": cores,
+            "seconds": seconds,
+            "slowest": max(s for s, _ in done),
+            "tuple_hops_per_s": hops / seconds,
+            "stages": stages,
+        }
+        if (name, cores) in peaks:
+            row["driver_jvm_peak_bytes"] = peaks[(name, cores)]
+        rows.append(row)
     python_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    by_master = {(row.get("master"), row["cores"]): row["seconds"] for row in rows}
-    local2 = by_master[("local[2]", 2)]
+    by_master = {(row["master"], row["cores"]): row["seconds"] for row in rows}
+    local_s, local2 = by_master[("local", 1)], by_master[("local[2]", 2)]
     result = {
         "params": {
             "scenario": args.scenario,
@@ -148,25 +154,29 @@ def main(args: argparse.Namespace) -> int:
         one, two = by_master[("cluster", 1)], by_master[("cluster", 2)]
         result["speedup_2_over_1_cores"] = one / two
         result["spark_2_cores_over_local"] = local_s / two
+        jobs = {row["cores"]: row["stages"]["chunks"] for row in rows if row["master"] == "cluster"}
+        result["chunk_jobs_2_over_1_cores"] = jobs[1] / jobs[2]
     if args.json:
         print(json.dumps(result))
         return 0
     print("bench spark --scale: " + ", ".join(f"{k}={v}" for k, v in result["params"].items()))
     print(
-        f"{'engine':<8}{'master':>10}{'cores':>6}{'seconds':>10}{'slowest':>10}{'M tuple-hops/s':>16}"
-        f"{'driver JVM peak':>18}"
+        f"{'engine':<8}{'master':>10}{'cores':>6}{'seconds':>10}{'slowest':>10}"
+        f"{'layout/chunks/summaries/ranks s':>33}{'M tuple-hops/s':>16}{'driver JVM peak':>18}"
     )
     for row in rows:
         jvm = row.get("driver_jvm_peak_bytes")
         peak = f"{jvm / 2**20:.0f} MiB" if jvm else "-"
+        split = "/".join(f"{row['stages'][k]:.1f}" for k in STAGES) if row["stages"] else "-"
         print(
-            f"{row['engine']:<8}{row.get('master', '-'):>10}{row['cores']:>6}{row['seconds']:>10.1f}"
-            f"{row['slowest']:>10.1f}{row['tuple_hops_per_s'] / 1e6:>16.2f}{peak:>18}"
+            f"{row['engine']:<8}{row['master']:>10}{row['cores']:>6}{row['seconds']:>10.1f}"
+            f"{row['slowest']:>10.1f}{split:>33}{row['tuple_hops_per_s'] / 1e6:>16.2f}{peak:>18}"
         )
     ratios = [f"Spark on local[2] / local engine: {result['spark_local_2_over_local']:.2f}x"]
     if not args.no_cluster:
         ratios = [
-            f"2 cores / 1 core: {result['speedup_2_over_1_cores']:.2f}x",
+            f"2 cores / 1 core: {result['speedup_2_over_1_cores']:.2f}x"
+            f" (the chunk jobs alone: {result['chunk_jobs_2_over_1_cores']:.2f}x)",
             f"Spark on 2 cores / local engine: {result['spark_2_cores_over_local']:.2f}x",
             *ratios,
         ]

@@ -4,14 +4,15 @@
 (docs/SPARK.md tells the design and why):
 
 1. the driver lays the plan out for the simulator (:class:`peers.local.Simulation`, which validates it as
-   the local engine does), broadcasts it, and cuts the run's windows into chunks of about equal tuples;
-2. one Spark job simulates every chunk at once (:mod:`peers.spark_tasks`), each from all links free.  Only
-   the first chunk really starts so; a later one started from a guess, and its result is exact when, link
-   by link, the guess is the true start or neither is still busy (nor holding tuples in its buffer) at the
-   chunk's first arrival there.  The driver walks the
-   chunks in order, carrying the true state of the queues from one to the next, and checks that; a chunk
-   that fails (a backlog across its start) is simulated again from the true state.  So the result is the
-   local engine's, number for number: the same code, the same windows, the same queue states;
+   the local engine does), broadcasts it, and cuts the run's windows into chunks of about equal work;
+2. one Spark job simulates every chunk at once (:mod:`peers.spark_tasks`): the first from all links free,
+   which is the truth, each later one from a guess (the backlogs a couple of seconds before it leave, played
+   from all links free).  A chunk's result is exact when, link by link, the guess is the true start or
+   neither is still busy (nor holding tuples in its buffer) at the chunk's first arrival there.  The
+   driver walks the chunks in order, carrying the true state of the queues from one to the next, and
+   checks that; a chunk that fails (a backlog across its start) is simulated again from the true state.
+   So the result is the local engine's, number for number: the same code, the same windows, the same
+   queue states;
 3. the driver adds up the chunks' summaries (traffic per link direction, timeline bins, per subscription
    counts, the check against the expected tuples, exact latency sums), and finds the latency percentiles by
    an exact selection over the latencies, which stay on the executors.
@@ -23,6 +24,7 @@ its memory is the plan's and the aggregates', whatever the number of tuples.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from itertools import count
 
@@ -79,15 +81,20 @@ def run_spark(
     conf: dict[str, str] | None = None,
     window: float | None = None,
     chunks: int | None = None,
+    stages: dict[str, float] | None = None,
 ) -> StrategyRun:
     """Execute ``plan`` on Spark (``window`` as in :func:`~peers.local.run_local`; ``chunks``: how many
-    stretches of the run to simulate apart, default :data:`CHUNKS_PER_CORE` per core).
+    stretches of the run to simulate apart, default :data:`CHUNKS_PER_CORE` per core; ``stages``, when
+    given, receives the seconds each stage took: ``layout`` and those of :func:`run_simulation`).
 
     Raises EmulatorError for an inconsistent plan (as the local engine does), EngineError when Spark cannot
     start or a Spark job fails.
     """
+    t0 = time.perf_counter()
     simulation = Simulation(scenario, plan, window=window)
-    return run_simulation(simulation, plan.strategy, progress, master=master, conf=conf, chunks=chunks)
+    if stages is not None:
+        stages["layout"] = time.perf_counter() - t0
+    return run_simulation(simulation, plan.strategy, progress, master=master, conf=conf, chunks=chunks, stages=stages)
 
 
 def run_simulation(
@@ -98,9 +105,12 @@ def run_simulation(
     master: str | None = None,
     conf: dict[str, str] | None = None,
     chunks: int | None = None,
+    stages: dict[str, float] | None = None,
 ) -> StrategyRun:
     """:func:`run_spark` of a plan laid out as ``simulation`` (its strategy named ``strategy``).  Safe to
-    call from several threads at once: each strategy's jobs run in their own job group."""
+    call from several threads at once: each strategy's jobs run in their own job group.  ``stages``, when
+    given, receives the seconds of ``chunks`` (the jobs simulating chunks, reruns included), ``summaries``
+    (reading and adding them up) and ``ranks`` (the latency selection)."""
     scenario = simulation.scenario
     windows = simulation.windows()
     session = spark_session(master, conf)
@@ -115,19 +125,27 @@ def run_simulation(
         sc.setJobGroup(group, f"simulate {strategy}")
         watcher.start()
 
+        took = dict.fromkeys(("chunks", "summaries", "ranks"), 0.0)
+
         def simulate(chunks: tuple[Chunk, ...]) -> Iterator[ChunkSummary]:
+            t0 = time.perf_counter()
             frame, summaries = _launch(session, broadcast, chunks)
+            took["chunks"] += time.perf_counter() - t0
             frames.append(frame)
             kept.extend((frame, summaries))
             return _summaries(summaries)
 
-        warm = _warm_up_windows(windows)
-        runs = chain(simulate, cuts, simulation.queues.free(), warm)
+        t0 = time.perf_counter()
+        runs = chain(simulate, cuts, simulation.queues.free(), _warm_up_windows(windows))
         totals = _Totals(simulation)
         for summary in runs:
             totals.add(summary)
-        rows = _latency_rows(frames, runs)
-        ranked = order_statistics(rows, totals.targets(), totals.samples)
+        t1 = time.perf_counter()
+        ranked = order_statistics(_latency_rows(frames, runs), totals.targets(), totals.samples)
+        took["ranks"] = time.perf_counter() - t1
+        took["summaries"] = t1 - t0 - took["chunks"]
+        if stages is not None:
+            stages.update(took)
         return simulation.with_plan(totals.run(strategy, ranked))
     except EngineError:
         raise
@@ -139,8 +157,8 @@ def run_simulation(
         watcher.stop()
         sc.setLocalProperty("spark.jobGroup.id", None)
         for frame in kept:
-            frame.unpersist()
-        broadcast.destroy()
+            frame.unpersist(blocking=True)  # nothing left in flight when a session stops
+        broadcast.destroy(blocking=True)
 
 
 def _cut(simulation: Simulation, windows: list[tuple[float, float]], wanted: int) -> list[tuple[int, int]]:

@@ -205,9 +205,25 @@ def jvm_started() -> bool:
     return _jvm_started
 
 
-def stop_session() -> None:
-    """Stop the process's session, if any (the next :func:`spark_session` starts a new one)."""
-    global _session, _session_key
+def stop_session(jvm: bool = False) -> None:
+    """Stop the process's session, if any (the next :func:`spark_session` starts a new one).  With ``jvm``
+    also Spark's JVM, which otherwise outlives its sessions: the next session then starts a JVM of its own,
+    with its own options and memory (a benchmark comparing masters measures each one's driver apart)."""
+    global _session, _session_key, _jvm_started
     if _session is not None:
         _session.stop()
     _session, _session_key = None, None
+    if jvm:
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway
+        if gateway is not None:
+            gateway.shutdown()
+            process = getattr(gateway, "proc", None)
+            if process is not None:
+                # the context is stopped; a JVM let to shut down by itself now prints the failures of
+                # its connections to a cluster's executors closing under it
+                process.kill()
+                process.wait()
+        SparkContext._gateway, SparkContext._jvm = None, None
+        _jvm_started = False

@@ -96,3 +96,31 @@ def test_extra_java_options_are_added_to_the_sessions_own():
     conf = {"spark.driver.extraJavaOptions": " -XX:-DontCompileHugeMethods "}
     assert _java_options(quiet, conf, "driver") == f"{quiet} -XX:-DontCompileHugeMethods"
     assert _java_options(quiet, conf, "executor") == quiet
+
+
+STOP_AND_START_AGAIN = """
+import os
+from peers.spark_session import jvm_started, spark_session, stop_session
+first = spark_session("local[1]")
+pid = first.sparkContext._gateway.proc.pid
+stop_session(jvm=True)
+try:
+    os.kill(pid, 0)
+    alive = True
+except ProcessLookupError:
+    alive = False
+stopped = jvm_started()
+second = spark_session("local[1]")
+print(pid != second.sparkContext._gateway.proc.pid, alive, stopped, second.range(5).count())
+"""
+
+
+@pytest.mark.spark
+def test_stopping_the_jvm_too_lets_the_next_session_start_one_of_its_own():
+    """A benchmark comparing masters measures each one's driver JVM apart: the first JVM is gone, and the
+    next session runs in another one (in a process of its own: the test session's JVM stays)."""
+    done = subprocess.run(
+        [sys.executable, "-c", STOP_AND_START_AGAIN], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "False", "False", "5"]
