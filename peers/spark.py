@@ -119,7 +119,7 @@ def run_simulation(
     cuts = _cut(simulation, windows, max(1, wanted))
     broadcast = sc.broadcast(ChunkJob(simulation, tuple(windows)))
     group = f"streamglobe-{next(_job_numbers)}"
-    frames, kept = [], []
+    frames = []
     watcher = _Watcher(sc, group, sum(workload.tuple_count(s, scenario.duration) for s in scenario.streams), progress)
     try:
         sc.setJobGroup(group, f"simulate {strategy}")
@@ -129,11 +129,10 @@ def run_simulation(
 
         def simulate(chunks: tuple[Chunk, ...]) -> Iterator[ChunkSummary]:
             t0 = time.perf_counter()
-            frame, summaries = _launch(session, broadcast, chunks)
+            frame, cells = _launch(session, broadcast, chunks)
             took["chunks"] += time.perf_counter() - t0
             frames.append(frame)
-            kept.extend((frame, summaries))
-            return _summaries(summaries)
+            return map(unpacked, cells)
 
         t0 = time.perf_counter()
         runs = chain(simulate, cuts, simulation.queues.free(), _warm_up_windows(windows))
@@ -156,7 +155,7 @@ def run_simulation(
     finally:
         watcher.stop()
         sc.setLocalProperty("spark.jobGroup.id", None)
-        for frame in kept:
+        for frame in frames:
             frame.unpersist(blocking=True)  # nothing left in flight when a session stops
         broadcast.destroy(blocking=True)
 
@@ -242,10 +241,10 @@ def _holds(run: ChunkSummary, truth: QueueState) -> bool:
     return run.start.agrees(truth, run.first_arrival)
 
 
-def _launch(session, broadcast, chunks: tuple[Chunk, ...]):
-    """The records of ``chunks`` (one task each) and, apart, their summary rows: both computed now, in one
-    job, and kept on the executors.  Reading the summaries from the records would scan every chunk's
-    latency cells again, one job per chunk."""
+def _launch(session, broadcast, chunks: tuple[Chunk, ...]) -> tuple[object, list[bytes]]:
+    """The records of ``chunks`` (one task each), computed now and kept on the executors, and their summary
+    cells in chunk order (a partition holds one chunk), compressed (:func:`peers.spark_tasks.unpacked`
+    reads one): all in one job."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -254,15 +253,8 @@ def _launch(session, broadcast, chunks: tuple[Chunk, ...]):
         .mapInArrow(run_chunks(broadcast, chunks), RECORD_SCHEMA)
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    summaries = frame.where(F.col("sub") == SUMMARY_SUB).select("bits").persist(StorageLevel.MEMORY_AND_DISK)
-    summaries.count()
-    return frame, summaries
-
-
-def _summaries(summaries):
-    """The chunks' summaries in chunk order, one at a time (a partition holds one chunk)."""
-    for row in summaries.toLocalIterator():
-        yield unpacked(row["bits"])
+    cells = [row["bits"] for row in frame.where(F.col("sub") == SUMMARY_SUB).select("bits").collect()]
+    return frame, cells
 
 
 def _latency_rows(frames, runs: list[ChunkSummary]):
