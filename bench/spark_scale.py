@@ -32,7 +32,6 @@ from contextlib import nullcontext
 from pathlib import Path
 
 WARM_UP = "topologies/figure1.yaml"
-STAGES = ("layout", "chunks", "summaries", "ranks")  # what run_spark times (peers/spark.py)
 
 
 def _tuple_hops(scenario, run) -> int:
@@ -64,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
     from network.routing import Network
     from peers.local import run_local
-    from peers.spark import run_spark
+    from peers.spark import STAGES, run_spark
     from peers.spark_cluster import standalone_cluster
     from peers.spark_session import spark_session, stop_session
     from sharing import check_strategy, make_plan

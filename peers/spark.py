@@ -45,6 +45,8 @@ from topologies.model import Scenario
 CHUNKS_PER_CORE = 4  # smaller chunks balance better; each chunk boundary may cost a recomputation
 TUPLE_WEIGHT = 64  # a tuple's own cost (its values, its check, its deliveries) in channel readings
 WARM_UP_S = 2.0  # a chunk run from a guess first plays this much emission time before it, uncounted
+SIMULATION_STAGES = ("chunks", "summaries", "ranks")  # what run_simulation times (its ``stages``)
+STAGES = ("layout", *SIMULATION_STAGES)  # what run_spark times
 
 Progress = Callable[[int, int], None]
 _job_numbers = count()
@@ -125,7 +127,7 @@ def run_simulation(
         sc.setJobGroup(group, f"simulate {strategy}")
         watcher.start()
 
-        took = dict.fromkeys(("chunks", "summaries", "ranks"), 0.0)
+        took = dict.fromkeys(SIMULATION_STAGES, 0.0)
 
         def simulate(chunks: tuple[Chunk, ...]) -> Iterator[ChunkSummary]:
             t0 = time.perf_counter()
