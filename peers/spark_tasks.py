@@ -13,7 +13,8 @@ next free, and the tuples waiting in the buffers of links that have one).  What 
   and the earliest arrival at each link, which tells the driver whether a guessed starting state was
   right, see docs/SPARK.md);
 - one **latency** row per subscription delivered to: its number and its latencies' IEEE bits,
-  as one binary cell (a positive double's bits sort as its value does).  They stay on the executors for
+  compressed, as one binary cell (:func:`peers.spark_select.latency_cell`; a positive double's bits sort
+  as its value does).  They stay on the executors for
   the exact percentile selection (:mod:`peers.spark_select`); a cell per subscription rather than a row
   per copy keeps Spark's per-row costs out of it.
 
@@ -35,14 +36,14 @@ import pyarrow as pa
 from network.buffers import QueueState
 from network.latency import Sum, exact_sums_by_owner
 from peers.local import Simulation
-from peers.spark_select import Sample, sample_of
+from peers.spark_select import Sample, latency_cell, sample_of
 from topologies import workload
 from topologies.expected import differences_by_owner, emitted_before, expected_in_range
 
 RECORD_SCHEMA = "chunk int, attempt int, sub int, bits binary"
 _ARROW_SCHEMA = pa.schema([("chunk", pa.int32()), ("attempt", pa.int32()), ("sub", pa.int32()), ("bits", pa.binary())])
 SUMMARY_SUB = -1  # ``sub`` of a summary row
-BYTES_PER_BATCH = 1 << 24  # latency bytes per Arrow batch a task yields
+BYTES_PER_BATCH = 1 << 24  # latency bytes per Arrow batch a task yields (before their compression)
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ def chunk_records(job: ChunkJob, chunk: Chunk) -> Iterator[pa.RecordBatch]:
     subs, cells, size = [], [], 0
     for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
         subs.append(int(owners[a]))
-        cells.append(latencies[a:b].view(np.int64).tobytes())
+        cells.append(latency_cell(latencies[a:b]))
         size += 8 * (b - a)
         if size >= BYTES_PER_BATCH or b == len(owners):
             yield _batch(chunk, subs, cells)

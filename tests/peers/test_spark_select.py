@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peers import spark_select
-from peers.spark_select import OVERALL, _bracket, _pick, _settle, sample_of
+from peers.spark_select import OVERALL, _bracket, _pick, _settle, cell_bits, latency_cell, sample_of
 
 
 def _batches(cells: list[tuple[int, np.ndarray]]) -> list[pa.RecordBatch]:
     subs = pa.array([s for s, _ in cells], pa.int32())
-    bits = pa.array([v.view(np.int64).tobytes() for _, v in cells], pa.binary())
+    bits = pa.array([latency_cell(v.view(np.float64)) for _, v in cells], pa.binary())
     return [pa.RecordBatch.from_arrays([subs, bits], names=["sub", "bits"])]
 
 
@@ -92,3 +92,16 @@ def test_a_chunk_sends_a_bounded_sample_and_a_task_a_bounded_bracket():
     ]
     assert sum(len(r["between"]) for r in rows) // 8 <= 4 * len(everything) // spark_select.SAMPLES
     assert _settle(rank, lo, hi, rows) == everything[rank]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0, 1e6, allow_nan=False), max_size=300), st.integers(1, 3))
+def test_a_latency_cell_gives_back_its_bits(values, step):
+    latencies = np.array(values, np.float64)[::step]  # a strided view, as a slice of a chunk's array may be
+    cell = latency_cell(latencies)
+    assert np.array_equal(cell_bits(cell), np.ascontiguousarray(latencies).view(np.int64))
+
+
+def test_repeated_latencies_make_a_small_cell():
+    latencies = np.tile(np.array([0.012, 0.0305, 0.25]), 10_000)
+    assert len(latency_cell(latencies)) < 8 * len(latencies) // 20
