@@ -41,7 +41,7 @@ from network.routing import Network
 from peers.selection import SelectorTable, select_window
 from peers.superpeer import ChannelKey, flow_key, raw_key
 from sharing.epochs import EpochOrder
-from sharing.plan import Delivery, Flow, Plan
+from sharing.plan import Delivery, Epoch, Flow, Plan
 from topologies.model import Scenario
 
 Values = Callable[[str, int, int], dict[str, np.ndarray]]
@@ -177,16 +177,17 @@ class _Layout:
             if start != state.end:  # a gap between epochs: every phase is cut
                 state.close_all()
             state.end = end
-            moved = self._flows(epoch.flows, start, state)
-            self._deliveries(epoch.deliveries, start, moved, state)
+            moved = self._flows(epoch, start, state)
+            self._deliveries(epoch, start, moved, state)
             for node in state.grew:
                 self.operators[node] = max(self.operators.get(node, 0), state.here[node])
             state.grew.clear()
         state.close_all()
 
-    def _flows(self, flows: tuple[Flow, ...], start: float, state: _Reading) -> set[str]:
+    def _flows(self, epoch: Epoch, start: float, state: _Reading) -> set[str]:
         """Lay out the flows of the epoch that changed; the ids of flows whose channel changed, came or went."""
-        gone_ids, fresh, _ = state.flow_order.advance(flows)
+        flows = epoch.flows
+        gone_ids, fresh, _ = state.flow_order.advance(flows, epoch.flow_parts)
         moved: set[str] = set()
         left: dict[str, int] = {}  # flow id -> its channel, for the flows whose object went
         for gone in gone_ids:
@@ -240,9 +241,10 @@ class _Layout:
         moved.update(flow_id for flow_id in left if flow_id not in state.where)
         return moved
 
-    def _deliveries(self, deliveries: tuple[Delivery, ...], start: float, moved: set[str], state: _Reading) -> None:
+    def _deliveries(self, epoch: Epoch, start: float, moved: set[str], state: _Reading) -> None:
         """Lay out the deliveries of the epoch that are new or read a flow in ``moved``."""
-        gone_ids, fresh, _ = state.delivery_order.advance(deliveries)
+        deliveries = epoch.deliveries
+        gone_ids, fresh, _ = state.delivery_order.advance(deliveries, epoch.delivery_parts)
         for gone in gone_ids:
             phase, delivery = state.deliveries.pop(gone)
             phase.end = start

@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from itertools import chain
 
 from network.routing import Network
 from sharing.plan import Decision, Delivery, Epoch, Flow, Plan, Replan
@@ -98,7 +99,7 @@ def make_plan(
             if event.kind == "network":
                 started = time.perf_counter()
                 cut_off, restored = baseline.network_event(event.state)
-                before, (flows, _) = flows, baseline.epoch()
+                before, flows = flows, tuple(chain.from_iterable(baseline.epoch()[0]))
                 moved = len(set(before).symmetric_difference(flows))  # flows removed plus installed
                 text = "; ".join(change.text() for change in event.changes)
                 seconds = time.perf_counter() - started
@@ -107,8 +108,8 @@ def make_plan(
                 baseline.unsubscribe(event.subscription)
             else:
                 baseline.subscribe(event.subscription)
-        flows, deliveries = baseline.epoch()
-        epochs.append(Epoch(start, end, flows, deliveries))
+        epochs.append(Epoch.of_parts(start, end, *baseline.epoch()))
+        flows = epochs[-1].flows
         if progress is not None:
             progress(len(epochs), len(steps))
     return Plan(strategy, scenario.name, tuple(epochs), replans=tuple(replans)).check(scenario, network)

@@ -7,10 +7,11 @@ subscription's WHERE unless the flow it reads already holds exactly that result 
 
 from __future__ import annotations
 
-from itertools import chain, pairwise
+from itertools import pairwise
 
 from matcher import Predicate
 from network.routing import Network
+from sharing.epochs import Slots
 from sharing.outage import Outage, crosses
 from sharing.plan import Delivery, Flow
 from topologies.model import Scenario, SubscriptionSpec
@@ -41,8 +42,8 @@ class Baseline:
         self._position = {s.id: k for k, s in enumerate(scenario.subscriptions)}
         self._trees: dict[str, _Tree] = {s.id: _Tree() for s in scenario.streams}  # in stream order
         self._tree_flows: dict[str, tuple[Flow, ...]] = {s.id: () for s in scenario.streams}
-        self._flow_at: list[Flow | None] = [None] * len(scenario.subscriptions)  # own flows, by position
-        self._delivery_at: list[Delivery | None] = [None] * len(scenario.subscriptions)
+        self._flow_at = Slots(len(scenario.subscriptions))  # own flows, by subscription position
+        self._delivery_at = Slots(len(scenario.subscriptions))
         self._joined: dict[str, dict[str, SubscriptionSpec]] = {}  # per stream, since the last epoch
         self._left: dict[str, dict[str, None]] = {}
         self._route: dict[str, tuple[str, ...]] = {}  # served subscription -> its route from the source
@@ -102,16 +103,17 @@ class Baseline:
                 restored.append(sub_id)
         return cut, restored
 
-    def epoch(self) -> tuple[tuple[Flow, ...], tuple[Delivery, ...]]:
-        """Flows (parents first) and deliveries (in scenario order) of the active subscriptions."""
+    def epoch(self) -> tuple[tuple[tuple[Flow, ...], ...], tuple[tuple[Delivery, ...], ...]]:
+        """Flows (parents first) and deliveries (in scenario order) of the active subscriptions, in parts
+        (:meth:`sharing.plan.Epoch.of_parts`): a stream's tree, or a run of subscription positions."""
         if self.strategy in ("data-shipping", "query-shipping"):
-            return tuple(filter(None, self._flow_at)), tuple(filter(None, self._delivery_at))
+            return self._flow_at.parts(), self._delivery_at.parts()
         for stream, tree in self._trees.items():
             if stream in self._joined or stream in self._left:
                 joined, left = self._joined.pop(stream, {}), self._left.pop(stream, {})
                 self._update(stream, tree, list(joined.values()), list(left))
                 self._tree_flows[stream] = tuple(tree.flows())
-        return tuple(chain.from_iterable(self._tree_flows.values())), tuple(filter(None, self._delivery_at))
+        return tuple(self._tree_flows.values()), self._delivery_at.parts()
 
     def _own_flow(self, sub: SubscriptionSpec) -> tuple[Flow | None, Delivery]:
         """The subscription's own flow (none when it is at the source's super-peer) and delivery."""

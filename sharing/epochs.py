@@ -71,15 +71,17 @@ class EpochOrder:
     """The flows (or the deliveries) of the epochs read so far, diffed by identity one epoch to the next.
 
     :meth:`advance` skips the longest head and tail two consecutive epochs share by a pointer comparison per
-    object.  A long middle between them is walked side by side the same way, each run of objects both list
-    in the same order skipped, so it costs about its changes while the objects kept stay in their order (a
-    planner's epochs: objects put in and taken out, the deliveries in subscription order).  A short middle,
-    or one whose kept objects changed order or that lists an object twice, is diffed by sets (when an object
-    is listed twice, the epoch and the next in full).  Where an object stands in the current epoch is asked
-    in two ways: a ``ranked`` sequence keeps :attr:`rank`, a number per object increasing along the epoch and
-    renumbered only where the epoch changed (the flows: their order is asked about for every flow laid
-    out); otherwise :meth:`positions` lists the whole epoch when asked (the deliveries: only those reading a
-    flow that moved need it)."""
+    object, from where the epochs' *parts* (when the planner gives them, :class:`Slots`) tell the objects are
+    the same: a part that is the very tuple of the epoch before holds the very same objects, so the parts both
+    epochs start and end with are skipped by a pointer comparison per part.  A long middle between them is
+    walked side by side the same way, each run of objects both list in the same order skipped, so it costs about
+    its changes while the objects kept stay in their order (a planner's epochs: objects put in and taken out,
+    the deliveries in subscription order).  A short middle, or one whose kept objects changed order or that
+    lists an object twice, is diffed by sets (when an object is listed twice, the epoch and the next in full).
+    Where an object stands in the current epoch is asked in two ways: a ``ranked`` sequence keeps :attr:`rank`,
+    a number per object increasing along the epoch and renumbered only where the epoch changed (the flows: their
+    order is asked about for every flow laid out); otherwise :meth:`positions` lists the whole epoch when asked
+    (the deliveries: only those reading a flow that moved need it)."""
 
     WALK_FROM = 48  # a middle (between the common head and tail) longer than this is walked, not diffed by sets
     MAX_CHANGES = 64  # a walk meeting more changes than this gives way to the diff by sets
@@ -90,25 +92,38 @@ class EpochOrder:
 
     def reset(self) -> None:
         self.items: tuple = ()
+        self.parts: tuple[tuple, ...] | None = None
         self.shifted: list[int] = []
         self.rank: dict[int, float] = {}  # ranked: id -> rank, for every object of the epoch
         self.members: set[int] = set()  # not ranked: the ids of the epoch's objects
         self._twice = False
         self._positions: dict[int, int] | None = None
 
-    def advance(self, items: tuple) -> tuple[list[int], list[int], bool]:
-        """Move to the epoch listing ``items``: the ids of the objects that went, the positions of the
-        objects that came (ascending; an object's first listing), and whether an object is listed twice.
-        :attr:`shifted` then holds the ids of the objects whose place among the others may have changed
-        (the new ones when the kept ones kept their order; else those between the parts both epochs
-        start and end with)."""
+    def advance(self, items: tuple, parts: tuple[tuple, ...] | None = None) -> tuple[list[int], list[int], bool]:
+        """Move to the epoch listing ``items`` (the concatenation of ``parts``, when given): the ids of the
+        objects that went, the positions of the objects that came (ascending; an object's first listing),
+        and whether an object is listed twice.  :attr:`shifted` then holds the ids of the objects whose
+        place among the others may have changed (the new ones when the kept ones kept their order; else
+        those between the parts both epochs start and end with)."""
         known = self.rank.keys() if self.ranked else self.members
         prev = self.items
         head = tail = 0
+        sure_head, sure_tail = same_ends(self.parts, parts)
+        self.parts = parts
         if prev and not self._twice:
             short = min(len(prev), len(items))
-            head = next(compress(count(), map(is_not, prev, items)), short)
-            tail = min(next(compress(count(), map(is_not, reversed(prev), reversed(items))), short), short - head)
+            # each scan starts past the objects the parts tell are the same (an iterator of a tuple, either
+            # way, is put there: its state is its position)
+            head = min(sure_head, short)
+            ahead = iter(prev), iter(items)
+            for at in ahead:
+                at.__setstate__(head)
+            head += next(compress(count(), map(is_not, *ahead)), short - head)
+            tail = min(sure_tail, short - head)
+            back = reversed(prev), reversed(items)
+            for at, seq in zip(back, (prev, items), strict=True):
+                at.__setstate__(len(seq) - 1 - tail)
+            tail = min(tail + next(compress(count(), map(is_not, *back)), short), short - head)
             walked = self._walk(prev, items, known, head) if len(items) - tail - head > self.WALK_FROM else None
             if walked is not None:
                 return self._walked(items, *walked)
@@ -223,3 +238,51 @@ class EpochOrder:
             self.rank = dict(zip(map(id, items), map(float, range(len(items))), strict=True))
             return
         rank.update(zip(new, keys, strict=True))
+
+
+def same_ends(before: tuple[tuple, ...] | None, parts: tuple[tuple, ...] | None) -> tuple[int, int]:
+    """How many objects two epochs listed as ``before`` and ``parts`` surely share at their head and at
+    their tail: those of the parts both start (end) with that are the very same tuples (0, 0 when either is
+    not given in parts)."""
+    if before is None or parts is None:
+        return 0, 0
+    head = tail = 0
+    for a, b in zip(before, parts, strict=False):
+        if a is not b:
+            break
+        head += len(a)
+    for a, b in zip(reversed(before), reversed(parts), strict=False):
+        if a is not b:
+            break
+        tail += len(a)
+    return head, tail
+
+
+class Slots:
+    """Objects by position (a subscription's, in scenario order), a slot empty or holding one, listed in
+    position order as *parts* of :attr:`PART` positions each.  A part no slot of which changed since the
+    last listing is the very tuple listed then, which tells :meth:`EpochOrder.advance` that it holds the
+    same objects: an epoch's few changed subscriptions cost their parts, not the whole list."""
+
+    PART = 64
+
+    def __init__(self, size: int):
+        self._slots: list = [None] * size
+        self._parts: list[tuple] = [()] * -(-size // self.PART)
+        self._stale: set[int] = set()
+
+    def __getitem__(self, position: int):
+        return self._slots[position]
+
+    def __setitem__(self, position: int, item) -> None:
+        """Put ``item`` (None: nothing) at ``position``."""
+        if self._slots[position] is not item:
+            self._slots[position] = item
+            self._stale.add(position // self.PART)
+
+    def parts(self) -> tuple[tuple, ...]:
+        """The objects in position order, a part per :attr:`PART` positions (the empty slots left out)."""
+        for k in self._stale:
+            self._parts[k] = tuple(filter(None, self._slots[k * self.PART : (k + 1) * self.PART]))
+        self._stale.clear()
+        return tuple(self._parts)

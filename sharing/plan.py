@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from itertools import pairwise
+from itertools import chain, pairwise
 from typing import TYPE_CHECKING, Any, TextIO
 
 from matcher import Predicate
@@ -102,13 +102,34 @@ class Delivery:
 class Epoch:
     """The installed flows and deliveries for tuples emitted in ``[start, end)``.
 
-    ``flows`` lists parents before children.
+    ``flows`` lists parents before children.  A planner may also give them as the parts they are the
+    concatenation of (:meth:`of_parts`): a part that is the very tuple of the epoch before holds the very
+    same objects, which lets the data planes skip it when they diff the epochs
+    (:class:`sharing.epochs.EpochOrder`).  The parts are not the plan's content: they take no part in
+    comparisons, nor in its JSON, and an epoch made anew from this one (``dataclasses.replace``) has none.
     """
 
     start: float
     end: float
     flows: tuple[Flow, ...]
     deliveries: tuple[Delivery, ...]
+    flow_parts: tuple[tuple[Flow, ...], ...] | None = field(default=None, init=False, compare=False, repr=False)
+    delivery_parts: tuple[tuple[Delivery, ...], ...] | None = field(default=None, init=False, compare=False, repr=False)
+
+    @classmethod
+    def of_parts(
+        cls,
+        start: float,
+        end: float,
+        flow_parts: tuple[tuple[Flow, ...], ...],
+        delivery_parts: tuple[tuple[Delivery, ...], ...],
+    ) -> Epoch:
+        """The epoch whose flows and deliveries are the concatenations of ``flow_parts`` and
+        ``delivery_parts``, which it keeps."""
+        epoch = cls(start, end, tuple(chain.from_iterable(flow_parts)), tuple(chain.from_iterable(delivery_parts)))
+        object.__setattr__(epoch, "flow_parts", flow_parts)  # not init fields: replace() leaves them out
+        object.__setattr__(epoch, "delivery_parts", delivery_parts)
+        return epoch
 
     def flow(self, flow_id: str) -> Flow:
         return next(f for f in self.flows if f.id == flow_id)

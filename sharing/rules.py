@@ -86,8 +86,8 @@ class _Rules:
                 if self.down.failed_nodes:  # a delivery uses no link
                     for item in epoch.deliveries:
                         self._up(item, epoch.start)
-            changed = self._flows(epoch.flows, epoch.start, state)
-            self._deliveries(epoch.deliveries, changed, state)
+            changed = self._flows(epoch.flows, epoch.start, state, epoch.flow_parts)
+            self._deliveries(epoch.deliveries, changed, state, epoch.delivery_parts)
             if rejections and rejections[0] < end:  # kept deliveries of those rejected since
                 while rejections and rejections[0] < end:
                     rejections.pop(0)
@@ -118,10 +118,12 @@ class _Rules:
                     f" starting at {epoch_start:g}"
                 )
 
-    def _flows(self, flows: tuple[Flow, ...], epoch_start: float, state: _Epochs) -> set[str]:
-        """Check the flows of the epoch that are new or read a flow replaced or gone; the ids of the flows
-        whose object changed or went."""
-        gone, fresh, twice = state.flow_order.advance(flows)
+    def _flows(
+        self, flows: tuple[Flow, ...], epoch_start: float, state: _Epochs, parts: tuple[tuple[Flow, ...], ...] | None
+    ) -> set[str]:
+        """Check the flows of the epoch that are new or read a flow replaced or gone (``parts``: the epoch's
+        :attr:`~sharing.plan.Epoch.flow_parts`); the ids of the flows whose object changed or went."""
+        gone, fresh, twice = state.flow_order.advance(flows, parts)
         if twice:
             again = next(f for i, f in enumerate(flows) if f in flows[:i])
             raise PlanError(f"flow {again.id} is defined twice in the epoch starting at {epoch_start:g}")
@@ -232,9 +234,16 @@ class _Rules:
         self._reads(flow, above, f"flow {flow.id}", flow.origin, what)
         return above if flow.trim else frozenset(flow.attrs)
 
-    def _deliveries(self, deliveries: tuple[Delivery, ...], changed: set[str], state: _Epochs) -> None:
-        """Check the deliveries of the epoch that are new or read a flow in ``changed``."""
-        gone, fresh, _ = state.delivery_order.advance(deliveries)
+    def _deliveries(
+        self,
+        deliveries: tuple[Delivery, ...],
+        changed: set[str],
+        state: _Epochs,
+        parts: tuple[tuple[Delivery, ...], ...] | None,
+    ) -> None:
+        """Check the deliveries of the epoch that are new or read a flow in ``changed`` (``parts``: the
+        epoch's :attr:`~sharing.plan.Epoch.delivery_parts`)."""
+        gone, fresh, _ = state.delivery_order.advance(deliveries, parts)
         for ident in gone:
             delivery = state.deliveries.pop(ident)
             if delivery.flow is not None:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from itertools import chain
 
 from matcher import Predicate
+from sharing.epochs import Slots
 from sharing.plan import Delivery, Epoch, Flow
 from sharing.state import ActiveSubscription, AttributeMasks, InstalledFlow, holds_exactly
 from topologies.model import Scenario
@@ -25,7 +26,7 @@ class Snapshots:
 
     def __init__(self, scenario: Scenario, masks: AttributeMasks):
         self._masks = masks
-        self._delivered: list[Delivery | None] = [None] * len(scenario.subscriptions)  # by position
+        self._delivered = Slots(len(scenario.subscriptions))  # deliveries by subscription position
         self._recheck: dict[ActiveSubscription, None] = {}  # whose delivery may have changed since the last epoch
 
     def flow_changed(self, flow: InstalledFlow) -> None:
@@ -56,8 +57,7 @@ class Snapshots:
         for sub in self._recheck:
             self._delivered[sub.position] = self.delivery(sub)
         self._recheck.clear()
-        flows = chain.from_iterable(self._subtree(root) for root in roots)
-        return Epoch(start, end, tuple(flows), tuple(filter(None, self._delivered)))
+        return Epoch.of_parts(start, end, tuple(map(self._subtree, roots)), self._delivered.parts())
 
     def _subtree(self, flow: InstalledFlow) -> tuple[Flow, ...]:
         """The frozen flows of ``flow``'s tree (``flow`` first but for the raw stream), depth-first."""

@@ -144,3 +144,24 @@ def test_readings_count_the_channels_live_at_each_tuple(changing):
         expected = [int(((start <= t) & (t < end)).sum()) for t in emitted]
         assert readings[stream].tolist() == expected
     assert len(set(readings["S"].tolist())) > 1  # the plan's epochs change how many channels read S
+
+
+@pytest.mark.parametrize("path", ["topologies/sensor-grid.yaml", "topologies/failover.yaml"])
+def test_a_plan_laid_out_from_its_parts_as_from_its_listings(path):
+    # the planners give each epoch in parts (a stream's tree, a run of subscriptions): the layout skips
+    # the parts the epoch before had, and must come out as that of the plain listings
+    from sharing import STRATEGIES, make_plan
+    from topologies.loader import load_scenario
+
+    scenario = load_scenario(path)
+    network = Network.of(scenario)
+    for strategy in STRATEGIES:
+        plan = make_plan(scenario, strategy, network)
+        assert all(e.flow_parts is not None and e.delivery_parts is not None for e in plan.epochs), strategy
+        plain = replace(plan, epochs=tuple(replace(e) for e in plan.epochs))  # replace() leaves the parts out
+        assert all(e.flow_parts is None for e in plain.epochs)
+        parted, listed = Timetable(scenario, plan, network), Timetable(scenario, plain, network)
+        assert parted.channels == listed.channels, strategy
+        for name in ("_ph_channel", "_ph_start", "_ph_end", "_ph_reader"):
+            assert np.array_equal(getattr(parted, name), getattr(listed, name)), (strategy, name)
+        assert parted.operators == listed.operators, strategy

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from itertools import chain
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from network.routing import Network
 from sharing import make_plan
-from sharing.epochs import EpochOrder
+from sharing.epochs import EpochOrder, Slots, same_ends
 from sharing.plan import Delivery, Epoch, Flow, Plan
 from sharing.rules import check_plan
 from tests.peers.test_local_engine import LINKS, PEERS, STREAMS, SUBS, _scenario, _true, _where
@@ -265,3 +266,62 @@ def test_epochs_diffed_by_identity_equal_full_set_differences(walk_from):
                 assert order.positions() == first
             was_twice = twice
             items = tuple(change)
+
+
+@pytest.mark.parametrize("ranked", [True, False], ids=["ranked", "listed"])
+def test_epochs_given_in_parts_diff_as_the_plain_sets_do(ranked):
+    """A planner's parts (kept tuples where nothing changed, :class:`sharing.epochs.Slots`) only skip
+    objects: the diff is the plain one, whatever changed where."""
+    rng = random.Random(11)
+    pool = [object() for _ in range(40)]
+    order, plain = EpochOrder(ranked), EpochOrder(ranked)
+    parts: list[tuple] = [tuple(object() for _ in range(rng.randrange(4))) for _ in range(6)]
+    items: tuple = ()
+    before_parts = None
+    for _ in range(500):
+        parts = list(parts)
+        for _ in range(rng.choice([0, 1, 1, 2, 4])):
+            kind, k = rng.random(), rng.randrange(len(parts))
+            if kind < 0.5:  # a part changed: a new tuple, an object put in, taken out or replaced
+                change = list(parts[k])
+                if change and rng.random() < 0.5:
+                    del change[rng.randrange(len(change))]
+                new = rng.choice(pool) if rng.random() < 0.2 else object()
+                change.insert(rng.randrange(len(change) + 1), new)
+                parts[k] = tuple(change)
+            elif kind < 0.7:
+                parts.insert(k, tuple(object() for _ in range(rng.randrange(3))))
+            elif kind < 0.9 and len(parts) > 1:
+                del parts[k]
+            else:
+                parts[k] = tuple(parts[k])  # the same objects in a new tuple: nothing the parts can tell
+        change = tuple(chain.from_iterable(parts))
+        head, tail = same_ends(before_parts, tuple(parts))
+        if before_parts is not None:  # the parts never claim more than is the same
+            assert all(a is b for a, b in zip(items[:head], change[:head], strict=True))
+            assert all(a is b for a, b in zip(items[len(items) - tail :], change[len(change) - tail :], strict=True))
+        gone, fresh, twice = order.advance(change, tuple(parts))
+        assert (gone, fresh, twice) == plain.advance(change)
+        expect_gone, expect_fresh = _diff_by_sets(items, change)
+        assert set(gone) == expect_gone and fresh == expect_fresh
+        if ranked:
+            first = {}
+            for p, x in enumerate(change):
+                first.setdefault(id(x), p)
+            assert sorted(first, key=order.rank.__getitem__) == sorted(first, key=first.__getitem__)
+        items, before_parts = change, tuple(parts)
+
+
+def test_slots_keep_the_parts_nothing_changed_in():
+    slots = Slots(200)
+    things = [object() for _ in range(200)]
+    for k in range(0, 200, 3):
+        slots[k] = things[k]
+    first = slots.parts()
+    assert tuple(chain.from_iterable(first)) == tuple(things[k] for k in range(0, 200, 3))
+    slots[130] = things[130]  # the part of positions 128-191 changed; the others are the same tuples
+    slots[3] = things[3]  # the same object again: no change
+    second = slots.parts()
+    assert [a is b for a, b in zip(first, second, strict=True)] == [True, True, False, True]
+    assert tuple(chain.from_iterable(second)) == tuple(things[k] for k in sorted({*range(0, 200, 3), 130}))
+    assert slots[130] is things[130] and slots[131] is None
