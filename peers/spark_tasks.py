@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from network.buffers import QueueState
 from network.latency import Sum, exact_sums_by_owner
-from peers.local import Simulation
+from peers.local import Simulation, collector_paused
 from peers.spark_select import Sample, latency_cell, sample_of
 from topologies import workload
 from topologies.expected import differences_by_owner, emitted_before, expected_in_range
@@ -250,7 +250,10 @@ def run_chunks(broadcast, chunks: tuple[Chunk, ...]) -> Callable[[Iterator[pa.Re
 
 
 def _process(broadcast, chunks: tuple[Chunk, ...], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    job: ChunkJob = broadcast.value
-    for batch in batches:
-        for position in batch.column("id").to_numpy().tolist():
-            yield from chunk_records(job, chunks[position])
+    # the collector off while the worker loads the job (tens of thousands of objects: on metro.yaml 0.25 s
+    # with it, 0.11 s without) and runs its chunks
+    with collector_paused():
+        job: ChunkJob = broadcast.value
+        for batch in batches:
+            for position in batch.column("id").to_numpy().tolist():
+                yield from chunk_records(job, chunks[position])
