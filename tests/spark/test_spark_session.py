@@ -89,13 +89,15 @@ def test_cli_reports_an_unreachable_master_with_exit_1_and_one_line(tmp_path):
 
 
 def test_extra_java_options_are_added_to_the_sessions_own():
-    from peers.spark_session import _java_options
+    from peers.spark_session import FIRST_TIER_JIT, _java_options
 
     quiet = "-Dlog4j2.configurationFile=file:/x"
-    assert _java_options(quiet, None, "driver") == quiet
-    conf = {"spark.driver.extraJavaOptions": " -XX:-DontCompileHugeMethods "}
-    assert _java_options(quiet, conf, "driver") == f"{quiet} -XX:-DontCompileHugeMethods"
-    assert _java_options(quiet, conf, "executor") == quiet
+    assert _java_options(quiet, None, "driver") == f"{quiet} {FIRST_TIER_JIT}"
+    conf = {"spark.driver.extraJavaOptions": " -XX:-DontCompileHugeMethods -XX:TieredStopAtLevel=4 "}
+    # the caller's options come last, so that its own JIT tier wins
+    expected = f"{quiet} {FIRST_TIER_JIT} -XX:-DontCompileHugeMethods -XX:TieredStopAtLevel=4"
+    assert _java_options(quiet, conf, "driver") == expected
+    assert _java_options(quiet, conf, "executor") == f"{quiet} {FIRST_TIER_JIT}"
 
 
 STOP_AND_START_AGAIN = """
