@@ -301,7 +301,8 @@ def test_epochs_given_in_parts_diff_as_the_plain_sets_do(ranked):
             assert all(a is b for a, b in zip(items[:head], change[:head], strict=True))
             assert all(a is b for a, b in zip(items[len(items) - tail :], change[len(change) - tail :], strict=True))
         gone, fresh, twice = order.advance(change, tuple(parts))
-        assert (gone, fresh, twice) == plain.advance(change)
+        plain_gone, plain_fresh, plain_twice = plain.advance(change)
+        assert (set(gone), fresh, twice) == (set(plain_gone), plain_fresh, plain_twice)  # gone: in no set order
         expect_gone, expect_fresh = _diff_by_sets(items, change)
         assert set(gone) == expect_gone and fresh == expect_fresh
         if ranked:
