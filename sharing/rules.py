@@ -25,7 +25,7 @@ from itertools import pairwise
 
 from network.routing import Network
 from sharing.epochs import EpochOrder
-from sharing.plan import Delivery, Flow, Plan
+from sharing.plan import Delivery, Epoch, Flow, Plan
 from topologies.errors import PlanError
 from topologies.model import Scenario, StreamSpec
 from topologies.outages import NetworkState, network_states
@@ -86,8 +86,8 @@ class _Rules:
                 if self.down.failed_nodes:  # a delivery uses no link
                     for item in epoch.deliveries:
                         self._up(item, epoch.start)
-            changed = self._flows(epoch.flows, epoch.start, state, epoch.flow_parts)
-            self._deliveries(epoch.deliveries, changed, state, epoch.delivery_parts)
+            changed = self._flows(epoch, state)
+            self._deliveries(epoch, changed, state)
             if rejections and rejections[0] < end:  # kept deliveries of those rejected since
                 while rejections and rejections[0] < end:
                     rejections.pop(0)
@@ -118,12 +118,11 @@ class _Rules:
                     f" starting at {epoch_start:g}"
                 )
 
-    def _flows(
-        self, flows: tuple[Flow, ...], epoch_start: float, state: _Epochs, parts: tuple[tuple[Flow, ...], ...] | None
-    ) -> set[str]:
-        """Check the flows of the epoch that are new or read a flow replaced or gone (``parts``: the epoch's
-        :attr:`~sharing.plan.Epoch.flow_parts`); the ids of the flows whose object changed or went."""
-        gone, fresh, twice = state.flow_order.advance(flows, parts)
+    def _flows(self, epoch: Epoch, state: _Epochs) -> set[str]:
+        """Check the flows of the epoch that are new or read a flow replaced or gone; the ids of the flows
+        whose object changed or went."""
+        flows, epoch_start = epoch.flows, epoch.start
+        gone, fresh, twice = state.flow_order.advance(flows, epoch.flow_parts)
         if twice:
             again = next(f for i, f in enumerate(flows) if f in flows[:i])
             raise PlanError(f"flow {again.id} is defined twice in the epoch starting at {epoch_start:g}")
@@ -234,16 +233,10 @@ class _Rules:
         self._reads(flow, above, f"flow {flow.id}", flow.origin, what)
         return above if flow.trim else frozenset(flow.attrs)
 
-    def _deliveries(
-        self,
-        deliveries: tuple[Delivery, ...],
-        changed: set[str],
-        state: _Epochs,
-        parts: tuple[tuple[Delivery, ...], ...] | None,
-    ) -> None:
-        """Check the deliveries of the epoch that are new or read a flow in ``changed`` (``parts``: the
-        epoch's :attr:`~sharing.plan.Epoch.delivery_parts`)."""
-        gone, fresh, _ = state.delivery_order.advance(deliveries, parts)
+    def _deliveries(self, epoch: Epoch, changed: set[str], state: _Epochs) -> None:
+        """Check the deliveries of the epoch that are new or read a flow in ``changed``."""
+        deliveries = epoch.deliveries
+        gone, fresh, _ = state.delivery_order.advance(deliveries, epoch.delivery_parts)
         for ident in gone:
             delivery = state.deliveries.pop(ident)
             if delivery.flow is not None:
