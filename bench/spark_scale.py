@@ -13,11 +13,15 @@ this process, warm (its kernels compiled by the warm-up).
 
 Each row keeps its fastest run (the ratios are of those) and shows its slowest.  Printed per row: the
 Spark master, wall seconds, the Spark run's stages (``peers.spark.run_spark``: the driver's layout of the
-plan, the chunk jobs, reading the summaries, the latency selection), tuple-hops per wall second, and the
+plan, the chunk jobs, reading the summaries, the latency selection), the seconds of the run's entry in the
+report (``reports.report.strategy_entry``, against the expected tuples made once beforehand: for the local
+engine the exactness check and the latency statistics over its deliveries, which the Spark engine computes
+on its executors, for Spark reading its summaries), tuple-hops per wall second, and the
 peak memory of the driver's JVM (on the cluster the executors are the worker's processes; on ``local[2]``
 they are threads of the driver's JVM); then the Python driver's peak.  The ratios are 2 cluster cores over
 1 (the whole run, and the chunk jobs alone: on one machine the driver's serial stages share its cores with
-the executors) and Spark on 2 cores (``local[2]``, the cluster) over the local engine.
+the executors) and Spark on 2 cores (``local[2]``, the cluster) over the local engine, for ``local[2]``
+also with each side's report entry added (the same output on both sides).
 """
 
 from __future__ import annotations
@@ -66,8 +70,10 @@ def main(args: argparse.Namespace) -> int:
     from peers.spark import STAGES, run_spark
     from peers.spark_cluster import standalone_cluster
     from peers.spark_session import spark_session, stop_session
+    from reports.report import strategy_entry
     from sharing import check_strategy, make_plan
     from topologies.errors import InputError
+    from topologies.expected import expected_results
     from topologies.loader import load_scenario
 
     check_strategy(args.strategy)
@@ -78,6 +84,7 @@ def main(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     warm = load_scenario(WARM_UP)
     plan = make_plan(scenario, args.strategy, Network.of(scenario))
+    expected = expected_results(scenario)  # made once per run, for every strategy: not timed
     warm_plan = make_plan(warm, args.strategy, Network.of(warm))
     run_local(warm, warm_plan)
     logs = Path(tempfile.mkdtemp(prefix="bench-spark-cluster-"))
@@ -85,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
         cluster = nullcontext(None)
     else:
         cluster = nullcontext(args.cluster) if args.cluster else standalone_cluster(logs, cores=2)
-    runs: dict[tuple[str, int], list[tuple[float, dict[str, float]]]] = {}
+    runs: dict[tuple[str, int], list[tuple[float, dict[str, float], float]]] = {}
     peaks: dict[tuple[str, int], int] = {}
     hops = None
     with cluster as master:
@@ -99,33 +106,38 @@ def main(args: argparse.Namespace) -> int:
                 stages: dict[str, float] = {}
                 if url is None:
                     t0 = time.perf_counter()
-                    counted = _tuple_hops(scenario, run_local(scenario, plan))
+                    run = run_local(scenario, plan)
                     seconds = time.perf_counter() - t0
+                    counted = _tuple_hops(scenario, run)
                     hops = counted if hops is None else hops
                 else:
                     session = spark_session(url, conf)
                     run_spark(warm, warm_plan, master=url, conf=conf, chunks=cores)
                     t0 = time.perf_counter()
-                    spark = run_spark(scenario, plan, master=url, conf=conf, chunks=args.chunks, stages=stages)
+                    run = run_spark(scenario, plan, master=url, conf=conf, chunks=args.chunks, stages=stages)
                     seconds = time.perf_counter() - t0
-                    counted = _tuple_hops(scenario, spark)
-                    del spark
+                    counted = _tuple_hops(scenario, run)
                     peaks[(name, cores)] = max(peaks.get((name, cores), 0), _jvm_peak_rss(session))
                     stop_session(jvm=True)  # each configuration's driver JVM measured apart
                 if counted != hops:
                     raise AssertionError(f"the {name} run counted other tuple-hops than the local engine's")
-                runs.setdefault((name, cores), []).append((seconds, stages))
+                t0 = time.perf_counter()
+                strategy_entry(scenario, run, expected)  # the report's entry: the check, the statistics
+                entry = time.perf_counter() - t0
+                del run
+                runs.setdefault((name, cores), []).append((seconds, stages, entry))
     rows = []
     for (name, cores), done in runs.items():
-        seconds, stages = min(done, key=lambda run: run[0])
+        seconds, stages, entry = min(done, key=lambda run: run[0])
         row = {
             "engine": "local" if name == "local" else "spark",
             "master": name,
             "cores": cores,
             "seconds": seconds,
-            "slowest": max(s for s, _ in done),
+            "slowest": max(run[0] for run in done),
             "tuple_hops_per_s": hops / seconds,
             "stages": stages,
+            "report_s": entry,
         }
         if (name, cores) in peaks:
             row["driver_jvm_peak_bytes"] = peaks[(name, cores)]
@@ -133,6 +145,7 @@ def main(args: argparse.Namespace) -> int:
     python_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     by_master = {(row["master"], row["cores"]): row["seconds"] for row in rows}
     local_s, local2 = by_master[("local", 1)], by_master[("local[2]", 2)]
+    reported = {(row["master"], row["cores"]): row["seconds"] + row["report_s"] for row in rows}
     result = {
         "params": {
             "scenario": args.scenario,
@@ -147,6 +160,7 @@ def main(args: argparse.Namespace) -> int:
         },
         "rows": rows,
         "spark_local_2_over_local": local_s / local2,
+        "spark_local_2_over_local_reported": reported[("local", 1)] / reported[("local[2]", 2)],
         "driver_python_peak_bytes": python_peak,
     }
     if not args.no_cluster:
@@ -161,7 +175,7 @@ def main(args: argparse.Namespace) -> int:
     print("bench spark --scale: " + ", ".join(f"{k}={v}" for k, v in result["params"].items()))
     print(
         f"{'engine':<8}{'master':>10}{'cores':>6}{'seconds':>10}{'slowest':>10}"
-        f"{'layout/chunks/summaries/ranks s':>33}{'M tuple-hops/s':>16}{'driver JVM peak':>18}"
+        f"{'layout/chunks/summaries/ranks s':>33}{'report s':>10}{'M tuple-hops/s':>16}{'driver JVM peak':>18}"
     )
     for row in rows:
         jvm = row.get("driver_jvm_peak_bytes")
@@ -169,9 +183,13 @@ def main(args: argparse.Namespace) -> int:
         split = "/".join(f"{row['stages'][k]:.1f}" for k in STAGES) if row["stages"] else "-"
         print(
             f"{row['engine']:<8}{row['master']:>10}{row['cores']:>6}{row['seconds']:>10.1f}"
-            f"{row['slowest']:>10.1f}{split:>33}{row['tuple_hops_per_s'] / 1e6:>16.2f}{peak:>18}"
+            f"{row['slowest']:>10.1f}{split:>33}{row['report_s']:>10.1f}"
+            f"{row['tuple_hops_per_s'] / 1e6:>16.2f}{peak:>18}"
         )
-    ratios = [f"Spark on local[2] / local engine: {result['spark_local_2_over_local']:.2f}x"]
+    ratios = [
+        f"Spark on local[2] / local engine: {result['spark_local_2_over_local']:.2f}x"
+        f" ({result['spark_local_2_over_local_reported']:.2f}x with the report's entry)"
+    ]
     if not args.no_cluster:
         ratios = [
             f"2 cores / 1 core: {result['speedup_2_over_1_cores']:.2f}x"

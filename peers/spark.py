@@ -5,14 +5,15 @@
 
 1. the driver lays the plan out for the simulator (:class:`peers.local.Simulation`, which validates it as
    the local engine does), broadcasts it, and cuts the run's windows into chunks of about equal work;
-2. one Spark job simulates every chunk at once (:mod:`peers.spark_tasks`): the first from all links free,
-   which is the truth, each later one from a guess (the backlogs a couple of seconds before it leave, played
-   from all links free).  A chunk's result is exact when, link by link, the guess is the true start or
-   neither is still busy (nor holding tuples in its buffer) at the chunk's first arrival there.  The
-   driver walks the chunks in order, carrying the true state of the queues from one to the next, and
-   checks that; a chunk that fails (a backlog across its start) is simulated again from the true state.
-   So the result is the local engine's, number for number: the same code, the same windows, the same
-   queue states;
+2. each run of a chunk is one Spark job of one task (:mod:`peers.spark_tasks`), as many at once as the
+   executors have cores.  The first chunk not yet settled runs from the true state of the queues as soon
+   as it is known (the first from all links free); a core left over runs a later chunk from a guess (the
+   backlogs a couple of seconds before it leave, played from all links free).  A chunk's result is exact
+   when, link by link, the guess is the true start or neither is still busy (nor holding tuples in its
+   buffer) at the chunk's first arrival there.  The driver walks the chunks in order, carrying the true
+   state from one to the next, and checks that; a chunk whose guess fails (a backlog across its start) is
+   simulated again from the true state.  So the result is the local engine's, number for number: the same
+   code, the same windows, the same queue states;
 3. the driver adds up the chunks' summaries (traffic per link direction, timeline bins, per subscription
    counts, the check against the expected tuples, exact latency sums), and finds the latency percentiles by
    an exact selection over the latencies, which stay on the executors.
@@ -23,9 +24,9 @@ its memory is the plan's and the aggregates', whatever the number of tuples.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from itertools import count
 
 import numpy as np
@@ -45,6 +46,7 @@ from topologies.model import Scenario
 CHUNKS_PER_CORE = 4  # smaller chunks balance better; each chunk boundary may cost a recomputation
 TUPLE_WEIGHT = 64  # a tuple's own cost (its values, its check, its deliveries) in channel readings
 WARM_UP_S = 2.0  # a chunk run from a guess first plays this much emission time before it, uncounted
+CALM = 0.25  # no guesses while a link is still busy this share of the warm-up after a chunk's start
 SIMULATION_STAGES = ("chunks", "summaries", "ranks")  # what run_simulation times (its ``stages``)
 STAGES = ("layout", *SIMULATION_STAGES)  # what run_spark times
 
@@ -117,36 +119,63 @@ def run_simulation(
     windows = simulation.windows()
     session = spark_session(master, conf)
     sc = session.sparkContext
-    wanted = chunks if chunks is not None else sc.defaultParallelism * CHUNKS_PER_CORE
+    cores = sc.defaultParallelism
+    wanted = chunks if chunks is not None else cores * CHUNKS_PER_CORE
     cuts = _cut(simulation, windows, max(1, wanted))
     broadcast = sc.broadcast(ChunkJob(simulation, tuple(windows)))
     group = f"streamglobe-{next(_job_numbers)}"
-    frames = []
-    watcher = _Watcher(sc, group, sum(workload.tuple_count(s, scenario.duration) for s in scenario.streams), progress)
+    frames: dict[tuple[int, int], object] = {}  # per run (chunk, attempt), its records, kept on the executors
+    times = workload.run_emission_times(scenario)
+    total = sum(len(t) for t in times.values())
+    emitted = [sum(int(np.searchsorted(t, windows[b - 1][1], side="left")) for t in times.values()) for _, b in cuts]
+    # a run more than the cores under way: one waits, ready, for the first core to free (a job takes a few
+    # tenths of a second to start)
+    slots = cores + 1
+    pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix=group)
+
+    def simulate(chunk: Chunk) -> ChunkSummary:
+        # one job per run, in the strategy's job group and tagged with the run (a driver thread's own
+        # properties)
+        sc.setJobGroup(f"{group}-chunks", f"simulate {strategy}: chunk {chunk.number}")
+        sc.addJobTag(_tag(group, chunk))
+        try:
+            frame, cell = _launch(session, broadcast, chunk)
+        finally:
+            sc.removeJobTag(_tag(group, chunk))
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        frames[(chunk.number, chunk.attempt)] = frame
+        return unpacked(cell)
+
+    def settled(run: ChunkSummary) -> None:
+        if progress is not None:
+            progress(emitted[run.number], total)
+
+    def discarded(run: ChunkSummary) -> None:
+        frames.pop((run.number, run.attempt)).unpersist()
+
     try:
-        sc.setJobGroup(group, f"simulate {strategy}")
-        watcher.start()
-
-        took = dict.fromkeys(SIMULATION_STAGES, 0.0)
-
-        def simulate(chunks: tuple[Chunk, ...]) -> Iterator[ChunkSummary]:
-            t0 = time.perf_counter()
-            frame, cells = _launch(session, broadcast, chunks)
-            took["chunks"] += time.perf_counter() - t0
-            frames.append(frame)
-            return map(unpacked, cells)
-
         t0 = time.perf_counter()
-        runs = chain(simulate, cuts, simulation.queues.free(), _warm_up_windows(windows))
+        runs = chain(
+            lambda chunk: pool.submit(simulate, chunk),
+            windows,
+            cuts,
+            simulation.queues.free(),
+            _warm_up_windows(windows),
+            slots=slots,
+            settled=settled,
+            discarded=discarded,
+            cancel=lambda chunk: sc.cancelJobsWithTag(_tag(group, chunk)),
+        )
+        sc.cancelJobGroup(f"{group}-chunks")  # runs no longer needed (a chunk settled by another run)
+        sc.setJobGroup(group, f"latency ranks of {strategy}")
+        t1 = time.perf_counter()
         totals = _Totals(simulation)
         for summary in runs:
             totals.add(summary)
-        t1 = time.perf_counter()
+        t2 = time.perf_counter()
         ranked = order_statistics(_latency_rows(frames, runs), totals.targets(), totals.samples)
-        took["ranks"] = time.perf_counter() - t1
-        took["summaries"] = t1 - t0 - took["chunks"]
         if stages is not None:
-            stages.update(took)
+            stages.update(chunks=t1 - t0, summaries=t2 - t1, ranks=time.perf_counter() - t2)
         return simulation.with_plan(totals.run(strategy, ranked))
     except EngineError:
         raise
@@ -155,9 +184,10 @@ def run_simulation(
             raise EngineError(f"Spark job failed: {failure_line(err)}") from err
         raise
     finally:
-        watcher.stop()
+        sc.cancelJobGroup(f"{group}-chunks")  # runs still in flight (after an error) end now
+        pool.shutdown(wait=True)
         sc.setLocalProperty("spark.jobGroup.id", None)
-        for frame in frames:
+        for frame in frames.values():
             frame.unpersist(blocking=True)  # nothing left in flight when a session stops
         broadcast.destroy(blocking=True)
 
@@ -195,39 +225,107 @@ def cut_windows(emitted: np.ndarray, wanted: int) -> list[tuple[int, int]]:
 
 
 def chain(
-    simulate: Callable[[tuple[Chunk, ...]], Iterable[ChunkSummary]],
+    start: Callable[[Chunk], Future],
+    windows: list[tuple[float, float]],
     cuts: list[tuple[int, int]],
     free: QueueState,
     warm: int = 0,
+    *,
+    slots: int = 1,
+    settled: Callable[[ChunkSummary], None] | None = None,
+    discarded: Callable[[ChunkSummary], None] | None = None,
+    cancel: Callable[[Chunk], None] | None = None,
 ) -> list[ChunkSummary]:
-    """Simulate the chunks ``cuts`` (``simulate(chunks)`` runs them, attempt ``a`` being the ``a``-th call)
-    until each one's run started from the true state of the queues: per chunk, in order, the run that holds.
+    """Simulate the chunks ``cuts`` until each one's run started from the true state of the queues: per
+    chunk, in order, the run that holds.  ``start(chunk)`` starts a run and returns its future (a
+    :class:`ChunkSummary`); at most ``slots`` are under way at once.
 
-    The first pass runs every chunk at once, each but the first from a guess: all links free ``warm``
-    windows before it, played uncounted up to its start (the backlogs those windows build up are the
-    guess).  Walking the chunks in order carries the true state from one to the next (:func:`_holds`).  The
-    first chunk whose runs all fail is run again from the true state, which is exact; the walk then goes
-    on, since the chunks after it may hold from the state that run ends in.  A network whose backlogs
-    outlive the warm-up everywhere (a link loaded beyond its bandwidth for the whole run) is so settled one
-    chunk at a time: exact, but no longer parallel.
+    The driver walks the chunks in order, carrying the true state from one to the next (:func:`_holds`).
+    The first chunk not yet settled is run from the true state, which is exact, as soon as that state is
+    known, unless a run of it is under way already.  A slot left over runs the next chunk never run yet
+    from a guess: all links free ``warm`` windows before it, played uncounted up to its start (the
+    backlogs those windows build up are the guess).  A guess is only worth its slot when the backlogs
+    drain within the warm-up.  So while the true state is *busy* (some link still busy :data:`CALM` of
+    the warm-up's time after the start of the first chunk not settled: a backlog that is likely older
+    than a warm-up), no guess is started, the guesses under way are cancelled (``cancel(chunk)``, when
+    given; the future of a run cancelled may end in an error, or still in its run, which then counts),
+    and a guess of that chunk still under way gets a run from the true state beside it.  A network whose
+    backlogs outlive the warm-up (a link loaded beyond its bandwidth for long) is so settled one chunk at
+    a time from the true state: exact, but no longer parallel; the other slots are left to other work
+    (the next strategy's chunks).  Which runs are started only decides how fast: a run is settled only
+    when it holds.
+
+    ``settled(run)`` is called with each chunk's chosen run as it is settled, ``discarded(run)`` with every
+    other run as it is found not to hold (or not needed).
     """
-    runs: list[list[ChunkSummary]] = [[] for _ in cuts]
-    pending = [Chunk(k, 0, a, b, free, max(0, a - warm) if k else a) for k, (a, b) in enumerate(cuts)]
-    for attempt in count(1):
-        for summary in simulate(tuple(pending)):
-            runs[summary.number].append(summary)
-        truth, chosen, pending = free, [], []
-        for k, tried in enumerate(runs):
-            found = next((run for run in reversed(tried) if _holds(run, truth)), None)
-            if found is None:
-                first, stop = cuts[k]
-                pending = [Chunk(k, attempt, first, stop, truth, first)]
-                break
-            chosen.append(found)
-            truth = truth.then(found.end, found.first_arrival)
-        if not pending:
-            return chosen
-    raise AssertionError("unreachable")
+    n = len(cuts)
+    horizon = warm * (windows[0][1] - windows[0][0]) if windows else 0.0
+    done: list[list[ChunkSummary]] = [[] for _ in cuts]
+    attempts = [0] * n
+    running: dict[Future, Chunk] = {}
+    cancelled: set[Future] = set()  # under way, but no longer taking a slot
+    truth, chosen, fresh = free, [], 0  # fresh: the first chunk never run
+
+    def launch(k: int, state: QueueState, warm_from: int, guessed: bool) -> None:
+        first, stop = cuts[k]
+        chunk = Chunk(k, attempts[k], first, stop, state, warm_from, guessed)
+        attempts[k] += 1
+        running[start(chunk)] = chunk
+
+    try:
+        while True:
+            k = len(chosen)
+            while k < n:  # settle what holds, in order
+                found = next((run for run in done[k] if _holds(run, truth)), None)
+                if found is None:
+                    break
+                for run in done[k]:
+                    if run is not found and discarded is not None:
+                        discarded(run)
+                chosen.append(found)
+                truth = truth.then(found.end, found.first_arrival)
+                if settled is not None:
+                    settled(found)
+                k += 1
+            if k == n:
+                return chosen
+            for run in done[k]:  # runs of the first unsettled chunk that do not hold
+                if discarded is not None:
+                    discarded(run)
+            done[k] = []
+            fresh = max(fresh, k)
+            calm = float(truth.busy.max(initial=0.0)) <= windows[cuts[k][0]][0] + horizon * CALM
+            if not calm and cancel is not None:
+                for future, chunk in running.items():
+                    if chunk.guessed and future not in cancelled:
+                        cancel(chunk)
+                        cancelled.add(future)
+            while len(running) - len(cancelled) < slots:
+                runs_of_k = [c for f, c in running.items() if c.number == k and f not in cancelled]
+                if not runs_of_k or (not calm and all(c.guessed for c in runs_of_k)):
+                    launch(k, truth, cuts[k][0], False)
+                    fresh = max(fresh, k + 1)
+                elif calm and fresh < n:
+                    launch(fresh, free, max(0, cuts[fresh][0] - warm), True)
+                    fresh += 1
+                else:
+                    break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                chunk = running.pop(future)
+                if future in cancelled:
+                    cancelled.discard(future)
+                    if future.cancelled() or future.exception() is not None:
+                        continue
+                run = future.result()
+                if chunk.number < len(chosen):  # settled by another run of it meanwhile
+                    if discarded is not None:
+                        discarded(run)
+                else:
+                    done[chunk.number].append(run)
+    finally:
+        for future in running:
+            future.cancel()
 
 
 def _warm_up_windows(windows: list[tuple[float, float]]) -> int:
@@ -243,33 +341,37 @@ def _holds(run: ChunkSummary, truth: QueueState) -> bool:
     return run.start.agrees(truth, run.first_arrival)
 
 
-def _launch(session, broadcast, chunks: tuple[Chunk, ...]) -> tuple[object, list[bytes]]:
-    """The records of ``chunks`` (one task each), computed now and kept on the executors, and their summary
-    cells in chunk order (a partition holds one chunk), compressed (:func:`peers.spark_tasks.unpacked`
-    reads one): all in one job."""
+def _tag(group: str, chunk: Chunk) -> str:
+    """The job tag of a run of ``chunk`` (cancelling it cancels that run alone)."""
+    return f"{group}-{chunk.number}-{chunk.attempt}"
+
+
+def _launch(session, broadcast, chunk: Chunk) -> tuple[object, bytes]:
+    """The records of ``chunk``'s run (one task), computed now and kept on the executors, and its summary
+    cell, compressed (:func:`peers.spark_tasks.unpacked` reads it): one job."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     frame = (
-        session.range(0, len(chunks), numPartitions=len(chunks))
-        .mapInArrow(run_chunks(broadcast, chunks), RECORD_SCHEMA)
+        session.range(0, 1, numPartitions=1)
+        .mapInArrow(run_chunks(broadcast, (chunk,)), RECORD_SCHEMA)
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    cells = [row["bits"] for row in frame.where(F.col("sub") == SUMMARY_SUB).select("bits").collect()]
-    return frame, cells
+    try:
+        (row,) = frame.where(F.col("sub") == SUMMARY_SUB).select("bits").collect()
+    except BaseException:
+        frame.unpersist()  # cancelled, or failed: nothing of it is kept
+        raise
+    return frame, row["bits"]
 
 
-def _latency_rows(frames, runs: list[ChunkSummary]):
-    """The latency rows of the chosen run of every chunk (a frame holds the runs of one attempt)."""
+def _latency_rows(frames: dict[tuple[int, int], object], runs: list[ChunkSummary]):
+    """The latency rows of the chosen run of every chunk (``frames``: the records of each run)."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
-    parts = []
-    for attempt, frame in enumerate(frames):
-        chunks = [run.number for run in runs if run.attempt == attempt]
-        if chunks:
-            parts.append(frame.where((F.col("sub") != SUMMARY_SUB) & F.col("chunk").isin(chunks)))
+    parts = [frames[(run.number, run.attempt)].where(F.col("sub") != SUMMARY_SUB) for run in runs]
     return reduce(lambda a, b: a.unionByName(b), parts).select("sub", "bits")
 
 
@@ -376,36 +478,3 @@ class _Totals:
             offered={d: self.offered[k] for k, d in enumerate(self.backbone)} if self.offered.shape[1] else {},
             landed={p: self.landed[k] for k, p in enumerate(self.super_peers)} if self.landed.shape[1] else {},
         )
-
-
-class _Watcher:
-    """Reports progress while Spark works: the share of finished tasks of the job group, in tuples."""
-
-    def __init__(self, sc, group: str, total: int, progress: Progress | None):
-        self.sc, self.group, self.total, self.progress = sc, group, total, progress
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._watch, daemon=True)
-
-    def start(self) -> None:
-        if self.progress is not None:
-            self.thread.start()
-
-    def stop(self) -> None:
-        self.done.set()
-        if self.thread.is_alive():
-            self.thread.join()
-
-    def _watch(self) -> None:
-        tracker = self.sc.statusTracker()
-        while not self.done.wait(0.5):
-            finished = started = 0
-            # the group's first job simulates the chunks; later ones only read what it kept
-            for job in sorted(tracker.getJobIdsForGroup(self.group))[:1]:
-                info = tracker.getJobInfo(job)
-                for stage in info.stageIds if info else ():
-                    found = tracker.getStageInfo(stage)
-                    if found and found.numTasks:
-                        finished += found.numCompletedTasks
-                        started += found.numTasks
-            if started:
-                self.progress(self.total * finished // started, self.total)

@@ -56,9 +56,9 @@ class ChunkJob:
 
 @dataclass(frozen=True)
 class Chunk:
-    """Windows ``first .. stop - 1``, counted from the queues' ``state`` (the true state, or a guess)
-    reached by playing windows ``warm .. first - 1`` from it first, uncounted (``warm == first``: none).
-    ``attempt`` numbers the runs of a chunk."""
+    """Windows ``first .. stop - 1``, counted from the queues' ``state`` (the true state, or a guess:
+    ``guessed``) reached by playing windows ``warm .. first - 1`` from it first, uncounted (``warm ==
+    first``: none).  ``attempt`` numbers the runs of a chunk."""
 
     number: int
     attempt: int
@@ -66,6 +66,7 @@ class Chunk:
     stop: int
     state: QueueState
     warm: int
+    guessed: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class ChunkSummary:
 
     number: int
     attempt: int
+    guessed: bool  # started from a guess, not from the true state
     start: QueueState  # the queues as the chunk started (after the warm-up)
     end: QueueState  # the queues after the chunk
     first_arrival: np.ndarray  # per link, the earliest arrival in the first window using it (inf: none)
@@ -172,6 +174,7 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
     summary = ChunkSummary(
         number=chunk.number,
         attempt=chunk.attempt,
+        guessed=chunk.guessed,
         start=state,
         end=queues.state(),
         first_arrival=queues.first_arrival.copy(),

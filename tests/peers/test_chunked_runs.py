@@ -9,6 +9,9 @@ and the naive stitch of first guesses must differ from the whole run (else the t
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from functools import cache
 from itertools import pairwise
@@ -68,9 +71,12 @@ def _setup(path: str, strategy: str):
     return scenario, make_plan(scenario, strategy, Network.of(scenario))
 
 
-def _chunked(scenario, plan, chunks: int, *, naive: bool = False, warm: int | None = None, rejected_at=None):
-    """The run stitched from ``chunks`` chunks, each guess warmed up over ``warm`` windows (default: the
-    engine's): (StrategyRun, the chosen runs).  ``rejected_at`` replaces the plan's rejections at re-plans."""
+def _chunked(
+    scenario, plan, chunks: int, *, naive: bool = False, warm: int | None = None, rejected_at=None, slots: int = 3
+):
+    """The run stitched from ``chunks`` chunks, ``slots`` runs at a time, each guess warmed up over ``warm``
+    windows (default: the engine's): (StrategyRun, the chosen runs).  ``rejected_at`` replaces the plan's
+    rejections at re-plans."""
     simulation = Simulation(scenario, plan)
     if rejected_at is not None:
         simulation.rejected_at = rejected_at
@@ -79,19 +85,22 @@ def _chunked(scenario, plan, chunks: int, *, naive: bool = False, warm: int | No
     cuts = _cut(simulation, windows, chunks)
     latencies: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
-    def simulate(batch: tuple[Chunk, ...]) -> list[ChunkSummary]:
-        found = []
-        for chunk in batch:
-            summary, owners, values = simulate_chunk(job, chunk)
-            latencies[(chunk.number, chunk.attempt)] = (owners, values)
-            found.append(summary)
-        return found
+    def simulate(chunk: Chunk) -> ChunkSummary:
+        summary, owners, values = simulate_chunk(job, chunk)
+        latencies[(chunk.number, chunk.attempt)] = (owners, values)
+        return summary
+
+    def start(chunk: Chunk) -> Future:
+        future = Future()
+        future.set_result(simulate(chunk))
+        return future
 
     free = simulation.queues.free()
     if naive:
-        runs = list(simulate(tuple(Chunk(k, 0, a, b, free, a) for k, (a, b) in enumerate(cuts))))
+        runs = [simulate(Chunk(k, 0, a, b, free, a, k > 0)) for k, (a, b) in enumerate(cuts)]
     else:
-        runs = chain(simulate, cuts, free, _warm_up_windows(windows) if warm is None else warm)
+        warm = _warm_up_windows(windows) if warm is None else warm
+        runs = chain(start, windows, cuts, free, warm, slots=slots)
     totals = _Totals(simulation)
     for run in runs:
         totals.add(run)
@@ -142,7 +151,7 @@ def test_a_run_stitched_from_chunks_is_the_whole_run(scenarios, name, strategy, 
         assert sum(stitched.summary[s].dropped for s in stitched.summary) > 0  # the buffer did drop
     if name != "figure1" and strategy == "data-shipping" and chunks > 1:
         # the backlog grows through the run: every chunk but the first needs the true state
-        assert all(r.attempt >= 1 for r in runs[1:])
+        assert not any(r.guessed for r in runs[1:])
 
 
 # on the routes of figure1's static plans: SP4-SP5 carries every stream, SP1 is Q1's and Q3's way, SP5-SP6
@@ -201,6 +210,7 @@ def test_a_warm_up_before_each_guess_spares_the_reruns_of_backlogs_that_drain(sc
     warm, warm_runs = _chunked(scenario, plan, 8)
     assert any(r.attempt >= 1 for r in cold_runs)  # from all links free, some chunks start inside a backlog
     assert all(r.attempt == 0 for r in warm_runs)  # warmed up, every first guess holds
+    assert sum(r.guessed for r in warm_runs) >= 4  # and guesses were tried: the backlogs drain
     _assert_same(scenario, whole, cold)
     _assert_same(scenario, whole, warm)
 
@@ -226,7 +236,7 @@ def _run(start: QueueState, first_arrival: list[float]) -> ChunkSummary:
     """A chunk's run that started from ``start``, with only what :func:`_holds` reads filled in."""
     empty = np.zeros(0)
     return ChunkSummary(
-        0, 0, start, start, np.array(first_arrival), *([empty] * 7), {}, {}, {}, *([empty] * 8), [], (empty, 1, 0)
+        0, 0, True, start, start, np.array(first_arrival), *([empty] * 7), {}, {}, {}, *([empty] * 8), [], (empty, 1, 0)
     )
 
 
@@ -323,3 +333,95 @@ def test_trimmed_bins_add_up_to_the_dense_matrices(parts):
         assert bins.block.shape[1] == 0 or (bins.block[:, 0].any() and bins.block[:, -1].any())
         total = bins.added_to(total)
     np.testing.assert_array_equal(total, dense)
+
+
+def test_guesses_under_way_are_cancelled_once_the_true_state_shows_a_backlog(scenarios):
+    # one run at a time (one thread), three under way: chunk 0 from the truth, 1 and 2 from guesses,
+    # waiting.  Chunk 0 ends in SP4 -> SP5's backlog: the guesses are cancelled (the one already running
+    # still ends, and fails), and every chunk after 0 is settled from the true state
+    scenario, plan = _setup(scenarios["overloaded"], "data-shipping")
+    whole = run_local(scenario, plan)
+    simulation = Simulation(scenario, plan)
+    windows = simulation.windows()
+    job = ChunkJob(simulation, tuple(windows))
+    futures: dict[tuple[int, int], Future] = {}
+    cancelled = []
+
+    def cancel(chunk: Chunk) -> None:
+        cancelled.append((chunk.number, chunk.attempt))
+        futures[(chunk.number, chunk.attempt)].cancel()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+
+        def start(chunk: Chunk) -> Future:
+            future = futures[(chunk.number, chunk.attempt)] = pool.submit(lambda: simulate_chunk(job, chunk)[0])
+            return future
+
+        cuts = _cut(simulation, windows, 5)
+        free = simulation.queues.free()
+        runs = chain(start, windows, cuts, free, _warm_up_windows(windows), slots=3, cancel=cancel)
+    assert cancelled and all(number > 0 for number, _ in cancelled)
+    assert [r.number for r in runs] == list(range(len(cuts)))
+    assert not any(r.guessed for r in runs)
+    assert not {(r.number, r.attempt) for r in runs} & set(cancelled)
+    # the chosen runs are the chunks of the whole run: their traffic adds up to it
+    assert sum(r.link_bytes.sum() for r in runs) == sum(whole.link_bytes.values())
+    assert sum(r.delivered.sum() for r in runs) == sum(len(v) for v in whole.delivered.values())
+    truth = free
+    for run in runs:
+        assert _holds(run, truth)
+        truth = truth.then(run.end, run.first_arrival)
+
+
+def test_a_backlog_across_the_chunks_stops_the_guesses_after_the_first_that_fail(scenarios):
+    # overloaded: SP4 -> SP5's backlog grows for the whole run.  The first slots start from all links free
+    # (the truth for chunk 0, a guess for the others), and those guesses fail; from then on the true state
+    # shows the backlog, so every later chunk is run once, from the true state, and no slot is wasted
+    scenario, plan = _setup(scenarios["overloaded"], "data-shipping")
+    _, runs = _chunked(scenario, plan, 7, slots=3)
+    assert [r.attempt for r in runs] == [0, 1, 1, 0, 0, 0, 0]
+    assert [r.guessed for r in runs] == [False] * 7
+
+
+@pytest.mark.parametrize("name", ["overloaded", "large"])
+def test_runs_finishing_in_any_order_stitch_to_the_whole_run(scenarios, name):
+    # the runs of a chunk come back whenever their slot finishes (threads, each run after a random pause):
+    # the chain settles them in chunk order all the same.  (One simulation plays one run at a time: a
+    # Spark task has its own copy in its worker process, these threads share one, and take turns.)
+    scenario, plan = _setup(scenarios[name], "data-shipping")
+    whole = run_local(scenario, plan)
+    simulation = Simulation(scenario, plan)
+    windows = simulation.windows()
+    job = ChunkJob(simulation, tuple(windows))
+    pauses = iter(np.random.default_rng(5).uniform(0, 0.05, 1000).tolist())
+    latencies = {}
+
+    turn = threading.Lock()
+
+    def simulate(chunk: Chunk, pause: float) -> ChunkSummary:
+        time.sleep(pause)
+        with turn:
+            summary, owners, values = simulate_chunk(job, chunk)
+        latencies[(chunk.number, chunk.attempt)] = (owners, values)
+        return summary
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = chain(
+            lambda chunk: pool.submit(simulate, chunk, next(pauses)),
+            windows,
+            _cut(simulation, windows, 6),
+            simulation.queues.free(),
+            _warm_up_windows(windows),
+            slots=2,
+        )
+    assert [r.number for r in runs] == list(range(len(runs)))
+    totals = _Totals(simulation)
+    for run in runs:
+        totals.add(run)
+    owners = np.concatenate([latencies[(r.number, r.attempt)][0] for r in runs])
+    values = np.concatenate([latencies[(r.number, r.attempt)][1] for r in runs])
+    ranked = {}
+    for key, ranks in totals.targets().items():
+        mine = np.sort(values if key == OVERALL else values[owners == key])
+        ranked.update({(key, r): float(mine[r]) for r in ranks})
+    _assert_same(scenario, whole, simulation.with_plan(totals.run(plan.strategy, ranked)))
