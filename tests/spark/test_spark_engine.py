@@ -23,6 +23,7 @@ from peers.spark import run_spark
 from reports.report import build_report
 from sharing import STRATEGIES, make_plan
 from tests.spark.conftest import LOCAL_MASTER
+from topologies import workload
 from topologies.expected import expected_results
 from topologies.loader import load_scenario
 from topologies.model import NetworkEvent
@@ -181,3 +182,17 @@ def test_spark_equals_local_where_failures_lose_tuples(spark, tmp_path):
             assert found.latency == LatencyStats.of(local.latencies[sub.id])
         assert spark.latency == LatencyStats.of(np.concatenate(list(local.latencies.values())))
         assert_same_traffic(local, spark)
+
+
+@pytest.mark.spark
+def test_progress_counts_the_tuples_of_the_chunks_settled(spark):
+    # runs of chunks end in whatever order the executors finish them; the progress counts the tuples of the
+    # chunks settled, which are settled in order, up to every tuple of the run
+    scenario, plans = _scenario_and_plans("topologies/large.yaml")
+    calls = []
+    run_spark(scenario, plans["data-shipping"], lambda done, total: calls.append((done, total)), master=LOCAL_MASTER)
+    total = sum(len(t) for t in workload.run_emission_times(scenario).values())
+    assert len(calls) == 2 * 4  # a call per chunk (4 per core)
+    assert [t for _, t in calls] == [total] * len(calls)
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and len(set(done)) == len(done) and done[-1] == total
