@@ -3,8 +3,8 @@
 Every strategy of the shipped scenarios runs on both engines (Spark on local[2]); beyond the reports
 (counts, missing and extra copies, latency percentiles and means per subscription and overall), the
 timelines, access traffic and delivered attributes must be equal.  The stitching of chunks is checked
-without Spark in tests/peers/test_chunked_runs.py; here large.yaml's data-shipping plan makes Spark run
-chunks again (backlogs across chunk boundaries) and figure1 runs as many chunks as it has windows.
+without Spark in tests/peers/test_chunked_runs.py; here large.yaml's data-shipping plan has backlogs across
+chunk boundaries, figure1 runs as many chunks as it has windows, and a backlogged link fails.
 """
 
 from __future__ import annotations
