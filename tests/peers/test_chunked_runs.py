@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from network.buffers import QueueState
 from network.latency import ranks_needed
+from network.meter import StrategyRun
 from network.routing import Network
 from peers.local import Simulation, run_local
 from peers.spark import OVERALL, _cut, _holds, _Totals, _warm_up_windows, chain, cut_windows
@@ -101,6 +102,12 @@ def _chunked(
     else:
         warm = _warm_up_windows(windows) if warm is None else warm
         runs = chain(start, windows, cuts, free, warm, slots=slots)
+    return _stitched(simulation, plan.strategy, runs, latencies), runs
+
+
+def _stitched(simulation, strategy: str, runs: list[ChunkSummary], latencies) -> StrategyRun:
+    """The StrategyRun the chosen ``runs`` add up to (``latencies[(chunk, attempt)]``: each run's owners and
+    latencies), the latency ranks read off the chunks' latencies."""
     totals = _Totals(simulation)
     for run in runs:
         totals.add(run)
@@ -110,7 +117,7 @@ def _chunked(
     for key, ranks in totals.targets().items():
         mine = np.sort(values if key == OVERALL else values[owners == key])
         ranked.update({(key, r): float(mine[r]) for r in ranks})
-    return simulation.with_plan(totals.run(plan.strategy, ranked)), runs
+    return simulation.with_plan(totals.run(strategy, ranked))
 
 
 def _assert_same(scenario, whole, stitched, *, failures: bool = False) -> None:
@@ -415,13 +422,4 @@ def test_runs_finishing_in_any_order_stitch_to_the_whole_run(scenarios, name):
             slots=2,
         )
     assert [r.number for r in runs] == list(range(len(runs)))
-    totals = _Totals(simulation)
-    for run in runs:
-        totals.add(run)
-    owners = np.concatenate([latencies[(r.number, r.attempt)][0] for r in runs])
-    values = np.concatenate([latencies[(r.number, r.attempt)][1] for r in runs])
-    ranked = {}
-    for key, ranks in totals.targets().items():
-        mine = np.sort(values if key == OVERALL else values[owners == key])
-        ranked.update({(key, r): float(mine[r]) for r in ranks})
-    _assert_same(scenario, whole, simulation.with_plan(totals.run(plan.strategy, ranked)))
+    _assert_same(scenario, whole, _stitched(simulation, plan.strategy, runs, latencies))
