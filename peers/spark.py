@@ -121,11 +121,11 @@ def run_simulation(
     sc = session.sparkContext
     cores = sc.defaultParallelism
     wanted = chunks if chunks is not None else cores * CHUNKS_PER_CORE
-    cuts = _cut(simulation, windows, max(1, wanted))
+    times = workload.run_emission_times(scenario)
+    cuts = _cut(simulation, windows, max(1, wanted), times)
     broadcast = sc.broadcast(ChunkJob(simulation, tuple(windows)))
     group = f"streamglobe-{next(_job_numbers)}"
     frames: dict[tuple[int, int], object] = {}  # per run (chunk, attempt), its records, kept on the executors
-    times = workload.run_emission_times(scenario)
     total = sum(len(t) for t in times.values())
     emitted = [sum(int(np.searchsorted(t, windows[b - 1][1], side="left")) for t in times.values()) for _, b in cuts]
     # a run more than the cores under way: one waits, ready, for the first core to free (a job takes a few
@@ -192,15 +192,21 @@ def run_simulation(
         broadcast.destroy(blocking=True)
 
 
-def _cut(simulation: Simulation, windows: list[tuple[float, float]], wanted: int) -> list[tuple[int, int]]:
-    """Consecutive ranges of ``windows`` of about equal work, at most ``wanted`` of them.
+def _cut(
+    simulation: Simulation,
+    windows: list[tuple[float, float]],
+    wanted: int,
+    times: dict[str, np.ndarray] | None = None,
+) -> list[tuple[int, int]]:
+    """Consecutive ranges of ``windows`` of about equal work, at most ``wanted`` of them (``times``: the run's
+    emission times, :func:`topologies.workload.run_emission_times`, when the caller has them already).
 
     A window's work is its tuples, each weighing :data:`TUPLE_WEIGHT` plus the channels reading it
     (:meth:`~peers.timetable.Timetable.readings`): a late stretch of a run whose subscriptions arrive over
     it costs several times an early one of as many tuples, and chunks of equal tuples would leave the
     cores idle at the end, waiting for the late ones."""
     ends = np.array([end for _, end in windows])
-    times = workload.run_emission_times(simulation.scenario)
+    times = workload.run_emission_times(simulation.scenario) if times is None else times
     work = np.zeros(len(windows), np.int64)
     for stream, readings in simulation.timetable.readings(times).items():
         weight = np.concatenate(([0], np.cumsum(readings + TUPLE_WEIGHT)))
