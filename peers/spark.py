@@ -299,7 +299,6 @@ def chain(
                 if discarded is not None:
                     discarded(run)
             done[k] = []
-            fresh = max(fresh, k)
             calm = float(truth.busy.max(initial=0.0)) <= windows[cuts[k][0]][0] + horizon * CALM
             if not calm and cancel is not None:
                 for future, chunk in running.items():
