@@ -10,7 +10,7 @@ emitted at ``t`` (routed by the epoch with ``start <= t < end``) reaches exactly
 
 from __future__ import annotations
 
-from itertools import compress, count, pairwise
+from itertools import compress, count, islice, pairwise
 from operator import is_not
 from typing import NamedTuple
 
@@ -112,19 +112,22 @@ class EpochOrder:
         self.parts = parts
         if prev and not self._twice:
             short = min(len(prev), len(items))
-            # each scan starts past the objects the parts tell are the same (an iterator of a tuple, either
-            # way, is put there: its state is its position)
+            # each scan starts past the objects the parts tell are the same and stops where the other end's
+            # are (an iterator of a tuple, either way, is put there: its state is its position); a part
+            # listed anew with the same objects is so scanned once, not on to the end and back
             head = min(sure_head, short)
+            tail = min(sure_tail, short - head)
+            room = short - head - tail
             ahead = iter(prev), iter(items)
             for at in ahead:
                 at.__setstate__(head)
-            head += next(compress(count(), map(is_not, *ahead)), short - head)
-            tail = min(sure_tail, short - head)
+            head += next(compress(count(), map(is_not, islice(ahead[0], room), ahead[1])), room)
+            room = short - head - tail
             back = reversed(prev), reversed(items)
             for at, seq in zip(back, (prev, items), strict=True):
                 at.__setstate__(len(seq) - 1 - tail)
-            tail = min(tail + next(compress(count(), map(is_not, *back)), short), short - head)
-            walked = self._walk(prev, items, known, head) if len(items) - tail - head > self.WALK_FROM else None
+            tail += next(compress(count(), map(is_not, islice(back[0], room), back[1])), room)
+            walked = self._walk(prev, items, known, head, tail) if len(items) - tail - head > self.WALK_FROM else None
             if walked is not None:
                 return self._walked(items, *walked)
         old = list(map(id, prev[head : len(prev) - tail]))
@@ -174,22 +177,22 @@ class EpochOrder:
             self.members.update(self.shifted)
         return gone, fresh, False
 
-    def _walk(self, prev: tuple, items: tuple, known, head: int) -> tuple[list[int], list[int]] | None:
+    def _walk(self, prev: tuple, items: tuple, known, head: int, tail: int) -> tuple[list[int], list[int]] | None:
         """The ids of the objects of ``prev`` gone from ``items`` and the positions of the new objects of
-        ``items``, found by walking both side by side from ``head`` (``known``: the ids of ``prev``, each
-        listed once); None when the objects kept are not in the order ``prev`` had them, when an object is
-        listed twice, or past :attr:`MAX_CHANGES` changes."""
+        ``items``, found by walking both side by side from ``head`` up to the ``tail`` objects both end with
+        (``known``: the ids of ``prev``, each listed once); None when the objects kept are not in the order
+        ``prev`` had them, when an object is listed twice, or past :attr:`MAX_CHANGES` changes."""
         gone: list[int] = []
         fresh: list[int] = []
         i = j = head
-        n, m = len(prev), len(items)
+        n, m = len(prev) - tail, len(items) - tail
         # each run of objects alike is skipped by one pointer comparison per object; the two iterators are
         # put at i and j (a tuple iterator's state is its position) rather than made anew from the start
         at_prev, at_items = iter(prev), iter(items)
         while True:
             at_prev.__setstate__(i)
             at_items.__setstate__(j)
-            alike = next(compress(count(), map(is_not, at_prev, at_items)), None)
+            alike = next(compress(count(), map(is_not, islice(at_prev, n - i), islice(at_items, m - j))), None)
             if alike is None:  # one of the two ran out
                 step = min(n - i, m - j)
                 i, j = i + step, j + step
@@ -204,11 +207,11 @@ class EpochOrder:
                 fresh.append(j)
                 j += 1
         if j < m:
-            rest = list(map(id, items[j:]))
+            rest = list(map(id, items[j:m]))
             if not known.isdisjoint(rest):  # a kept object out of order, or listed twice
                 return None
             fresh.extend(range(j, m))
-        gone.extend(map(id, prev[i:]))
+        gone.extend(map(id, prev[i:n]))
         if len({id(items[p]) for p in fresh}) < len(fresh):  # a new object listed twice
             return None
         return gone, fresh

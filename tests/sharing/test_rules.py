@@ -268,13 +268,16 @@ def test_epochs_diffed_by_identity_equal_full_set_differences(walk_from):
             items = tuple(change)
 
 
+@pytest.mark.parametrize("walk_from", [0, EpochOrder.WALK_FROM], ids=["walked", "default"])
 @pytest.mark.parametrize("ranked", [True, False], ids=["ranked", "listed"])
-def test_epochs_given_in_parts_diff_as_the_plain_sets_do(ranked):
+def test_epochs_given_in_parts_diff_as_the_plain_sets_do(ranked, walk_from):
     """A planner's parts (kept tuples where nothing changed, :class:`sharing.epochs.Slots`) only skip
-    objects: the diff is the plain one, whatever changed where."""
+    objects: the diff is the plain one, whatever changed where, the middle between the parts both epochs
+    start and end with walked (0) or diffed by sets."""
     rng = random.Random(11)
     pool = [object() for _ in range(40)]
     order, plain = EpochOrder(ranked), EpochOrder(ranked)
+    order.WALK_FROM = walk_from
     parts: list[tuple] = [tuple(object() for _ in range(rng.randrange(4))) for _ in range(6)]
     items: tuple = ()
     before_parts = None
