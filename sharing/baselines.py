@@ -111,8 +111,8 @@ class Baseline:
         for stream, tree in self._trees.items():
             if stream in self._joined or stream in self._left:
                 joined, left = self._joined.pop(stream, {}), self._left.pop(stream, {})
-                self._update(stream, tree, list(joined.values()), list(left))
-                self._tree_flows[stream] = tuple(tree.flows())
+                if self._update(stream, tree, list(joined.values()), list(left)):
+                    self._tree_flows[stream] = tuple(tree.flows())  # else the very tuple: the same part
         return tuple(self._tree_flows.values()), self._delivery_at.parts()
 
     def _own_flow(self, sub: SubscriptionSpec) -> tuple[Flow | None, Delivery]:
@@ -132,13 +132,15 @@ class Baseline:
                 self._own[sub.id] = (flow, Delivery(sub.id, sub.peer, home, flow.id, where, select))
         return self._own[sub.id]
 
-    def _update(self, stream: str, tree: _Tree, joined: list[SubscriptionSpec], left: list[str]) -> None:
+    def _update(self, stream: str, tree: _Tree, joined: list[SubscriptionSpec], left: list[str]) -> bool:
         """Bring ``tree`` from the epoch before to this one: one flow per link of the union of routes from
         the stream's source super-peer (a tree, see network.routing), parents first (by depth, then edge);
         the ideal bound gets per-edge filters and trims, recomputed on every link whose subscriptions
-        changed."""
+        changed.  Whether a flow came, went or was replaced (a subscription joining links the tree has
+        already changes none)."""
         trimmed = self.strategy == "ideal"
         changed: set[tuple[str, str]] = set()
+        flows_changed = False
         for sub_id in left:
             del tree.members[sub_id]
             for edge in tree.routes.pop(sub_id):
@@ -148,6 +150,7 @@ class Baseline:
                 if not below:
                     del tree.below[edge], tree.flow[edge]
                     tree.order = None
+                    flows_changed = True
         for sub in joined:
             route = self._route[sub.id]
             edges = list(pairwise(route))
@@ -169,6 +172,8 @@ class Baseline:
                 parent = f"{stream}:{tree.parent_edge(edge)[0]}>{edge[0]}" if tree.depth[edge] else None
                 ids = sorted(tree.below[edge], key=tree.below[edge].__getitem__)
                 tree.flow[edge] = self._edge_flow(stream, edge, parent, [tree.members[k] for k in ids], trimmed)
+                flows_changed = True
+        return flows_changed
 
     def _edge_flow(
         self, stream: str, edge: tuple[str, str], parent: str | None, below: list[SubscriptionSpec], trimmed: bool
