@@ -84,8 +84,15 @@ class Simulation:
         self.attrs = {
             s.id: s.query.attributes(scenario.stream(s.stream).attribute_names) for s in scenario.subscriptions
         }
-        with collector_paused():
+        with collector_paused():  # the layout and the queues' arrays
             self.timetable = Timetable(scenario, plan, network)
+            self.queues = Queues(
+                links,
+                self.timetable.routes(),
+                self.meter(),
+                smallest=scenario.tuple_bytes(1),
+                down=down_directions(scenario),
+            )
         self.operators, self.rejected = self.timetable.operators, dict(plan.rejected)
         self.rejected_at = {
             sub: t for sub, t in plan.rejected_from().items() if t > scenario.subscription(sub).at
@@ -94,13 +101,6 @@ class Simulation:
         # the expected tuples emitted while a subscription was cut off are accounted for, like the dropped and
         # lost ones (the Spark engine counts them per chunk; the report recomputes them for the local one)
         self.unreachable = Unreachable(scenario)
-        self.queues = Queues(
-            links,
-            self.timetable.routes(),
-            self.meter(),
-            smallest=scenario.tuple_bytes(1),
-            down=down_directions(scenario),
-        )
 
     def with_plan(self, run: StrategyRun) -> StrategyRun:
         """``run`` with what the report takes from the plan: operators per super-peer, rejections (and when,
