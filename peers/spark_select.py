@@ -78,18 +78,27 @@ def order_statistics(rows, targets: Mapping[int, set[int]], samples: list[Sample
     per_sub = {k: sorted(r) for k, r in targets.items() if k != OVERALL and r}
     brackets = {rank: _bracket(samples, rank) for rank in sorted(targets.get(OVERALL, ()))}
     parts = max(1, rows.sparkSession.sparkContext.defaultParallelism)
-    picked = rows.repartition(parts, "sub").mapInArrow(partial(_pick, per_sub, brackets), PICK_SCHEMA).collect()
-    found: dict[tuple[int, int], float] = {}
-    counted = []
-    for row in picked:
-        if row["sub"] == OVERALL:
-            counted.append(row)
-        else:
-            found[(row["sub"], row["rank"])] = _value(row["bits"])
-    if len(found) != sum(len(r) for r in per_sub.values()):
+    # the rows come back as Arrow (a Python object per row would cost more than the job: 4 per subscription)
+    picked = rows.repartition(parts, "sub").mapInArrow(partial(_pick, per_sub, brackets), PICK_SCHEMA).toArrow()
+    return _found(picked, per_sub, brackets)
+
+
+def _found(
+    picked: pa.Table, targets: Mapping[int, list[int]], brackets: Mapping[int, Bracket]
+) -> dict[tuple[int, int], float]:
+    """The latency at each rank from the rows every task :func:`_pick` sent (``picked``, of
+    :data:`PICK_SCHEMA`): its ``targets`` and ``brackets``."""
+    subs = picked.column("sub").to_numpy()
+    ranks = picked.column("rank").to_numpy()
+    bits = picked.column("bits").to_numpy()
+    mine = subs != OVERALL
+    keys = zip(subs[mine].tolist(), ranks[mine].tolist(), strict=True)
+    found = dict(zip(keys, bits[mine].view(np.float64).tolist(), strict=True))
+    if len(found) != sum(len(r) for r in targets.values()):
         raise EngineError(_LOST)
     for rank, (lo, hi) in brackets.items():
-        found[(OVERALL, rank)] = _value(_settle(rank, lo, hi, [r for r in counted if r["rank"] == rank]))
+        counted = picked.take(np.flatnonzero(~mine & (ranks == rank))).to_pylist()
+        found[(OVERALL, rank)] = _value(_settle(rank, lo, hi, counted))
     return found
 
 

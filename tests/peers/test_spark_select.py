@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peers import spark_select
-from peers.spark_select import OVERALL, _bracket, _pick, _settle, cell_bits, latency_cell, sample_of
+from peers.spark_select import OVERALL, _bracket, _found, _pick, _settle, cell_bits, latency_cell, sample_of
 
 
 def _batches(cells: list[tuple[int, np.ndarray]]) -> list[pa.RecordBatch]:
@@ -30,17 +30,8 @@ def _select(chunks: list[np.ndarray], tasks: list[list[tuple[int, np.ndarray]]],
     per_sub = {k: sorted(r) for k, r in targets.items() if k != OVERALL}
     samples = [sample_of(_bits(c)) for c in chunks]
     brackets = {rank: _bracket(samples, rank) for rank in targets.get(OVERALL, [])}
-    found, counted = {}, []
-    for cells in tasks:
-        for batch in _pick(per_sub, brackets, iter(_batches(cells))):
-            for row in batch.to_pylist():
-                if row["sub"] == OVERALL:
-                    counted.append(row)
-                else:
-                    found[(row["sub"], row["rank"])] = row["bits"]
-    for rank, (lo, hi) in brackets.items():
-        found[(OVERALL, rank)] = _settle(rank, lo, hi, [r for r in counted if r["rank"] == rank])
-    return found
+    batches = [b for cells in tasks for b in _pick(per_sub, brackets, iter(_batches(cells)))]
+    return _found(pa.Table.from_batches(batches), per_sub, brackets)
 
 
 @settings(max_examples=150, deadline=None)
@@ -66,7 +57,7 @@ def test_ranks_equal_a_plain_sort(per_sub, tasks, chunks, samples, data):
         for k, ranks in targets.items():
             mine = everything if k == OVERALL else np.sort(values[k])
             for r in ranks:
-                assert found[(k, r)] == mine[r]
+                assert found[(k, r)] == _bits(mine[r : r + 1])[0]
     finally:
         spark_select.SAMPLES = 4096
 
