@@ -37,7 +37,7 @@ from network.meter import StrategyRun, SubscriptionSummary
 from peers.local import Simulation
 from peers.spark_select import OVERALL, Sample, order_statistics
 from peers.spark_session import failure_line, parse_master, spark_session
-from peers.spark_tasks import RECORD_SCHEMA, SUMMARY_SUB, Chunk, ChunkJob, ChunkSummary, run_chunks, unpacked
+from peers.spark_tasks import RECORD_SCHEMA, SUMMARY_SUB, Chunk, ChunkJob, ChunkSummary, run_chunk, unpacked
 from sharing.plan import Plan
 from topologies import workload
 from topologies.errors import EngineError
@@ -125,6 +125,7 @@ def run_simulation(
     cuts = _cut(simulation, windows, max(1, wanted), times)
     broadcast = sc.broadcast(ChunkJob(simulation, tuple(windows)))
     group = f"streamglobe-{next(_job_numbers)}"
+    chunk_group = f"{group}-chunks"  # the chunk runs' jobs, apart from the selection's
     frames: dict[tuple[int, int], object] = {}  # per run (chunk, attempt), its records, kept on the executors
     total = sum(len(t) for t in times.values())
     emitted = [sum(int(np.searchsorted(t, windows[b - 1][1], side="left")) for t in times.values()) for _, b in cuts]
@@ -136,7 +137,7 @@ def run_simulation(
     def simulate(chunk: Chunk) -> ChunkSummary:
         # one job per run, in the strategy's job group and tagged with the run (a driver thread's own
         # properties)
-        sc.setJobGroup(f"{group}-chunks", f"simulate {strategy}: chunk {chunk.number}")
+        sc.setJobGroup(chunk_group, f"simulate {strategy}: chunk {chunk.number}")
         sc.addJobTag(_tag(group, chunk))
         try:
             frame, cell = _launch(session, broadcast, chunk)
@@ -166,7 +167,7 @@ def run_simulation(
             discarded=discarded,
             cancel=lambda chunk: sc.cancelJobsWithTag(_tag(group, chunk)),
         )
-        sc.cancelJobGroup(f"{group}-chunks")  # runs no longer needed (a chunk settled by another run)
+        sc.cancelJobGroup(chunk_group)  # runs no longer needed (a chunk settled by another run)
         sc.setJobGroup(group, f"latency ranks of {strategy}")
         t1 = time.perf_counter()
         totals = _Totals(simulation)
@@ -184,7 +185,7 @@ def run_simulation(
             raise EngineError(f"Spark job failed: {failure_line(err)}") from err
         raise
     finally:
-        sc.cancelJobGroup(f"{group}-chunks")  # runs still in flight (after an error) end now
+        sc.cancelJobGroup(chunk_group)  # runs still in flight (after an error) end now
         pool.shutdown(wait=True)
         sc.setLocalProperty("spark.jobGroup.id", None)
         for frame in frames.values():
@@ -359,7 +360,7 @@ def _launch(session, broadcast, chunk: Chunk) -> tuple[object, bytes]:
 
     frame = (
         session.range(0, 1, numPartitions=1)
-        .mapInArrow(run_chunks(broadcast, (chunk,)), RECORD_SCHEMA)
+        .mapInArrow(run_chunk(broadcast, chunk), RECORD_SCHEMA)
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     try:
