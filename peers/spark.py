@@ -34,7 +34,7 @@ import numpy as np
 from network.buffers import QueueState
 from network.latency import LatencyStats, Sum, add_sums, ranks_needed
 from network.meter import StrategyRun, SubscriptionSummary
-from peers.local import Simulation
+from peers.local import Simulation, collector_paused
 from peers.spark_select import OVERALL, Sample, order_statistics
 from peers.spark_session import failure_line, parse_master, spark_session
 from peers.spark_tasks import RECORD_SCHEMA, SUMMARY_SUB, Chunk, ChunkJob, ChunkSummary, run_chunk, unpacked
@@ -123,7 +123,8 @@ def run_simulation(
     wanted = chunks if chunks is not None else cores * CHUNKS_PER_CORE
     times = workload.run_emission_times(scenario)
     cuts = _cut(simulation, windows, max(1, wanted), times)
-    broadcast = sc.broadcast(ChunkJob(simulation, tuple(windows)))
+    with collector_paused():  # pickling the job walks the plan's objects: collections would walk them again
+        broadcast = sc.broadcast(ChunkJob(simulation, tuple(windows)))
     group = f"streamglobe-{next(_job_numbers)}"
     chunk_group = f"{group}-chunks"  # the chunk runs' jobs, apart from the selection's
     frames: dict[tuple[int, int], object] = {}  # per run (chunk, attempt), its records, kept on the executors

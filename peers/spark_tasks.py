@@ -229,8 +229,10 @@ def packed(summary: ChunkSummary) -> bytes:
 
 
 def unpacked(cell: bytes) -> ChunkSummary:
-    """The summary :func:`packed` made ``cell`` of."""
-    return pickle.loads(zlib.decompress(cell))
+    """The summary :func:`packed` made ``cell`` of (read with the collector paused: its thousands of small
+    dicts would start collections that walk all the driver holds, the plan included)."""
+    with collector_paused():
+        return pickle.loads(zlib.decompress(cell))
 
 
 def _batch(chunk: Chunk, subs: list[int], cells: list[bytes]) -> pa.RecordBatch:
