@@ -122,7 +122,8 @@ def run_simulation(
     cores = sc.defaultParallelism
     wanted = chunks if chunks is not None else cores * CHUNKS_PER_CORE
     times = workload.run_emission_times(scenario)
-    cuts = _cut(simulation, windows, max(1, wanted), times)
+    warm = _warm_up_windows(windows)
+    cuts = _cut(simulation, windows, max(1, wanted), times, warm)
     with collector_paused():  # pickling the job walks the plan's objects: collections would walk them again
         broadcast = sc.broadcast(ChunkJob(simulation, tuple(windows)))
     group = f"streamglobe-{next(_job_numbers)}"
@@ -162,7 +163,7 @@ def run_simulation(
             windows,
             cuts,
             simulation.queues.free(),
-            _warm_up_windows(windows),
+            warm,
             slots=slots,
             settled=settled,
             discarded=discarded,
@@ -199,9 +200,12 @@ def _cut(
     windows: list[tuple[float, float]],
     wanted: int,
     times: dict[str, np.ndarray] | None = None,
+    warm: int = 0,
 ) -> list[tuple[int, int]]:
-    """Consecutive ranges of ``windows`` of about equal work, at most ``wanted`` of them (``times``: the run's
-    emission times, :func:`topologies.workload.run_emission_times`, when the caller has them already).
+    """Consecutive ranges of ``windows`` of about equal work, ``wanted`` of them or one per window
+    (``times``: the run's emission times, :func:`topologies.workload.run_emission_times`, when the caller
+    has them already; ``warm``: the windows a run from a guess plays before its chunk, see
+    :func:`cut_windows`).
 
     A window's work is its tuples, each weighing :data:`TUPLE_WEIGHT` plus the channels reading it
     (:meth:`~peers.timetable.Timetable.readings`): a late stretch of a run whose subscriptions arrive over
@@ -213,22 +217,53 @@ def _cut(
     for stream, readings in simulation.timetable.readings(times).items():
         weight = np.concatenate(([0], np.cumsum(readings + TUPLE_WEIGHT)))
         work += weight[np.searchsorted(times[stream], ends, side="left")]
-    return cut_windows(work, wanted)
+    return cut_windows(work, wanted, warm)
 
 
-def cut_windows(emitted: np.ndarray, wanted: int) -> list[tuple[int, int]]:
-    """Consecutive ranges of windows covering them all, at most ``wanted``, each holding no more than its
-    share of the work plus one window's (``emitted[w]``: the work of the windows up to ``w``, e.g. the
-    tuples emitted by its end)."""
-    total = int(emitted[-1]) if len(emitted) else 0
-    cuts, first = [], 0
-    for k in range(1, wanted + 1):
-        # the chunk ends with the window where the k-th share of the tuples is reached
-        stop = len(emitted) if k == wanted else int(np.searchsorted(emitted, total * k / wanted, side="left")) + 1
-        stop = min(stop, len(emitted))
-        if stop > first:
-            cuts.append((first, stop))
-            first = stop
+def cut_windows(emitted: np.ndarray, wanted: int, warm: int = 0) -> list[tuple[int, int]]:
+    """Consecutive ranges of windows covering them all, as many as ``wanted`` (or one per window, when there
+    are fewer), whose largest work is as small as it can be (``emitted[w]``: the work of the windows up to
+    ``w``, e.g. the tuples emitted by its end).
+
+    A chunk after the first also does the work of the ``warm`` windows before it: it is likely run from a
+    guess, which plays them first (:func:`chain`).  Counting that keeps the first chunk, which never has a
+    warm-up, from ending a warm-up's work ahead of the others, a gap the last chunks leave as idle cores.
+
+    A later start never makes a chunk cost more.  So filling each chunk up to a budget is optimal for that
+    budget, and the least budget that needs no more than ``wanted`` chunks is found by bisection; and
+    splitting a chunk costs neither piece more than it, so the costliest are then split, each where its
+    pieces cost the most alike, until there are ``wanted``."""
+    n = len(emitted)
+    ends = np.concatenate(([0], np.asarray(emitted, np.int64)))
+
+    def since(first):  # where the work of a chunk from ``first`` is counted from: its warm-up's first window
+        return ends[np.where(first > 0, np.maximum(0, first - warm), 0)]  # (the first chunk has none)
+
+    def fill(budget: int) -> list[tuple[int, int]] | None:
+        cuts, first = [], 0
+        while first < n:
+            if len(cuts) == wanted:
+                return None
+            stop = int(np.searchsorted(ends, int(since(first)) + budget, side="right")) - 1
+            cuts.append((first, min(max(stop, first + 1), n)))
+            first = cuts[-1][1]
+        return cuts
+
+    low, high = 0, int(ends[-1])  # one chunk of every window costs the total: always possible
+    while low < high:
+        middle = (low + high) // 2
+        if fill(middle) is None:
+            low = middle + 1
+        else:
+            high = middle
+    cuts = fill(low) or []
+    while len(cuts) < min(wanted, n):
+        k = max((k for k, (a, b) in enumerate(cuts) if b - a > 1), key=lambda k: ends[cuts[k][1]] - since(cuts[k][0]))
+        a, b = cuts[k]
+        middle = np.arange(a + 1, b)
+        worse = np.maximum(ends[middle] - since(a), ends[b] - since(middle))
+        m = int(middle[np.argmin(worse)])
+        cuts[k : k + 1] = [(a, m), (m, b)]
     return cuts
 
 

@@ -285,6 +285,28 @@ def test_chunks_are_consecutive_cover_every_window_and_hold_about_their_share(pe
         assert sum(per_window[a:b]) <= share + max(per_window)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 50), max_size=30), st.integers(1, 8), st.integers(0, 4))
+def test_chunks_counting_their_warm_ups_are_the_best_split(per_window, wanted, warm):
+    cuts = cut_windows(np.cumsum(per_window, dtype=np.int64), wanted, warm)
+    n = len(per_window)
+    assert [w for cut in cuts for w in range(*cut)] == list(range(n))  # consecutive, every window once
+    assert len(cuts) == min(wanted, n)
+
+    def cost(a, b):  # a chunk after the first also plays the warm windows before it
+        return sum(per_window[max(0, a - warm) if a else 0 : b])
+
+    # the plain reference: the least largest cost of any split into at most ``wanted`` chunks
+    best = {(0, 0): 0}
+    for m in range(1, wanted + 1):
+        for j in range(1, n + 1):
+            options = [max(best[(i, m - 1)], cost(i, j)) for i in range(j) if (i, m - 1) in best]
+            if options:
+                best[(j, m)] = min(options)
+    least = min((best[(n, m)] for m in range(1, wanted + 1) if (n, m) in best), default=0)
+    assert max((cost(a, b) for a, b in cuts), default=0) == least
+
+
 def test_ranks_cover_every_percentile():
     assert ranks_needed(0) == set()
     assert ranks_needed(1) == {0}
