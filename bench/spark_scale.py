@@ -11,7 +11,11 @@ warm-up run on figure1 (executors start, Python workers load numba's cached kern
 of ``--chunks`` chunks (the same for all, so all do the same work).  The local engine runs the same plan in
 this process, warm (its kernels compiled by the warm-up).
 
-Each row keeps its fastest run (the ratios are of those) and shows its slowest.  Printed per row: the
+Each row keeps its fastest run (the ratios are of those) and shows its slowest.  With the cluster rows,
+each round also measures what the machine itself gives two processes: a CPU-bound loop of plain Python
+run alone, then twice at once (:func:`machine_round`).  On a virtual machine two cores need not be twice
+one (the host may share a physical core between them, or be busy), and the engine's ratio of 2 cores
+over 1 is bounded by that one, measured the same hour.  Printed per row: the
 Spark master, wall seconds, the Spark run's stages (``peers.spark.run_spark``: the driver's layout of the
 plan, the chunk jobs, reading the summaries, the latency selection), the seconds of the run's entry in the
 report (``reports.report.strategy_entry``, against the expected tuples made once beforehand: for the local
@@ -30,12 +34,31 @@ import argparse
 import json
 import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from contextlib import nullcontext
 from pathlib import Path
 
 WARM_UP = "topologies/figure1.yaml"
+SPIN = 20_000_000  # iterations of the calibration loop: about 2 s of one core
+_SPIN_CODE = (
+    "import time\nt = time.perf_counter()\nx = 0\n"
+    "for i in range({n}):\n    x += i * i % 7\nprint(time.perf_counter() - t)"
+)
+
+
+def machine_round(iterations: int = SPIN) -> tuple[float, float]:
+    """Seconds of a CPU-bound loop of plain Python in one process alone, then the slower of two running it
+    at once: two cores give ``2 * alone / pair`` times one core's throughput."""
+
+    def spin(k: int) -> list[float]:
+        code = _SPIN_CODE.format(n=iterations)
+        procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(k)]
+        return [float(p.communicate()[0]) for p in procs]
+
+    return spin(1)[0], max(spin(2))
 
 
 def _tuple_hops(scenario, run) -> int:
@@ -101,7 +124,10 @@ def main(args: argparse.Namespace) -> int:
         if master is not None:
             capped = [{"spark.cores.max": str(n), "spark.executor.cores": str(n)} for n in (1, 2)]
             configurations += [("cluster", 1, master, capped[0]), ("cluster", 2, master, capped[1])]
+        machine: list[tuple[float, float]] = []
         for _ in range(args.repeat):  # round after round, so that the machine's drift hits every row alike
+            if master is not None:
+                machine.append(machine_round())
             for name, cores, url, conf in configurations:
                 stages: dict[str, float] = {}
                 if url is None:
@@ -169,6 +195,8 @@ def main(args: argparse.Namespace) -> int:
         result["spark_2_cores_over_local"] = local_s / two
         jobs = {row["cores"]: row["stages"]["chunks"] for row in rows if row["master"] == "cluster"}
         result["chunk_jobs_2_over_1_cores"] = jobs[1] / jobs[2]
+        alone, pair = min(a for a, _ in machine), min(p for _, p in machine)
+        result["machine"] = {"alone_s": alone, "pair_s": pair, "two_over_one": 2 * alone / pair, "rounds": machine}
     if args.json:
         print(json.dumps(result))
         return 0
@@ -194,6 +222,8 @@ def main(args: argparse.Namespace) -> int:
         ratios = [
             f"2 cores / 1 core: {result['speedup_2_over_1_cores']:.2f}x"
             f" (the chunk jobs alone: {result['chunk_jobs_2_over_1_cores']:.2f}x)",
+            f"two CPU-bound processes / one on this machine: {result['machine']['two_over_one']:.2f}x"
+            f" (loop alone {result['machine']['alone_s']:.2f} s, two at once {result['machine']['pair_s']:.2f} s)",
             f"Spark on 2 cores / local engine: {result['spark_2_cores_over_local']:.2f}x",
             *ratios,
         ]

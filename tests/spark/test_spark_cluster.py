@@ -31,3 +31,23 @@ def test_a_standalone_cluster_produces_the_local_report(standalone_master, tmp_p
     cluster = _run(tmp_path, "--engine", "spark", "--spark-master", standalone_master)
     assert cluster["engine"] == "spark"
     assert {**cluster, "engine": "local"} == local
+
+
+def test_bench_scale_measures_every_row_and_the_machine_on_a_cluster(standalone_master):
+    done = subprocess.run(
+        [sys.executable, "run.py", "bench", "spark", "--scale", "--scenario", "topologies/figure1.yaml"]
+        + ["--chunks", "2", "--repeat", "1", "--cluster", standalone_master, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    rows = {(row["master"], row["cores"]): row for row in result["rows"]}
+    assert set(rows) == {("local", 1), ("local[2]", 2), ("cluster", 1), ("cluster", 2)}
+    assert all(row["tuple_hops_per_s"] > 0 for row in rows.values())
+    assert result["speedup_2_over_1_cores"] == rows[("cluster", 1)]["seconds"] / rows[("cluster", 2)]["seconds"]
+    machine = result["machine"]
+    assert len(machine["rounds"]) == 1 and machine["two_over_one"] == 2 * machine["alone_s"] / machine["pair_s"]
+    assert 0 < machine["pair_s"] and 0 < machine["alone_s"]
