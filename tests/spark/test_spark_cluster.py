@@ -34,9 +34,9 @@ def test_a_standalone_cluster_produces_the_local_report(standalone_master, tmp_p
 
 
 def test_bench_scale_measures_every_row_and_the_machine_on_a_cluster(standalone_master):
+    bench = ["bench", "spark", "--scale", "--scenario", "topologies/figure1.yaml", "--chunks", "2", "--repeat", "1"]
     done = subprocess.run(
-        [sys.executable, "run.py", "bench", "spark", "--scale", "--scenario", "topologies/figure1.yaml"]
-        + ["--chunks", "2", "--repeat", "1", "--cluster", standalone_master, "--json"],
+        [sys.executable, "run.py", *bench, "--cluster", standalone_master, "--json"],
         capture_output=True,
         text=True,
         timeout=1800,
@@ -50,4 +50,4 @@ def test_bench_scale_measures_every_row_and_the_machine_on_a_cluster(standalone_
     assert result["speedup_2_over_1_cores"] == rows[("cluster", 1)]["seconds"] / rows[("cluster", 2)]["seconds"]
     machine = result["machine"]
     assert len(machine["rounds"]) == 1 and machine["two_over_one"] == 2 * machine["alone_s"] / machine["pair_s"]
-    assert 0 < machine["pair_s"] and 0 < machine["alone_s"]
+    assert machine["pair_s"] > 0 and machine["alone_s"] > 0
