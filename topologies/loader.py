@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 from matcher import Choice, Distribution, Empirical, Normal, Query, QueryError, Uniform
 from matcher.text import is_keyword
 from topologies import generators, workload_generators
+from topologies.bounds import cap, check_value
 from topologies.errors import ScenarioError, shown
 from topologies.events_loader import event_entry, read_events
 from topologies.model import (
@@ -48,16 +49,6 @@ MAX_CAPACITY = 1e12  # tuples per second
 MAX_HEADER_BYTES = 65_535
 MAX_REPLAY_BYTES = 2**30
 MAX_ID_LENGTH = 100  # characters of a name or an id: ids become file names, plot labels, topic levels
-
-
-def cap(name: str, default: int) -> int:
-    """A size cap: ``default``, or the environment variable ``name`` (an integer) to raise or lower it."""
-    try:
-        return int(os.environ.get(name, default))
-    except ValueError:
-        raise ScenarioError(
-            f"environment variable {name}: expected an integer, got {shown(os.environ[name])}"
-        ) from None
 
 
 MAX_TUPLES = ("STREAMGLOBE_MAX_TUPLES", 50_000_000)  # tuples emitted by all streams over the run
@@ -428,13 +419,15 @@ class _Reader:
         peers = []
         ids: dict[str, str] = {}
         written: list = []
+        made = 0  # by generators, toward their cap
         for i, item in enumerate(self.sequence(value, "thin_peers")):
             if workload_generators.is_generator(item):
                 path = f"thin_peers[{i}].generate"
                 entries, told = workload_generators.thin_peers(
                     self, item["generate"], path, seed=seed, position=i, super_peers=super_peers,
-                    degrees=degrees, transit=self.transit,
+                    degrees=degrees, transit=self.transit, made=made,
                 )  # fmt: skip
+                made += len(entries)
                 self.generated.append(told)
                 items = [(f"{path}[{k}]", entry) for k, entry in enumerate(entries)]
             else:
@@ -606,13 +599,16 @@ class _Reader:
         seen: dict[str, str] = {}
         subscriptions = []
         written: list = []
+        made = 0  # by generators, toward their cap
         for i, item in enumerate(self.sequence(value, "subscriptions")):
             if workload_generators.is_generator(item):
                 path = f"subscriptions[{i}].generate"
                 entries, told = workload_generators.subscriptions(
                     self, item["generate"], path, seed=seed, position=i, duration=duration,
                     thin_peers=[p.id for p in thin_peers], sources=set(sources.values()), streams=streams,
+                    made=made,
                 )  # fmt: skip
+                made += len(entries)
                 self.generated.append(told)
                 items = [(f"{path}[{k}]", entry) for k, entry in enumerate(entries)]
             else:
@@ -738,8 +734,10 @@ def read_scenario(
     the entries it made (what ``run.py expand`` writes)."""
     from topologies.overrides import apply_overrides
 
+    if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
+        raise ScenarioError(f"scenario: expected the path of a file, got {_describe(path)}")
     file = os.fspath(path)
-    doc = apply_overrides(read_yaml(file), overrides, file)
+    doc = apply_overrides(read_yaml(file), _changes(overrides, file), file)
     reader = _Reader(file)
     scenario = reader.scenario(doc)
     return scenario, {**doc, **reader.expanded}
@@ -753,10 +751,22 @@ def scenario_from_document(
     the working directory.  ``path`` is None."""
     from topologies.overrides import apply_overrides
 
+    check_value(doc, source)
     reader = _Reader(source)
     reader.base_dir = os.getcwd()
-    scenario = reader.scenario(apply_overrides(doc, overrides, source))
+    scenario = reader.scenario(apply_overrides(doc, _changes(overrides, source), source))
     return replace(scenario, path=None)
+
+
+def _changes(overrides: object, file: str) -> list[tuple[str, object]]:
+    """``overrides`` as a list of ``(key, value)`` pairs; ScenarioError naming ``file`` when it is not one."""
+    try:
+        changes = list(overrides)
+        if all(isinstance(change, tuple) and len(change) == 2 for change in changes):
+            return changes
+    except TypeError:
+        pass
+    raise ScenarioError(f"{file}: changes: expected (key, value) pairs, got {shown(overrides)}")
 
 
 def summary(scenario: Scenario) -> str:

@@ -14,31 +14,28 @@ import copy
 import re
 from collections.abc import Sequence
 
-import yaml
-
+from topologies.bounds import check_value, parse_yaml
 from topologies.errors import ScenarioError, shown
 
-_STEP = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_-]*)|\[(?P<index>[0-9]+)\]")
+_STEP = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_-]*)|\[(?P<index>[0-9]{1,18})\]")
 COUNT_ALIASES = ("subscriptions", "thin_peers")
 
 
 def parse_assignment(text: str, flag: str = "--set") -> tuple[str, object]:
     """``KEY=VALUE`` as ``(key, value read as YAML)``; raises ScenarioError for text without ``=``, a key
-    that is not a path, or a value that is not YAML."""
+    that is not a path, or a value that is not YAML or oversteps its bounds (topologies/bounds.py)."""
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
         raise ScenarioError(f"{flag} {shown(text)}: expected KEY=VALUE")
     steps(key, flag)
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        raise ScenarioError(f"{flag} {key}: not a YAML value: {shown(raw)}") from None
-    return key, value
+    return key, parse_yaml(raw, f"{flag} {key}") if raw.strip() else None
 
 
 def steps(key: str, flag: str = "--set") -> list[str | int]:
     """The path ``a.b[0].c`` as ``["a", "b", 0, "c"]``; ScenarioError when it is not one."""
+    if not isinstance(key, str):
+        raise ScenarioError(f"{flag} {shown(key)}: a key is a text, e.g. network.generate.transit")
     found: list[str | int] = []
     for part in key.split("."):
         match_at = 0
@@ -71,9 +68,12 @@ def resolve(doc: object, key: str, file: str, flag: str = "--set") -> list[str |
 def apply_overrides(doc: object, overrides: Sequence[tuple[str, object]], file: str, flag: str = "--set") -> object:
     """A copy of the parsed document ``doc`` with each ``(key, value)`` set, in order.  Every step but the
     last must exist; the last may add a key to a mapping (the loader then checks that it is one it
-    knows).  Raises ScenarioError naming the file, the flag and the key."""
+    knows).  Raises ScenarioError naming the file, the flag and the key, also for a value no scenario file
+    could hold (topologies/bounds.py)."""
     if not overrides:
         return doc
+    for key, value in overrides:
+        check_value(value, f"{file}: {flag} {shown(key) if not isinstance(key, str) else key}")
     doc = copy.deepcopy(doc)
     for key, value in overrides:
         path = resolve(doc, key, file, flag)

@@ -30,6 +30,8 @@ import numpy as np
 
 from matcher import Choice, Distribution, Empirical, Normal, Uniform
 from matcher.text import name_to_text
+from topologies.bounds import MAX_GENERATED as GENERATED_CAP
+from topologies.bounds import cap
 from topologies.errors import shown
 from topologies.model import StreamSpec
 
@@ -55,7 +57,7 @@ ARRIVAL_KEYS = {
     "waves": {"process": True, "over": False, "waves": False, "spread": False},
 }
 HOLDING_KEYS = {"leave": False, "exponential": False, "uniform": False, "fixed": False}
-MAX_GENERATED = 1_000_000  # entries one generator may make: a typo of three zeros is an error, not a stall
+MAX_GENERATED = GENERATED_CAP[1]  # entries the generators of one list may make together, unless the cap is moved
 
 
 class Reader(Protocol):
@@ -117,6 +119,23 @@ def _prefix(reader: Reader, spec: dict, path: str, default: str) -> str:
     return prefix
 
 
+def _count(reader: Reader, spec: dict, path: str, list_name: str, made: int) -> int:
+    """The generator's ``count``: at least 1, and at most what the cap on ``list_name``'s generated
+    entries leaves after the ``made`` entries of the generators before it (a typo of three zeros is an
+    error, not a stall)."""
+    count = reader.integer(spec["count"], f"{path}.count", minimum=1)
+    name, default = GENERATED_CAP
+    limit = cap(name, default)
+    if made + count > limit:
+        before = f" after the {made:,} made before it" if made else ""
+        reader.fail(
+            f"{path}.count",
+            f"{count:,} {list_name}{before} exceed the cap of {limit:,} generated {list_name}"
+            f" (set {name} to change it)",
+        )
+    return count
+
+
 def _span(prefix: str, count: int) -> str:
     return f"{prefix}0" if count == 1 else f"{prefix}0..{prefix}{count - 1}"
 
@@ -134,6 +153,7 @@ def thin_peers(
     super_peers: tuple[str, ...],
     degrees: dict[str, int],
     transit: int | None,
+    made: int = 0,
 ) -> tuple[list[dict], str]:
     """The thin-peer entries ``{id, attach[, bandwidth, latency]}`` of the generator ``value`` at ``path``
     (``thin_peers[i].generate``), and one line saying what it made.
@@ -141,9 +161,10 @@ def thin_peers(
     ``attach`` rules: ``random`` (uniform over every super-peer), ``stub`` (uniform over the stub-domain
     nodes of a transit-stub backbone, whose ``transit`` first nodes are the transit domain), ``degree``
     (probability proportional to a super-peer's number of links), ``spread`` (round robin over the
-    super-peers in order), or a list of super-peer ids (uniform over them)."""
+    super-peers in order), or a list of super-peer ids (uniform over them).  ``made``: the thin-peers the
+    list's generators before this one made (they count toward the cap, :func:`_count`)."""
     spec = reader.mapping(value, path, THIN_PEER_GENERATOR_KEYS)
-    count = reader.integer(spec["count"], f"{path}.count", minimum=1, maximum=MAX_GENERATED)
+    count = _count(reader, spec, path, "thin-peers", made)
     prefix = _prefix(reader, spec, path, "P")
     seed = reader.integer(spec["seed"], f"{path}.seed") if "seed" in spec else seed
     rule = spec.get("attach", "random")
@@ -335,11 +356,13 @@ def subscriptions(
     thin_peers: list[str],
     sources: set[str],
     streams: tuple[StreamSpec, ...],
+    made: int = 0,
 ) -> tuple[list[dict], str]:
     """The subscription entries ``{id, peer, at[, until], query}`` of the generator ``value`` at ``path``
-    (``subscriptions[i].generate``), in arrival order, and one line saying what it made."""
+    (``subscriptions[i].generate``), in arrival order, and one line saying what it made; ``made`` as for
+    :func:`thin_peers`."""
     spec = reader.mapping(value, path, SUBSCRIPTION_GENERATOR_KEYS)
-    count = reader.integer(spec["count"], f"{path}.count", minimum=1, maximum=MAX_GENERATED)
+    count = _count(reader, spec, path, "subscriptions", made)
     prefix = _prefix(reader, spec, path, "Q")
     seed = reader.integer(spec["seed"], f"{path}.seed") if "seed" in spec else seed
     if "peers" in spec:
