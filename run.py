@@ -181,16 +181,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    import yaml
+    from reports.sweep import SweepOptions, SweepSpec, read_spec, vary_option
 
-    from reports.sweep import SweepOptions, SweepSpec, is_sweep_document, read_sweep_file, vary_option
-
-    try:
-        with open(args.scenario, encoding="utf-8") as fh:
-            is_sweep = is_sweep_document(yaml.safe_load(fh))
-    except (OSError, yaml.YAMLError):
-        is_sweep = False  # the loader says what is wrong with it
-    spec = read_sweep_file(args.scenario) if is_sweep else SweepSpec(args.scenario, ())
+    spec = read_spec(args.scenario)
     vary = dict(spec.vary)
     vary.update(vary_option(text) for text in args.vary or ())
     spec = SweepSpec(

@@ -14,11 +14,13 @@ reports/sweep_plots.py draws each metric against the varied parameter with 95 % 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import os
 import re
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -27,10 +29,12 @@ import yaml
 from reports.progress import Status
 from reports.report import assemble_report, served_exactly
 from reports.runner import choose_strategies, engine_for
-from topologies.errors import EmulatorError, InputError
+from topologies.bounds import MAX_SWEEP_POINTS, MAX_SWEEP_VALUES, cap
+from topologies.errors import EmulatorError, InputError, shown
 from topologies.loader import load_scenario
 from topologies.model import Scenario
 from topologies.overrides import parse_assignment, steps
+from topologies.yaml_files import read_yaml
 
 METRICS = (
     "backbone_bytes",
@@ -51,7 +55,12 @@ METRICS = (
 """What sweep.csv records per point and strategy (docs/SWEEPS.md); a metric a point cannot have (a saving
 against a baseline that did not run) is left out of the table."""
 SWEEP_FILES = frozenset({"sweep.json", "sweep.csv", "sweep.md", "points"})
-_RANGE = re.compile(r"\s*(-?[0-9]+)\s*\.\.\s*(-?[0-9]+)\s*")
+SWEEP_PLOTS = frozenset(f"{metric}.png" for metric in METRICS)
+_DESIGN_KEYS = frozenset({"scenario", "vary", "set", "strategies", "points"})  # of sweep.json
+_MAX_DESIGN_BYTES = 64 * 2**20  # a sweep.json of the largest grid holds about 2 MB
+_RANGE = re.compile(r"\s*(-?[0-9]{1,18})\s*\.\.\s*(-?[0-9]{1,18})\s*")  # 18 digits: any seed numpy takes
+_WORD = re.compile(r"[A-Za-z0-9_.+-]{1,60}")
+_POINT_ID_CHARS = 120  # of a point's readable id, before the hash that keeps long or rewritten ids apart
 _VERSION = 1  # of the point files: a change of what they hold makes earlier ones stale
 
 
@@ -66,7 +75,19 @@ class SweepSpec:
     strategies: tuple[str, ...] = ()
 
     def points(self) -> list[dict[str, object]]:
-        """Every point of the grid, as key -> value in the order of :attr:`vary`."""
+        """Every point of the grid, as key -> value in the order of :attr:`vary`.  Raises InputError, before
+        making any, for a grid of more points than the cap (``STREAMGLOBE_MAX_SWEEP_POINTS``)."""
+        name, default = MAX_SWEEP_POINTS
+        limit, size = cap(name, default), 1
+        for _, values in self.vary:
+            size *= len(values)
+            if size > limit:
+                counts = " x ".join(f"{len(v):,}" for _, v in self.vary)
+                raise InputError(
+                    f"sweep: a grid of {counts} values has more than {limit:,} points (set {name} to change the cap)"
+                )
+        if size == 0:
+            raise InputError(f"sweep: vary.{next(k for k, v in self.vary if not v)}: no values")
         keys = [k for k, _ in self.vary]
         return [dict(zip(keys, values, strict=True)) for values in itertools.product(*(v for _, v in self.vary))]
 
@@ -102,15 +123,18 @@ class SweepResult:
 
 def parse_values(key: str, text: str) -> tuple[object, ...]:
     """``--vary`` values: ``a..b`` (whole numbers, both included) or comma-separated YAML values (commas
-    inside brackets or braces belong to the value: ``[1,2],[3,4]`` is two lists)."""
+    inside brackets or braces belong to the value: ``[1,2],[3,4]`` is two lists); at most
+    :data:`~topologies.bounds.MAX_SWEEP_VALUES` of them."""
     match = _RANGE.fullmatch(text)
     if match:
         low, high = int(match.group(1)), int(match.group(2))
         if high < low:
-            raise InputError(f"--vary {key}: empty range {text!r}")
-        if high - low >= 10_000:
-            raise InputError(f"--vary {key}: a range of {high - low + 1:,} values is too many")
+            raise InputError(f"--vary {key}: empty range {shown(text)}")
+        if high - low >= MAX_SWEEP_VALUES:
+            raise InputError(f"--vary {key}: {high - low + 1:,} values, over the {MAX_SWEEP_VALUES:,} a key may take")
         return tuple(range(low, high + 1))
+    if text.count(",") >= MAX_SWEEP_VALUES:
+        raise InputError(f"--vary {key}: more than {MAX_SWEEP_VALUES:,} values")
     parts, depth, current = [], 0, ""
     for char in text:
         depth += char in "[{"
@@ -121,10 +145,22 @@ def parse_values(key: str, text: str) -> tuple[object, ...]:
         else:
             current += char
     parts.append(current)
-    values = tuple(parse_assignment(f"{key}={part}", "--vary")[1] for part in parts)
     if any(part.strip() == "" for part in parts):
-        raise InputError(f"--vary {key}: an empty value in {text!r}")
-    return values
+        raise InputError(f"--vary {key}: an empty value in {shown(text)}")
+    return tuple(parse_assignment(f"{key}={part}", "--vary")[1] for part in parts)
+
+
+def grid_values(key: str, values: object, where: str) -> tuple[object, ...]:
+    """The values of one varied key as a sweep file or the Python API gives them: a text as ``--vary``
+    takes it, or a non-empty sequence of at most :data:`~topologies.bounds.MAX_SWEEP_VALUES` values.
+    Raises InputError naming ``where`` and the key otherwise."""
+    if isinstance(values, str):
+        return parse_values(key, values)
+    if isinstance(values, list | tuple | range) and 0 < len(values) <= MAX_SWEEP_VALUES:
+        return tuple(values)
+    if isinstance(values, list | tuple | range) and values:
+        raise InputError(f"{where}: vary.{key}: {len(values):,} values, over the {MAX_SWEEP_VALUES:,} a key may take")
+    raise InputError(f"{where}: vary.{key}: expected a non-empty list or a range such as 1..5, got {shown(values)}")
 
 
 def vary_option(text: str) -> tuple[str, tuple[object, ...]]:
@@ -141,28 +177,27 @@ def read_sweep_file(path: str) -> SweepSpec:
     """A sweep file: ``scenario`` (a path relative to the file), ``vary`` (key -> a list, or a text as
     ``--vary`` takes it), optional ``set`` (key -> value) and ``strategies`` (a list).  Raises InputError
     naming the file and the key."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
-    except OSError as err:
-        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
-    except yaml.YAMLError as err:
-        raise InputError(f"{path}: YAML error: {' '.join(str(err).split())}") from None
+    return sweep_file_spec(read_yaml(path), path)
+
+
+def read_spec(path: str) -> SweepSpec:
+    """What ``run.py sweep PATH`` sweeps: the sweep file at ``path``, or the scenario file at ``path`` with
+    nothing varied yet (``--vary`` adds the keys).  The file is read once, as any scenario file is
+    (topologies/yaml_files.py); InputError names it when it cannot be read or is not YAML."""
+    doc = read_yaml(path)
+    return sweep_file_spec(doc, path) if is_sweep_document(doc) else SweepSpec(path, ())
+
+
+def sweep_file_spec(doc: object, path: str) -> SweepSpec:
+    """The sweep the parsed sweep file ``doc`` (read from ``path``) describes."""
     if not is_sweep_document(doc):
         raise InputError(f"{path}: a sweep file is a mapping with 'scenario' and 'vary'")
     unknown = sorted(set(doc) - {"scenario", "vary", "set", "strategies"})
     if unknown:
         raise InputError(f"{path}: unknown key {unknown[0]!r} (expected one of: scenario, set, strategies, vary)")
     if not isinstance(doc["vary"], dict) or not doc["vary"]:
-        raise InputError(f"{path}: vary: expected a mapping of keys to their values, got {doc['vary']!r}")
-    vary = []
-    for key, values in doc["vary"].items():
-        if isinstance(values, str):
-            vary.append((str(key), parse_values(str(key), values)))
-        elif isinstance(values, list) and values:
-            vary.append((str(key), tuple(values)))
-        else:
-            raise InputError(f"{path}: vary.{key}: expected a non-empty list or a range such as 1..5")
+        raise InputError(f"{path}: vary: expected a mapping of keys to their values, got {shown(doc['vary'])}")
+    vary = [(str(key), grid_values(str(key), values, path)) for key, values in doc["vary"].items()]
     fixed = doc.get("set") or {}
     strategies = doc.get("strategies") or []
     if not isinstance(fixed, dict):
@@ -179,16 +214,28 @@ def is_sweep_document(doc: object) -> bool:
 
 
 def _point_id(point: dict[str, object]) -> str:
-    """A readable, file-safe id: ``subscriptions=100,seed=3``."""
-    text = ",".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in point.items())
-    return re.sub(r"[^A-Za-z0-9_.=,+-]", "_", text)[:150]
+    """A readable, file-safe id, ``subscriptions[0].generate.count=100,seed=3``, distinct for distinct
+    points: an id cut to :data:`_POINT_ID_CHARS` or with characters replaced ends in a hash of the point."""
+    text = ",".join(f"{k}={_value_text(v)}" for k, v in point.items())
+    safe = re.sub(r"[^][A-Za-z0-9_.=,+-]", "_", text)
+    if safe == text and len(text) <= _POINT_ID_CHARS:
+        return text
+    return f"{safe[:_POINT_ID_CHARS]}+{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+
+
+def _value_text(value: object) -> str:
+    """A point's value in its id: a word as it is (``poisson``) when YAML reads it back as that text, every
+    other value as JSON (``"100"``, a text that reads as a number; ``[1,4]``)."""
+    if isinstance(value, str) and _WORD.fullmatch(value) and yaml.safe_load(value) == value:
+        return value
+    return json.dumps(value, separators=(",", ":"), default=str)
 
 
 def _fingerprint(spec: SweepSpec, strategies: list[str], point: dict[str, object]) -> str:
     """What makes a finished point reusable: the scenario's text, the changes, the point and the strategies."""
     with open(spec.scenario, "rb") as fh:
         text = hashlib.sha256(fh.read()).hexdigest()
-    what = json.dumps([_VERSION, text, list(spec.fixed), list(point.items()), strategies], sort_keys=True)
+    what = json.dumps([_VERSION, text, list(spec.fixed), list(point.items()), strategies], sort_keys=True, default=str)
     return hashlib.sha256(what.encode()).hexdigest()
 
 
@@ -253,18 +300,55 @@ def _finished(path: str, fingerprint: str) -> list[dict] | None:
 
 
 def check_out_dir(out_dir: str, force: bool) -> None:
-    """InputError unless ``out_dir`` is new, empty, a previous sweep's, or ``force``."""
+    """InputError unless ``out_dir`` is new, empty, a previous sweep's, or ``force``.  A previous sweep's
+    directory is known by its ``sweep.json``; without one, every name in it is the user's, even one a
+    sweep would write (``sweep.csv``, ``points``, a plot's)."""
     if not os.path.lexists(out_dir):
         return
     if not os.path.isdir(out_dir):
         raise InputError(f"--out {out_dir}: exists and is not a directory")
-    ours = SWEEP_FILES | {n for n in os.listdir(out_dir) if n.endswith(".png") or n.startswith(".plans.")}
-    foreign = sorted(n for n in os.listdir(out_dir) if n not in ours)
+    try:
+        names = os.listdir(out_dir)
+    except OSError as err:
+        raise InputError(f"--out {out_dir}: cannot read it ({err.strerror or err})") from None
+    ours = SWEEP_FILES | SWEEP_PLOTS | {n for n in names if n.startswith(".plans.")}
+    foreign = sorted(n for n in names if n not in ours or not _previous_sweep(out_dir))
     if foreign and not force:
         raise InputError(
-            f"--out {out_dir}: directory holds {foreign[0]!r}, which is not part of a sweep"
+            f"--out {out_dir}: directory holds {shown(foreign[0])}, which is not part of a sweep"
             " (choose an empty or new directory, or pass --force)"
         )
+
+
+def _previous_sweep(out_dir: str) -> bool:
+    """Whether ``out_dir`` holds the ``sweep.json`` of a sweep (its design: what :func:`run_sweep` writes)."""
+    path = os.path.join(out_dir, "sweep.json")
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > _MAX_DESIGN_BYTES:
+            return False
+        with open(path, encoding="utf-8") as fh:
+            design = json.load(fh)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(design, dict) and set(design) >= _DESIGN_KEYS
+
+
+def _make_out_dir(out_dir: str) -> None:
+    """Create ``out_dir/points`` (and what is missing above it); InputError naming ``--out`` when it
+    cannot be written, with the directories created here removed again."""
+    missing, parent = [], os.path.abspath(out_dir)
+    while not os.path.lexists(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    try:
+        os.makedirs(os.path.join(out_dir, "points"), exist_ok=True)
+        with tempfile.TemporaryFile(dir=out_dir):
+            pass
+    except OSError as err:
+        for directory in [os.path.join(os.path.abspath(out_dir), "points"), *missing]:
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
+        raise InputError(f"--out {out_dir}: cannot write there ({err.strerror or err})") from None
 
 
 def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepResult:
@@ -289,10 +373,11 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepResult:
             raise InputError(f"{err} (at the sweep point {_label(point)})") from None
     out_dir = options.out or os.path.join("out", f"{scenarios[0].name}-sweep")
     check_out_dir(out_dir, options.force)
-    os.makedirs(os.path.join(out_dir, "points"), exist_ok=True)
+    _make_out_dir(out_dir)
     with open(os.path.join(out_dir, "sweep.json"), "w", encoding="utf-8") as fh:
         design = {"scenario": spec.scenario, "vary": [[k, list(v)] for k, v in spec.vary], "set": list(spec.fixed)}
-        json.dump({**design, "strategies": strategies, "points": [_point_id(p) for p in points]}, fh, indent=1)
+        design.update(strategies=strategies, points=[_point_id(p) for p in points])
+        json.dump(design, fh, indent=1, default=str)
         fh.write("\n")
 
     rows: dict[int, list[dict]] = {}
@@ -330,13 +415,12 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepResult:
 
 
 def _label(point: dict[str, object]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in point.items())
+    """``subscriptions=100, seed=3``: each value as written when short, else cut (:func:`shown`)."""
+    return ", ".join(f"{k}={v if len(str(v)) <= 60 else shown(v)}" for k, v in point.items())
 
 
 def _run_serially(points, scenarios, todo, strategies, engine, out_dir, rows, status) -> None:
     """The points one after the other in this process (the Spark engine: Spark spreads each point)."""
-    import tempfile
-
     for k, path, fingerprint in todo:
         status.update(len(rows), f"running {_label(points[k])}")
         t0 = time.monotonic()
