@@ -72,22 +72,17 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_expand(args: argparse.Namespace) -> int:
-    from topologies.expand import expand
+    from topologies.expand import check_out_file, expand, write_file
 
+    if args.out is not None:
+        check_out_file(args.out, args.force)  # before the work: a file that cannot be written is refused now
     into = os.path.dirname(os.path.abspath(args.out)) if args.out else os.getcwd()
-    if args.out and os.path.lexists(args.out) and not args.force:
-        from topologies.errors import InputError
-
-        raise InputError(f"--out {args.out}: exists (pass --force to replace it)")
     scenario, text = expand(args.scenario, _overrides(args), into)
     _warn(scenario.warnings)
-    if not args.out:
+    if args.out is None:
         sys.stdout.write(text)
         return 0
-    tmp = f"{args.out}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, args.out)
+    write_file(args.out, text)
     made = f"{len(scenario.thin_peers)} thin-peers, {len(scenario.subscriptions)} subscriptions"
     made += f", {len(scenario.events)} network events" if scenario.events else ""
     print(f"wrote {args.out}: {made}")

@@ -10,12 +10,16 @@ YAML anchors do not survive; a header says where the file came from.  A topology
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
+import tempfile
 from collections.abc import Sequence
 
 import yaml
 
+from topologies.errors import InputError, shown
 from topologies.loader import read_scenario
 from topologies.model import Scenario
 
@@ -69,3 +73,48 @@ def expand(path: str, overrides: Sequence[tuple[str, object]] = (), into: str | 
     :func:`topologies.loader.load_scenario` does."""
     scenario, doc = read_scenario(path, overrides)
     return scenario, render(doc, path, overrides, into)
+
+
+def check_out_file(path: str, force: bool) -> None:
+    """Raises InputError, before any work, unless the file ``path`` can be written: a non-empty path in an
+    existing directory, not naming a directory, and not an existing file unless ``force``."""
+    if not path:
+        raise InputError("--out: an empty path (leave --out out to write to standard output)")
+    if "\0" in path:
+        raise InputError(f"--out {shown(path)}: a NUL character")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        what = "is not a directory" if os.path.lexists(parent) else "does not exist"
+        raise InputError(f"--out {path}: {parent} {what}")
+    if os.path.isdir(path):
+        raise InputError(f"--out {path}: is a directory")
+    if os.path.lexists(path):
+        if not force:
+            raise InputError(f"--out {path}: exists (pass --force to replace it)")
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise InputError(f"--out {path}: exists and is not a regular file")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"--out {path}: cannot write in {parent}")
+
+
+def write_file(path: str, text: str) -> None:
+    """``text`` into the file ``path`` whole: written beside it first, then renamed over it, so a failure
+    leaves neither a half-written file nor the temporary one.  InputError naming ``--out`` when it fails."""
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=parent)
+    except OSError as err:
+        raise InputError(f"--out {path}: cannot write there ({err.strerror or err})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # what open() would have made of it, not mkstemp's 0600
+        os.replace(tmp, path)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        if isinstance(err, OSError):
+            raise InputError(f"--out {path}: cannot write there ({err.strerror or err})") from None
+        raise
