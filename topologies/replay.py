@@ -52,7 +52,8 @@ def read_replay(path: str) -> ReplayTable:
 
     Rows are numbered as in a text editor (the header is row 1).  Raises ReplayFileError for an empty
     file, a file without data rows, a bad or duplicate header name, a row with the wrong number of
-    cells, or a cell that is not a finite number; OSError if the file cannot be read.
+    cells, a cell that is not a finite number, or a column whose range overflows; OSError if the file
+    cannot be read.
     """
     with open(path, newline="", encoding="utf-8-sig") as handle:  # a UTF-8 byte-order mark is accepted
         try:
@@ -78,6 +79,12 @@ def read_replay(path: str) -> ReplayTable:
             raise ReplayFileError(f"row {number}: {len(row)} cells, expected {len(names)}")
         values[i] = [_cell(text.strip(), number, name) for text, name in zip(row, names, strict=True)]
     columns = {name: values[:, k].copy() for k, name in enumerate(names)}
-    for column in columns.values():
+    for name, column in columns.items():
+        low, high = float(column.min()), float(column.max())
+        if not math.isfinite(high - low):  # as a uniform range: a box is a fraction of it, so is a cost estimate
+            raise ReplayFileError(
+                f"column {shown(name)}: values from {low:g} to {high:g}, too wide a range (the largest minus the"
+                " smallest overflows)"
+            )
         column.flags.writeable = False  # shared by every caller through the cache
     return ReplayTable(names, columns)

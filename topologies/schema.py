@@ -30,7 +30,7 @@ LATENCY = {
 SIZE = {
     "description": "bytes, or a string with B, KB, MB, GB, KiB, MiB or GiB",
     "oneOf": [
-        {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_BUFFER},
+        {"type": "number", "minimum": 1, "maximum": MAX_BUFFER},
         {"type": "string", "pattern": rf"^\s*{_NUMBER_TEXT}\s*([KkMmGg][Ii]?)?[Bb]\s*$"},
     ],
 }
@@ -159,9 +159,15 @@ def _thin_peer_generator() -> dict:
 
 def _subscription_generator() -> dict:
     models = {
-        "hot-spots": {"spots": {"type": "integer", "minimum": 1}, "spread": {"type": "number", "minimum": 0}},
+        "hot-spots": {
+            "spots": {"type": "integer", "minimum": 1},
+            "spread": {"type": "number", "minimum": 0, "maximum": 1},
+        },
         "uniform": {},
-        "zipf": {"regions": {"type": "integer", "minimum": 1}, "exponent": {"type": "number", "minimum": 0}},
+        "zipf": {
+            "regions": {"type": "integer", "minimum": 1},
+            "exponent": {"type": "number", "minimum": 0, "maximum": 10},
+        },
     }
     over = {"type": "array", "items": {"type": "number", "minimum": 0}, "minItems": 2, "maxItems": 2}
     processes = {
@@ -187,7 +193,7 @@ def _subscription_generator() -> dict:
             "overlap": PROBABILITY,
             "predicate": _object(
                 {
-                    "attributes": {"type": "array", "items": NAME, "minItems": 1},
+                    "attributes": {"type": "array", "items": NAME, "minItems": 1, "uniqueItems": True},
                     "width": _range(0),
                     "cut": PROBABILITY,
                     "disjunction": PROBABILITY,

@@ -121,6 +121,6 @@ def parse_size(value: object) -> float:
         size = float(match["number"]) * _SIZE_FACTORS[match["unit"].lower()]
     else:
         raise ValueError(f"bad size {shown(value)} (expected a number of bytes or a string such as '64KB')")
-    if not 0 < size <= MAX_BUFFER:  # NaN and infinity too
-        raise ValueError(f"size must be more than 0 and at most 1 GB, got {shown(value)}")
+    if not 1 <= size <= MAX_BUFFER:  # NaN and infinity too; fractions of a byte are dropped, never all of it
+        raise ValueError(f"size must be at least 1 byte and at most 1 GB, got {shown(value)}")
     return float(math.floor(size))

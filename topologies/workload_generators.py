@@ -57,6 +57,7 @@ ARRIVAL_KEYS = {
     "waves": {"process": True, "over": False, "waves": False, "spread": False},
 }
 HOLDING_KEYS = {"leave": False, "exponential": False, "uniform": False, "fixed": False}
+MAX_EXPONENT = 10  # of a Zipf interest model: 100,000 regions ** 10 stays far inside a float
 MAX_GENERATED = GENERATED_CAP[1]  # entries the generators of one list may make together, unless the cap is moved
 
 
@@ -322,11 +323,19 @@ def _interests(reader: Reader, value: object, path: str) -> _Interests:
     if "spots" in spec:
         found = replace(found, spots=reader.integer(spec["spots"], f"{path}.spots", minimum=1, maximum=10_000))
     if "spread" in spec:
-        found = replace(found, spread=reader.number(spec["spread"], f"{path}.spread", minimum=0))
+        spread = reader.number(spec["spread"], f"{path}.spread", minimum=0)
+        if spread > 1:
+            reader.fail(
+                f"{path}.spread", f"a fraction of the range: needs 0 <= spread <= 1, got {shown(spec['spread'])}"
+            )
+        found = replace(found, spread=spread)
     if "regions" in spec:
         found = replace(found, regions=reader.integer(spec["regions"], f"{path}.regions", minimum=1, maximum=100_000))
     if "exponent" in spec:
-        found = replace(found, exponent=reader.number(spec["exponent"], f"{path}.exponent", minimum=0))
+        exponent = reader.number(spec["exponent"], f"{path}.exponent", minimum=0)
+        if exponent > MAX_EXPONENT:  # past it region 1 takes everything anyway, and r^exponent overflows
+            reader.fail(f"{path}.exponent", f"needs 0 <= exponent <= {MAX_EXPONENT}, got {shown(spec['exponent'])}")
+        found = replace(found, exponent=exponent)
     return found
 
 
@@ -371,9 +380,7 @@ def subscriptions(
             reader.fail(f"{path}.peers", "expected at least one thin-peer, got []")
         peers = [reader.reference(p, set(thin_peers), f"{path}.peers[{k}]", "thin-peer") for k, p in enumerate(items)]
     else:
-        peers = [p for p in thin_peers if p not in sources] or list(thin_peers)
-        if not peers:
-            reader.fail(path, "no thin-peer to subscribe (thin_peers is empty)")
+        peers = [p for p in thin_peers if p not in sources]
     if "streams" in spec:
         items = reader.sequence(spec["streams"], f"{path}.streams")
         if not items:
@@ -388,12 +395,16 @@ def subscriptions(
             reader.fail(path, "no stream to subscribe to (streams is empty)")
     interests = _interests(reader, spec.get("interests", {"model": "hot-spots"}), f"{path}.interests")
     overlap = _probability(reader, spec, "overlap", path, 0.0)
+    subscribers = _subscribers(reader, peers, thin_peers, chosen_streams, path)
     shape = reader.mapping(spec.get("predicate", {}), f"{path}.predicate", PREDICATE_KEYS)
     names = None
     if "attributes" in shape:
         names = [str(n) for n in reader.sequence(shape["attributes"], f"{path}.predicate.attributes")]
         if not names:
             reader.fail(f"{path}.predicate.attributes", "expected at least one attribute, got []")
+        twice = next((n for k, n in enumerate(names) if n in names[:k]), None)
+        if twice is not None:
+            reader.fail(f"{path}.predicate.attributes", f"{shown(twice)} twice (a box has one side per attribute)")
     width = _range(reader, shape.get("width", [0.04, 0.24]), f"{path}.predicate.width", minimum=0)
     if width[1] > 1 or width[1] <= 0:
         reader.fail(
@@ -402,6 +413,11 @@ def subscriptions(
     cut = _probability(reader, shape, "cut", f"{path}.predicate", 0.0)
     disjunction = _probability(reader, shape, "disjunction", f"{path}.predicate", 0.0)
     select = _range(reader, spec.get("select", [1, 1_000]), f"{path}.select", minimum=1, integer=True)
+    widest = max(len(s.attributes) for s in chosen_streams)
+    if "select" in spec and select[1] > widest:
+        reader.fail(
+            f"{path}.select", f"the widest stream it subscribes to has {widest} attributes, got {shown(spec['select'])}"
+        )
     arrivals = spec.get("arrivals", {"process": "poisson"})
     times, arrivals_told = _arrivals(reader, arrivals, f"{path}.arrivals", duration, count)
     leave, holding, holding_told = _holding(reader, spec.get("holding"), f"{path}.holding")
@@ -432,7 +448,8 @@ def subscriptions(
         if second is not None:
             condition = f"({condition}) OR ({second.text(box_dims)})"
         query = f"SELECT {_select(rng, stream, select)} FROM {name_to_text(stream.id)} WHERE {condition}"
-        entry: dict[str, Any] = {"id": f"{prefix}{k}", "peer": peers[int(rng.integers(0, len(peers)))]}
+        candidates = subscribers[stream.id]
+        entry: dict[str, Any] = {"id": f"{prefix}{k}", "peer": candidates[int(rng.integers(0, len(candidates)))]}
         entry["at"] = arrival_times[k]
         if holding is not None and rng.random() < leave:
             until = round(arrival_times[k] + max(holding(rng), 0.001), 3)
@@ -443,11 +460,35 @@ def subscriptions(
         entries.append(entry)
     told = (
         f"{path}: {count} subscription{'s' * (count > 1)} {_span(prefix, count)} on {len(chosen_streams)} "
-        f"stream{'s' * (len(chosen_streams) > 1)} from {len(peers)} peer{'s' * (len(peers) > 1)}, "
+        f"stream{'s' * (len(chosen_streams) > 1)} from {_peer_count(subscribers)}, "
         f"{interests.model} interests, overlap {overlap:g}, {arrivals_told}"
         + (f", {leaving} leaving again ({holding_told})" if holding is not None else "")
     )
     return entries, told
+
+
+def _subscribers(
+    reader: Reader, peers: list[str], thin_peers: list[str], streams: list[StreamSpec], path: str
+) -> dict[str, list[str]]:
+    """Who may subscribe to each stream: ``peers`` (listed, or every thin-peer that publishes nothing);
+    when every thin-peer publishes, every thin-peer but the stream's own source (which would only get its
+    tuples back).  Fails naming a stream whose source is the only thin-peer."""
+    if peers:
+        return {s.id: peers for s in streams}
+    found = {s.id: [p for p in thin_peers if p != s.source] for s in streams}
+    alone = next((s for s in streams if not found[s.id]), None)
+    if alone is not None:
+        reader.fail(
+            path,
+            f"no thin-peer but {alone.source}, the source of stream {alone.id}, to subscribe"
+            " (list it under peers to subscribe a source to its own stream)",
+        )
+    return found
+
+
+def _peer_count(subscribers: dict[str, list[str]]) -> str:
+    peers = {p for chosen in subscribers.values() for p in chosen}
+    return f"{len(peers)} peer{'s' * (len(peers) > 1)}"
 
 
 def _fresh_box(rng: np.random.Generator, interests: _Interests, points, width: tuple[float, float]) -> _Box:
@@ -497,6 +538,10 @@ def _arrivals(reader: Reader, value: object, path: str, duration: float, count: 
     waves = reader.integer(spec.get("waves", 3), f"{path}.waves", minimum=1, maximum=10_000)
     gap = (end - start) / waves
     spread = reader.number(spec["spread"], f"{path}.spread", minimum=0) if "spread" in spec else gap / 10
+    if spread > duration:
+        reader.fail(
+            f"{path}.spread", f"seconds: needs 0 <= spread <= {duration:g} (the run's duration), got {shown(spread)}"
+        )
     centres = start + gap * (np.arange(waves) + 0.5)
 
     def times(rng: np.random.Generator) -> list[float]:

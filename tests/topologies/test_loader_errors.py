@@ -259,11 +259,21 @@ CASES = [
         "network.defaults.buffer: bad size '64 parsecs' (expected bytes or a number with B, KB, MB, GB, KiB, MiB"
         " or GiB)",
     ),
-    ("network.links[1][2].buffer", 0, "network.links[1][2].buffer: size must be more than 0 and at most 1 GB, got 0"),
+    (
+        "network.links[1][2].buffer",
+        0,
+        "network.links[1][2].buffer: size must be at least 1 byte and at most 1 GB, got 0",
+    ),
+    ("network.defaults.buffer", 0.5, "network.defaults.buffer: size must be at least 1 byte and at most 1 GB, got 0.5"),
+    (
+        "network.defaults.buffer",
+        "1e-9KB",
+        "network.defaults.buffer: size must be at least 1 byte and at most 1 GB, got '1e-9KB'",
+    ),
     (
         "network.links[1][2].buffer",
         "2GB",
-        "network.links[1][2].buffer: size must be more than 0 and at most 1 GB, got '2GB'",
+        "network.links[1][2].buffer: size must be at least 1 byte and at most 1 GB, got '2GB'",
     ),
     ("network.defaults.capacity", "fast", "network.defaults.capacity: expected a number, got 'fast' (str)"),
     (
