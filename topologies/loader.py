@@ -49,6 +49,9 @@ MAX_CAPACITY = 1e12  # tuples per second
 MAX_HEADER_BYTES = 65_535
 MAX_REPLAY_BYTES = 2**30
 MAX_ID_LENGTH = 100  # characters of a name or an id: ids become file names, plot labels, topic levels
+RESERVED_IDS = ("coordinator", "operator")
+"""Names no super-peer or thin-peer may take: the live mode's own identities (docs/LIVE.md), under which
+the coordinator and the operator's CLI log in to the broker; a node so named would act as one of them."""
 
 
 MAX_TUPLES = ("STREAMGLOBE_MAX_TUPLES", 50_000_000)  # tuples emitted by all streams over the run
@@ -126,6 +129,13 @@ class _Reader:
         if pattern is ATTRIBUTE_NAME and is_keyword(value):  # a stream or an attribute: queries name it bare
             self.fail(path, f"bad id {value!r} (a query keyword)")
         return value
+
+    def node_id(self, value: object, path: str) -> str:
+        """A super-peer's or thin-peer's id: an :meth:`identifier` that is none of :data:`RESERVED_IDS`."""
+        node = self.identifier(value, path)
+        if node in RESERVED_IDS:
+            self.fail(path, f"{node!r} is reserved (the live mode's own identities: {', '.join(RESERVED_IDS)})")
+        return node
 
     def reference(self, value: object, known: set[str] | dict[str, Any], path: str, what: str) -> str:
         """``value`` if it names one of ``known`` (ids of ``what``)."""
@@ -297,7 +307,7 @@ class _Reader:
                 spec = self.mapping(sp, path, SUPER_PEER_KEYS)
                 own = self.capacity(spec, path, capacity)
                 path, sp = f"{path}.id", spec["id"]
-            self.unique(seen, self.identifier(sp, path), path, "super-peer")
+            self.unique(seen, self.node_id(sp, path), path, "super-peer")
             capacities[sp] = own
         return tuple(capacities), capacities
 
@@ -442,7 +452,7 @@ class _Reader:
         self, item: object, path: str, super_peers: set[str], ids: dict[str, str], bandwidth: float, latency: Fraction
     ) -> ThinPeerSpec:
         spec = self.mapping(item, path, THIN_PEER_KEYS)
-        peer_id = self.identifier(spec["id"], f"{path}.id")
+        peer_id = self.node_id(spec["id"], f"{path}.id")
         if peer_id in super_peers:
             self.fail(f"{path}.id", f"{shown(peer_id)} is already a super-peer id")
         self.unique(ids, peer_id, f"{path}.id", "thin-peer")
