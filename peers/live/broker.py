@@ -31,7 +31,8 @@ def free_port() -> int:
 
 
 def broker_config(directory: str, port: int, password_file: str | None = None, acl_file: str | None = None) -> str:
-    """The text of a mosquitto.conf: anonymous access unless a password file is given."""
+    """The text of a mosquitto.conf: anonymous access unless a password file is given (then every client's
+    id is its login)."""
     lines = [
         f"listener {port} 127.0.0.1",
         f"allow_anonymous {'false' if password_file else 'true'}",
@@ -47,6 +48,8 @@ def broker_config(directory: str, port: int, password_file: str | None = None, a
     ]
     if password_file:
         lines.append(f"password_file {password_file}")
+        # a client's id is its login: nobody connects under another's id and takes its session over
+        lines.append("use_username_as_clientid true")
     if acl_file:
         lines.append(f"acl_file {acl_file}")
     return "\n".join(lines) + "\n"

@@ -22,7 +22,9 @@ REPLY_TIMEOUT_S = 10.0
 
 
 class Session:
-    """A short-lived CLI connection (clean session) that can ask the coordinator things."""
+    """A short-lived CLI connection (clean session) that can ask the coordinator things.  It does not
+    reconnect: a lost connection ends what it waits for with an EngineError (under ``--secure`` a second
+    CLI of the same login takes the connection over, peers/live/access.py)."""
 
     def __init__(self, broker: Broker, topics: Topics, name: str, extra: list[str] = (), on_data=None, on_event=None):
         self.topics = topics
@@ -30,6 +32,7 @@ class Session:
         self.identity = broker.username or name
         self.client_id = topics.client_id(self.identity, secrets.token_hex(4))
         self.replies: asyncio.Queue[dict] = asyncio.Queue()
+        self._replied = asyncio.Event()  # set while a reply waits in ``replies``
         self.on_data = on_data
         self.clock: tuple[float, float] | None = None  # (t0, speed) of the running emulator, once known
         self.connection = Connection(
@@ -38,6 +41,7 @@ class Session:
             [topics.reply(self.client_id), topics.control("clock"), *extra],
             self._on_message,
             persistent=False,
+            reconnect=False,
         )
         self._task: asyncio.Task | None = None
 
@@ -45,12 +49,28 @@ class Session:
         await reach(self.connection.broker)
         self._task = asyncio.create_task(self.connection.run())
         try:
-            await asyncio.wait_for(self.connection.connected.wait(), REPLY_TIMEOUT_S)
-        except TimeoutError:
+            if not await self.wait(self.connection.connected, REPLY_TIMEOUT_S):
+                broker = self.connection.broker
+                raise EngineError(f"cannot reach the broker at {broker.host}:{broker.port}")
+        except BaseException:
             await self.__aexit__()
-            broker = self.connection.broker
-            raise EngineError(f"cannot reach the broker at {broker.host}:{broker.port}") from None
+            raise
         return self
+
+    async def wait(self, event: asyncio.Event, timeout: float | None) -> bool:
+        """Whether ``event`` was set within ``timeout`` seconds (None: no limit); raises the connection's
+        EngineError when it was lost meanwhile."""
+        waiter = asyncio.ensure_future(event.wait())
+        try:
+            await asyncio.wait({waiter, self._task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if event.is_set():
+            return True
+        if self._task.done():
+            error = self._task.exception() if not self._task.cancelled() else None
+            raise error or EngineError("the connection to the broker ended")
+        return False
 
     async def __aexit__(self, *exc) -> None:
         await self.connection.flush_or_give_up(2.0)
@@ -67,6 +87,7 @@ class Session:
                     self.on_event(doc)
             else:
                 await self.replies.put(doc)
+                self._replied.set()
         elif parts[:2] == ("ctl", "clock"):
             doc = json_object(payload, "coordinator")
             t0, speed = doc.get("t0"), doc.get("speed")
@@ -81,12 +102,11 @@ class Session:
         self.connection.publish(
             self.topics.request(self.identity), json.dumps({**request, "reply_to": self.client_id}).encode()
         )
-        try:
-            answer = await asyncio.wait_for(self.replies.get(), REPLY_TIMEOUT_S)
-        except TimeoutError:
-            raise EngineError(
-                f"no emulator answered on {self.topics.control('request')} within {REPLY_TIMEOUT_S:g} s"
-            ) from None
+        if not await self.wait(self._replied, REPLY_TIMEOUT_S):
+            raise EngineError(f"no emulator answered on {self.topics.control('request')} within {REPLY_TIMEOUT_S:g} s")
+        answer = self.replies.get_nowait()
+        if self.replies.empty():
+            self._replied.clear()
         if answer.get("ok") is not True:
             raise InputError(str(answer.get("error", "request refused")))
         return answer
@@ -102,6 +122,8 @@ def describe_decision(answer: dict) -> str:
         if "delivery" in op:
             d = op["delivery"]
             lines.append(f"  delivery at {d['home']} -> {d['peer']} from {d['flow'] or 'raw'}: WHERE {d['where']}")
+        elif op.get("shared"):  # under --secure: its condition is other subscriptions' too
+            lines.append(f"  operator {op['id']} at {op['origin']} (shared) on {' -> '.join(op['path'])}")
         else:
             lines.append(
                 f"  operator {op['id']} at {op['origin']}: WHERE {op['where']} SELECT {','.join(op['attrs'])}"
@@ -185,9 +207,7 @@ async def subscribe(
             info(describe_decision(answer))
             types.update(answer.get("types", {}))
             flush()
-            try:
-                await asyncio.wait_for(done.wait(), timeout)
-            except TimeoutError:
+            if not await session.wait(done, timeout):
                 info(f"timeout after {timeout:g} s")
             if ended:
                 await asyncio.sleep(0.2)  # results sent before the notice may still be on their way

@@ -132,7 +132,10 @@ class Connection:
     message in arrival order (a :class:`MalformedMessage` it raises drops the message into ``rejects``);
     ``on_connect`` runs after every (re)connection, before messages flow;
     ``on_pressure(True)`` is called when more than ``HIGH_WATER`` messages wait to be handled,
-    ``on_pressure(False)`` when they are back down to ``LOW_WATER``.
+    ``on_pressure(False)`` when they are back down to ``LOW_WATER``; without ``reconnect`` (the CLI's short
+    sessions) a lost connection ends :meth:`run` with an EngineError instead of a new attempt: under
+    ``--secure`` a login holds one connection at a time, and two CLIs of one login would otherwise take
+    it from each other in turn.
     """
 
     def __init__(
@@ -146,6 +149,7 @@ class Connection:
         on_connect: Callable[[], Awaitable[None]] | None = None,
         persistent: bool = True,
         on_pressure: Callable[[bool], None] | None = None,
+        reconnect: bool = True,
     ):
         self.broker = broker
         self.client_id = client_id
@@ -154,6 +158,7 @@ class Connection:
         self.will = will
         self.on_connect = on_connect
         self.persistent = persistent
+        self.reconnect = reconnect
         self.connected = asyncio.Event()
         self.reconnects = 0
         self.max_backlog = 0  # most messages seen waiting in the incoming queue
@@ -207,6 +212,10 @@ class Connection:
             except aiomqtt.MqttError as err:
                 if self._closing:
                     break
+                if not self.reconnect:
+                    broker = f"{self.broker.host}:{self.broker.port}"
+                    state = "lost the connection to" if self.connected.is_set() else "cannot connect to"
+                    raise EngineError(f"{state} the broker at {broker}: {err}") from None
                 if self.connected.is_set():
                     self.reconnects += 1
                 self.connected.clear()
@@ -244,6 +253,9 @@ class Connection:
         )
         client.pending_calls_threshold = 2 * _CHUNK  # we keep up to _CHUNK publishes in flight on purpose
         async with client:
+            # aiomqtt leaves a lost connection's error in this future when the connection ends unasked (a
+            # broker restart): read it, or asyncio logs "Future exception was never retrieved" on stderr
+            client._disconnected.add_done_callback(_read_error)
             for topic in self.subscriptions:
                 await client.subscribe(topic, qos=1)
             if self.on_connect is not None:
@@ -293,3 +305,8 @@ class Connection:
                 if isinstance(result, BaseException):
                     raise aiomqtt.MqttError(f"publish failed: {result}")
                 self._outbox.popleft()
+
+
+def _read_error(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -29,6 +29,7 @@ import numpy as np
 
 from network.meter import StrategyRun, bin_width
 from network.routing import Network
+from peers.live.access import OPERATOR
 from peers.live.connection import LEASE_S, Broker, Connection, raise_failed
 from peers.live.malformed import check, integer, json_object, number, text
 from peers.live.plans import PlanBook, plan_message
@@ -36,8 +37,8 @@ from peers.live.thinpeer_service import ThinPeerService
 from peers.live.topics import Topics
 from peers.live.wire import subscription_from_json
 from sharing import make_plan
-from sharing.plan import Plan
-from topologies.errors import EmulatorError, EngineError, InputError
+from sharing.plan import Epoch, Plan
+from topologies.errors import EmulatorError, EngineError, InputError, shown
 from topologies.loader import PEER_ID
 from topologies.model import Scenario, SubscriptionSpec
 
@@ -46,6 +47,9 @@ LEAD_S = 1.5  # wall seconds of emission the horizon runs ahead of the clock (so
 MAX_QUERY_CHARS = 65536  # a run-time query is planned in the coordinator's event loop: keep it a query
 GONE_WAIT_S = 2.0  # how long a last will waits for ``gone`` to confirm that the process really exited
 TRAFFIC_WAIT_S = 2.0  # how long a traffic request waits for every node's fresh counters
+COUNTERS_S = 1.0  # wall seconds between the counters asked of every node while the run goes: what a node
+# killed outright had received (its last counters) is missing at most this much
+SHARED = "shares flows with other subscriptions, whose conditions are not shown"  # a thin-peer's view
 
 
 @dataclass(frozen=True)
@@ -203,17 +207,22 @@ class Coordinator:
                     deadline, count = time.monotonic() + timeout, ready
             self.t0 = time.time() + 0.2
             self._publish_clock()
+            counted = time.monotonic()
             while True:
                 await asyncio.sleep(TICK_S)
                 raise_failed([connection], "the coordinator's broker connection")
                 self._publish_clock()
+                if time.monotonic() - counted >= COUNTERS_S and (self.end is None or self.now() < self.end):
+                    counted = time.monotonic()
+                    self._ask_counters()
         finally:
             connection.cancel()
 
     # ---- run-time subscriptions ----------------------------------------------------------------------------
 
-    def subscribe(self, peer: str, query: str, sub_id: str | None = None) -> dict:
-        """Register a subscription from the current horizon on; returns the planner's decision.
+    def subscribe(self, peer: str, query: str, sub_id: str | None = None, viewer: str | None = None) -> dict:
+        """Register a subscription from the current horizon on; returns the planner's decision (as ``viewer``
+        may see it, :meth:`_describe`).
 
         Raises :class:`InputError` for an unknown peer/stream/attribute, a duplicate id or a run that ends
         before the subscription could start, ``QueryError`` for a query that does not parse.
@@ -223,8 +232,8 @@ class Coordinator:
             sub_id = f"L{len(self.runtime_ids) + 1}"
         if not PEER_ID.fullmatch(sub_id) or len(sub_id) > 64:  # it names the subscription's delivery topic
             raise InputError(f"--id: letters, digits, '_' and '-' (at most 64), got {sub_id[:70]!r}")
-        if any(s.id == sub_id for s in self.subscriptions):
-            raise InputError(f"--id: subscription {sub_id!r} exists already")
+        if any(s.id == sub_id for s in self.subscriptions):  # whoever holds it: the answer names nobody
+            raise InputError(f"--id: {sub_id!r} is taken (choose another, or leave --id out for a fresh one)")
         if self.end is not None and at >= self.end:
             raise InputError(f"the run ends at t={self.end:g}s; too late to subscribe")
         spec = subscription_from_json(self.scenario, {"id": sub_id, "peer": peer, "at": at, "query": query})
@@ -235,7 +244,7 @@ class Coordinator:
         self.runtime_ids.append(sub_id)
         plan = self._replan(self.version + 1, at)
         types = {a.name: a.type for a in self.scenario.stream(spec.stream).attributes}
-        return {"id": sub_id, "at": at, "types": types, **self._describe(plan, spec.id, at)}
+        return {"id": sub_id, "at": at, "types": types, **self._describe(plan, spec.id, at, viewer)}
 
     def unsubscribe(self, sub_id: str) -> dict:
         """End a subscription at the current horizon.  Raises :class:`InputError` for an unknown id."""
@@ -307,31 +316,47 @@ class Coordinator:
                 return
             await asyncio.sleep(0.05)
 
-    def _describe(self, plan: Plan, sub_id: str, at: float) -> dict:
+    def _describe(self, plan: Plan, sub_id: str, at: float, viewer: str | None = None) -> dict:
+        """How ``plan`` serves subscription ``sub_id`` at time ``at``: the planner's decision and the operators
+        its results pass, from its delivery up.  For a ``viewer`` (a thin-peer under ``--secure``) every flow
+        that also serves another thin-peer shows only its id, origin and path (its condition and attributes
+        are other subscriptions' too), and so does the decision unless it touched the viewer's flows only."""
         decision = next((d for d in plan.decisions if d.subscription == sub_id and d.event == "subscribe"), None)
         epoch = plan.epoch_at(at)
         operators = []
+        others: set[str] = set()  # flows that also serve another thin-peer than the viewer
         if epoch is not None:
+            if viewer is not None:
+                others = {flow for flow, peers in _served(epoch).items() if peers - {viewer}}
             delivery = next((d for d in epoch.deliveries if d.subscription == sub_id), None)
             flow_id = delivery.flow if delivery else None
             while flow_id is not None:
                 flow = epoch.flow(flow_id)
-                operators.append(flow.to_json())
+                found = flow.to_json()
+                if flow.id in others:
+                    found = {key: found[key] for key in ("id", "stream", "parent", "origin", "path")} | {"shared": True}
+                operators.append(found)
                 flow_id = flow.parent
             if delivery is not None:
                 operators.insert(0, {"delivery": delivery.to_json()})
+        touched = set(decision.widened) | {decision.reused} | {op.get("id") for op in operators} if decision else set()
+        private = viewer is None or not touched & others
         return {
-            "summary": decision.summary if decision else "",
+            "summary": (decision.summary if private else SHARED) if decision else "",
             "reused": decision.reused if decision else None,
             "widened": list(decision.widened) if decision else [],
             "operators": operators,
         }
 
-    def listing(self) -> list[dict]:
+    def listing(self, viewer: str | None = None) -> list[dict]:
+        """Every subscription with its plan (:meth:`_describe`); for a ``viewer``, its own only, as it may
+        see them."""
         latest = self.book.versions[self.version].plan
         out = []
         for s in self.subscriptions:
-            described = self._describe(latest, s.id, max(s.at, self.now()))
+            if viewer is not None and s.peer != viewer:
+                continue
+            described = self._describe(latest, s.id, max(s.at, self.now()), viewer)
             out.append({"id": s.id, "peer": s.peer, "at": s.at, "until": s.until, "query": s.query.text, **described})
         return out
 
@@ -417,11 +442,14 @@ class Coordinator:
 
     def _answer(self, identity: str, request: dict, reply_to: str = "") -> dict:
         """The answer to a request of ``identity``; under ``--secure`` a thin-peer may subscribe only for
-        itself and list, watch and end only its own subscriptions (the coordinator's identity may do all)."""
+        itself, list, watch and end only its own subscriptions and see only the parts of the plan that are
+        its own, and another's subscription is answered as one that does not exist (the operator may do
+        and see all)."""
         from matcher import QueryError
 
         op = request.get("op")
-        fenced = self.secure and identity != "coordinator"
+        fenced = self.secure and identity != OPERATOR
+        viewer = identity if fenced else None
         try:
             if op == "subscribe":
                 peer, query, sub_id = request.get("peer"), request.get("query"), request.get("id")
@@ -430,17 +458,16 @@ class Coordinator:
                 if len(query) > MAX_QUERY_CHARS:
                     raise InputError(f"query: at most {MAX_QUERY_CHARS:,} characters, got {len(query):,}")
                 if fenced and peer != identity:
-                    raise InputError(f"--peer: {identity} may subscribe only for itself, not for {peer!r}")
-                answer = self.subscribe(peer, query, sub_id)
+                    raise InputError(f"--peer: {identity} may subscribe only for itself, not for {shown(peer)}")
+                answer = self.subscribe(peer, query, sub_id, viewer)
                 self.watchers[answer["id"]] = reply_to
                 return {"ok": True, **answer}
             if op == "unsubscribe":
                 sub_id = request.get("id")
                 if not isinstance(sub_id, str):
                     raise InputError("unsubscribe: 'id' must be a string")
-                owner = next((s.peer for s in self.subscriptions if s.id == sub_id), None)
-                if fenced and owner is not None and owner != identity:
-                    raise InputError(f"unsubscribe: {sub_id!r} is not a subscription of {identity}")
+                if fenced and not self._active_of(identity, sub_id):  # not its own, or not there: one answer
+                    raise InputError(f"unsubscribe: {identity} has no active subscription {shown(sub_id)}")
                 answer = self.unsubscribe(sub_id)
                 if self.watchers.get(sub_id) == reply_to:  # the client ending its own: it knows
                     self.watchers.pop(sub_id)
@@ -448,8 +475,7 @@ class Coordinator:
                     self.notify(sub_id, "removed", answer["until"], f"unsubscribed by {identity}")
                 return {"ok": True, **answer}
             if op == "subscriptions":
-                listing = [s for s in self.listing() if not fenced or s["peer"] == identity]
-                return {"ok": True, "subscriptions": listing, "version": self.version}
+                return {"ok": True, "subscriptions": self.listing(viewer), "version": self.version}
             if op == "traffic":
                 rows = [r for r in self.traffic() if not fenced or _concerns(r["topic"], identity)]
                 now = self.now()
@@ -457,6 +483,11 @@ class Coordinator:
             return {"ok": False, "error": f"unknown request {str(op)[:40]!r}"}
         except (InputError, QueryError) as err:
             return {"ok": False, "error": str(err)}
+
+    def _active_of(self, peer: str, sub_id: str) -> bool:
+        """Whether ``sub_id`` is an active subscription of thin-peer ``peer`` now."""
+        at = max(self.horizon, self.now())
+        return any(s.id == sub_id and s.peer == peer and (s.until is None or s.until > at) for s in self.subscriptions)
 
     def _checked_stats(self, node: str, doc: dict) -> dict:
         """A node's counters (``ctl/stats/<node>``) checked: every topic one of this scenario's data topics,
@@ -500,10 +531,14 @@ class Coordinator:
                 rows.append({"topic": topic, "at": node, "messages": messages, "tuples": tuples, "bytes": nbytes})
         return sorted(rows, key=lambda r: r["topic"])
 
-    async def collect(self, nodes: list[str], timeout: float) -> bool:
-        """Ask every node for its counters; True when all of ``nodes`` answered within ``timeout``."""
+    def _ask_counters(self) -> None:
+        """Ask every node for its counters (a new round of ``ctl/collect``); they arrive in :attr:`stats`."""
         self.round += 1
         self.connection.publish(self.topics.control("collect"), json.dumps({"round": self.round}).encode())
+
+    async def collect(self, nodes: list[str], timeout: float) -> bool:
+        """Ask every node for its counters; True when all of ``nodes`` answered within ``timeout``."""
+        self._ask_counters()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if all(self.stats.get(n, {}).get("round") == self.round for n in nodes):
@@ -633,3 +668,15 @@ def _concerns(key: str, peer: str) -> bool:
     """The data topic ``key`` names is thin-peer ``peer``'s own upload or one of its deliveries."""
     topic = Topics.data(key)
     return topic is not None and topic.kind in ("up", "down") and topic.node == peer
+
+
+def _served(epoch: Epoch) -> dict[str, set[str]]:
+    """Per flow of ``epoch``, the thin-peers whose deliveries it feeds, itself or through the flows below it."""
+    parents = {flow.id: flow.parent for flow in epoch.flows}
+    served: dict[str, set[str]] = {}
+    for delivery in epoch.deliveries:
+        flow_id = delivery.flow
+        while flow_id is not None:
+            served.setdefault(flow_id, set()).add(delivery.peer)
+            flow_id = parents[flow_id]
+    return served

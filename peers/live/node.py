@@ -3,8 +3,8 @@
 Started by ``serve --processes``; each super-peer keeps its own broker connection (its own user, ACL and
 last will ``ctl/alive/<node>`` = ``0``, which tells the coordinator when the process dies), and they share
 one :class:`PlanBook`, so each plan version is decoded and each epoch installed once per process.
-Credentials, if any, come from the environment (``STREAMGLOBE_MQTT_CREDENTIALS``, JSON ``{node:
-password}``) so they never show in ``ps``.
+Credentials, if any, come from the environment (``STREAMGLOBE_MQTT_CREDENTIALS``, JSON ``{node: the
+password of its login}``, peers/live/access.py) so they never show in ``ps``.
 """
 
 from __future__ import annotations
@@ -14,15 +14,17 @@ import asyncio
 import json
 import os
 import signal
+import sys
 from dataclasses import replace
 
+from peers.live.access import super_peer_user
 from peers.live.connection import Broker
 from peers.live.plans import PlanBook
 from peers.live.serve import CREDENTIALS_ENV, FOREVER_S
 from peers.live.superpeer_service import SuperPeerService
 from peers.live.thinpeer_service import BATCH_S
 from peers.live.topics import Topics
-from topologies.errors import InputError
+from topologies.errors import EmulatorError, InputError
 from topologies.loader import load_scenario
 
 
@@ -41,7 +43,7 @@ async def run_nodes(args: argparse.Namespace) -> None:
     flush_s = args.batch_ms / 1000
     services = []
     for node in args.nodes:
-        login = broker.as_user(node, credentials[node]) if credentials else broker
+        login = broker.as_user(super_peer_user(node), credentials[node]) if credentials else broker
         services.append(SuperPeerService(node, book, login, topics, flush_s=flush_s))
     loop = asyncio.get_running_loop()
     closing: list[asyncio.Task] = []
@@ -63,7 +65,12 @@ def main() -> None:
     parser.add_argument("--forever", action="store_true")
     parser.add_argument("--run", default="", help="the run id the coordinator stamps on clock and plan messages")
     parser.add_argument("--batch-ms", type=float, default=BATCH_S * 1000, help="longest wall ms outputs wait")
-    asyncio.run(run_nodes(parser.parse_args()))
+    args = parser.parse_args()
+    try:
+        asyncio.run(run_nodes(args))
+    except EmulatorError as err:  # one line on stderr, as from run.py; serve reports the exit code
+        print(f"error: {' '.join(args.nodes)}: {err}", file=sys.stderr)
+        sys.exit(2 if isinstance(err, InputError) else 1)
 
 
 if __name__ == "__main__":

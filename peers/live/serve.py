@@ -19,10 +19,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from network.meter import StrategyRun
 from network.routing import Network
+from peers.live.access import COORDINATOR, super_peer_user, thin_peer_user
 from peers.live.connection import Broker, raise_failed, reach
 from peers.live.coordinator import Coordinator, Failure
 from peers.live.malformed import merge_counts
@@ -35,7 +36,7 @@ from sharing.plan import Plan
 from topologies.errors import InputError
 from topologies.model import Scenario
 
-CREDENTIALS_ENV = "STREAMGLOBE_MQTT_CREDENTIALS"  # {super-peer: password} for node processes (not in ``ps``)
+CREDENTIALS_ENV = "STREAMGLOBE_MQTT_CREDENTIALS"  # {super-peer: its login's password} for node processes (not in ps)
 FOREVER_S = 10.0**7  # the emulated duration planned for when running until a signal
 DRAIN_PATIENCE_S = 30.0  # wall seconds without progress after which what is in flight counts as lost
 
@@ -83,6 +84,19 @@ class LiveResult:
     dead: list[str]  # super-peers whose process died
     failures: list[Failure]  # per dead super-peer: when it was taken out, subscriptions lost and re-planned
     plan: Plan | None = None  # the plan version in force at the end (every earlier one is spliced into it)
+    exited: dict[str, int] = field(default_factory=dict)  # super-peer -> exit code of its process, when it
+    # exited before the clock started: the run stopped at once, with nothing emitted
+
+    @property
+    def problem(self) -> str | None:
+        """One line saying why the run could not go as asked (None: it could)."""
+        if not self.exited:
+            return None
+        codes = sorted(set(self.exited.values()))
+        return (
+            f"the process of super-peer{'s' * (len(self.exited) > 1)} {', '.join(self.exited)} exited (exit code"
+            f" {', '.join(map(str, codes))}) before the clock started; the run stopped with nothing emitted"
+        )
 
 
 def check_options(scenario: Scenario, options: ServeOptions) -> None:
@@ -114,7 +128,7 @@ async def serve(
     before the clock starts), ``phase`` ``starting``, ``running`` or ``draining``."""
     report = progress or (lambda now, phase: None)
     check_options(scenario, options)
-    await reach(_as(options, "coordinator"))
+    await reach(_as(options, COORDINATOR))
     launched = time.time()
     stop = stop or asyncio.Event()
     base = replace(scenario, duration=FOREVER_S) if options.forever else scenario
@@ -131,19 +145,22 @@ async def serve(
         return node in process_of and process_of[node].poll() is not None
 
     coordinator = Coordinator(
-        base, options.strategy, _as(options, "coordinator"), topics, options.speed, book, end,
+        base, options.strategy, _as(options, COORDINATOR), topics, options.speed, book, end,
         gone if groups else None, run, secure=options.credentials is not None,
     )  # fmt: skip
     thin_peers = [
-        ThinPeerService(p.id, base, _as(options, p.id), topics, options.batch_s, run) for p in base.thin_peers
+        ThinPeerService(p.id, base, _as(options, thin_peer_user(p.id)), topics, options.batch_s, run)
+        for p in base.thin_peers
     ]
     super_peers: list[SuperPeerService] = []
     if not groups:
         super_peers = [
-            SuperPeerService(n, book, _as(options, n), topics, network, options.batch_s) for n in base.super_peers
+            SuperPeerService(n, book, _as(options, super_peer_user(n)), topics, network, options.batch_s)
+            for n in base.super_peers
         ]
     tasks = [asyncio.create_task(coordinator.run(options.ready_timeout_s))]
     tasks += [asyncio.create_task(s.run()) for s in [*super_peers, *thin_peers]]
+    exited: dict[str, int] = {}
     try:
         while (end is None or coordinator.now() < end) and not stop.is_set():
             await asyncio.sleep(0.05)
@@ -152,6 +169,13 @@ async def serve(
             # the run cannot go on without a failed service (a coordinator that never started the clock
             # would leave us waiting)
             raise_failed(tasks, "a live service")
+            if coordinator.t0 == float("inf"):  # a process gone before the clock starts: it never will
+                exited = {
+                    n: child.returncode for nodes, child in children.items() if child.poll() is not None for n in nodes
+                }
+                if exited:
+                    coordinator.stop(0.0)
+                    break
         if stop.is_set():  # cut at the barrier: exact, and never waiting for a horizon congestion holds
             coordinator.stop(math.inf if end is None else end)
         ended = time.time()
@@ -208,6 +232,7 @@ async def serve(
         dead=list(coordinator.dead),
         failures=list(coordinator.failures),
         plan=book.versions[coordinator.version].plan,
+        exited=exited,
     )
 
 
@@ -252,6 +277,6 @@ def _spawn(scenario: Scenario, nodes: tuple[str, ...], options: ServeOptions, ru
         cmd.append("--forever")
     env = dict(os.environ)
     if options.credentials is not None:
-        env[CREDENTIALS_ENV] = json.dumps({n: options.credentials[n] for n in nodes})
+        env[CREDENTIALS_ENV] = json.dumps({n: options.credentials[super_peer_user(n)] for n in nodes})
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return subprocess.Popen(cmd, cwd=root, env=env)

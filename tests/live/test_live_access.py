@@ -95,13 +95,13 @@ async def test_a_thin_peer_acts_only_on_its_own_subscriptions(tmp_path):
         async with Session(as_p2, topics, "P2") as session:
             with pytest.raises(InputError, match="P2 may subscribe only for itself, not for 'P1'"):
                 await session.ask({"op": "subscribe", "peer": "P1", "query": "SELECT a FROM stream0"})
-            with pytest.raises(InputError, match="'Q1' is not a subscription of P2"):
+            with pytest.raises(InputError, match="P2 has no active subscription 'Q1'"):
                 await session.ask({"op": "unsubscribe", "id": "Q1"})
             own = await session.ask({"op": "subscribe", "peer": "P2", "query": "SELECT a FROM stream0", "id": "M2"})
             listing = await session.ask({"op": "subscriptions"})
             traffic = await session.ask({"op": "traffic"})
-        # in P1's name (the ACL lets P2 write only its own request topic), and as the coordinator: the broker
-        # drops these (or disconnects P2)
+        # in P1's name (the ACL lets P2's login write only its own request topic), and as the coordinator: the
+        # broker drops these (or disconnects P2)
         ending = {"op": "unsubscribe", "id": "Q1", "reply_to": "P1/x"}
         forbidden = [(topics.request("P1"), json.dumps(ending).encode())]
         forbidden += [(topics.control(name), b"forged") for name in ("plan", "clock", "collect")]
@@ -109,7 +109,7 @@ async def test_a_thin_peer_acts_only_on_its_own_subscriptions(tmp_path):
             with contextlib.suppress(aiomqtt.MqttError):
                 async with aiomqtt.Client("127.0.0.1", url.port, username="P2", password=setup.credentials["P2"]) as c:
                     await c.publish(topic, payload, qos=1)
-        async with Session(url.as_user("coordinator", setup.credentials["coordinator"]), topics, "cli") as session:
+        async with Session(url.as_user("operator", setup.credentials["operator"]), topics, "cli") as session:
             everything = await session.ask({"op": "subscriptions"})
         result = await served
     finally:
