@@ -238,6 +238,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     print(f"serving {scenario.name} on {args.broker} (strategy {args.strategy}, speed {args.speed:g})", flush=True)
     served = serve_scenario(scenario, options, out_dir, progress=not args.quiet)
     print("\n".join(served_lines(served, time.monotonic() - started)))
+    if served.result.problem is not None:
+        print(f"error: {_one_line(served.result.problem)} (report in {out_dir})", file=sys.stderr)
+        return 1
     return 0 if served.exact else 1
 
 

@@ -71,6 +71,7 @@ def live_report(result: LiveResult, simulate: bool = True) -> dict:
         "malformed_messages": result.malformed,
         "dead_peers": list(result.dead),
         "failures": [f.to_json() for f in result.failures],
+        "exited_before_start": dict(result.exited),
     }
     if simulate and result.plan is not None and not result.dead:
         report["live"]["latency"] = compared_latencies(result.run, run_local(result.scenario, result.plan))

@@ -196,8 +196,9 @@ def super_peer_entries(scenario: Scenario, run: StrategyRun, links: list[dict], 
 
 def _rate(amount: float, per: float) -> float:
     """``amount / per``, rounded as the report's ratios are (a value of a few units of 1e-6 apart is one
-    number in every engine)."""
-    return round(amount / per, 6)
+    number in every engine); 0 over a run of no time (a live run stopped before its clock started carried
+    nothing)."""
+    return round(amount / per, 6) if per else 0.0
 
 
 def _number(value: float) -> int | float:
