@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reports.report import console_table
+from topologies.errors import InputError, shown
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,9 @@ class Report:
         )
 
     def __getitem__(self, strategy: str) -> StrategyResult:
+        """The figures of ``strategy``; InputError naming the strategies the report holds for another name."""
+        if not isinstance(strategy, str) or strategy not in self.strategies:
+            raise InputError(f"no strategy {shown(strategy)} in this report (it has: {', '.join(self.strategies)})")
         return self.strategies[strategy]
 
     def table(self) -> str:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from itertools import chain
 
 from network.routing import Network
 from sharing.plan import Decision, Delivery, Epoch, Flow, Plan, Replan
-from topologies.errors import EmulatorError, InputError
+from topologies.errors import EmulatorError, InputError, shown
 from topologies.model import Scenario
 
 STRATEGIES = ("data-shipping", "query-shipping", "multicast", "ideal", "sharing-hsr", "sharing-hcr", "sharing-em")
@@ -35,19 +36,25 @@ def register_strategy(name: str, planner: Planner, *, replace: bool = False) -> 
     Raises InputError for a name that is not 1-64 letters, digits, ``_`` or ``-``, that of a built-in
     strategy, or one registered already (unless ``replace``)."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise InputError(f"strategy name {name!r}: 1-64 letters, digits, '_' or '-'")
+        raise InputError(f"strategy name {shown(name)}: 1-64 letters, digits, '_' or '-'")
     if name in STRATEGIES:
         raise InputError(f"strategy name {name!r}: a built-in strategy")
     if name in _REGISTERED and not replace:
         raise InputError(f"strategy {name!r} is registered already (pass replace=True to replace it)")
     if not callable(planner):
-        raise InputError(f"strategy {name!r}: the planner must be callable, got {planner!r}")
+        raise InputError(f"strategy {name!r}: the planner must be callable, got {shown(planner)}")
     _REGISTERED[name] = planner
 
 
 def unregister_strategy(name: str) -> None:
-    """Forget a strategy :func:`register_strategy` made (nothing when it is not registered)."""
-    _REGISTERED.pop(name, None)
+    """Forget a strategy :func:`register_strategy` made.  Raises InputError for a built-in strategy (it
+    cannot be forgotten) and for a name not registered (a typo would otherwise pass unnoticed)."""
+    if isinstance(name, str) and name in STRATEGIES:
+        raise InputError(f"strategy {name!r}: a built-in strategy, which cannot be unregistered")
+    if not isinstance(name, str) or name not in _REGISTERED:
+        registered = ", ".join(_REGISTERED) or "none"
+        raise InputError(f"strategy {shown(name)} is not registered (registered: {registered})")
+    del _REGISTERED[name]
 
 
 def strategy_names() -> tuple[str, ...]:
@@ -57,8 +64,8 @@ def strategy_names() -> tuple[str, ...]:
 
 def check_strategy(name: str) -> str:
     """``name`` if it is one of :func:`strategy_names`; raises InputError naming it and the valid ones."""
-    if name not in STRATEGIES and name not in _REGISTERED:
-        raise InputError(f"unknown strategy {name!r}; valid strategies: {', '.join(strategy_names())}")
+    if not isinstance(name, str) or (name not in STRATEGIES and name not in _REGISTERED):
+        raise InputError(f"unknown strategy {shown(name)}; valid strategies: {', '.join(strategy_names())}")
     return name
 
 
@@ -116,8 +123,11 @@ def make_plan(
 
 
 def _registered_plan(scenario: Scenario, strategy: str, network: Network) -> Plan:
-    """A registered planner's plan, named after its strategy; EmulatorError when it returns no Plan."""
-    plan = _REGISTERED[strategy](scenario, network)
+    """A registered planner's plan, named after its strategy; EmulatorError when it returns no Plan.  The
+    planner gets a copy of the scenario and the network of its own: whatever it does to them (a frozen
+    dataclass yields to ``object.__setattr__``), the caller's scenario and later runs are untouched."""
+    own = copy.deepcopy((scenario, network))
+    plan = _REGISTERED[strategy](*own)
     if not isinstance(plan, Plan):
         raise EmulatorError(f"strategy {strategy!r}: the planner returned {type(plan).__name__}, not a Plan")
     return plan if plan.strategy == strategy else replace(plan, strategy=strategy)
