@@ -29,11 +29,11 @@ import yaml
 from reports.progress import Status
 from reports.report import assemble_report, served_exactly
 from reports.runner import choose_strategies, engine_for
-from topologies.bounds import MAX_SWEEP_POINTS, MAX_SWEEP_VALUES, cap
+from topologies.bounds import MAX_SWEEP_POINTS, MAX_SWEEP_VALUES, cap, parse_yaml
 from topologies.errors import EmulatorError, InputError, shown
 from topologies.loader import load_scenario
 from topologies.model import Scenario
-from topologies.overrides import parse_assignment, steps
+from topologies.overrides import steps
 from topologies.yaml_files import read_yaml
 
 METRICS = (
@@ -121,20 +121,22 @@ class SweepResult:
     seconds: float = 0.0
 
 
-def parse_values(key: str, text: str) -> tuple[object, ...]:
+def parse_values(key: str, text: str, where: str | None = None) -> tuple[object, ...]:
     """``--vary`` values: ``a..b`` (whole numbers, both included) or comma-separated YAML values (commas
     inside brackets or braces belong to the value: ``[1,2],[3,4]`` is two lists); at most
-    :data:`~topologies.bounds.MAX_SWEEP_VALUES` of them."""
+    :data:`~topologies.bounds.MAX_SWEEP_VALUES` of them.  Errors start with ``where`` (default ``--vary
+    KEY``)."""
+    where = where or f"--vary {key}"
     match = _RANGE.fullmatch(text)
     if match:
         low, high = int(match.group(1)), int(match.group(2))
         if high < low:
-            raise InputError(f"--vary {key}: empty range {shown(text)}")
+            raise InputError(f"{where}: empty range {shown(text)}")
         if high - low >= MAX_SWEEP_VALUES:
-            raise InputError(f"--vary {key}: {high - low + 1:,} values, over the {MAX_SWEEP_VALUES:,} a key may take")
+            raise InputError(f"{where}: {high - low + 1:,} values, over the {MAX_SWEEP_VALUES:,} a key may take")
         return tuple(range(low, high + 1))
     if text.count(",") >= MAX_SWEEP_VALUES:
-        raise InputError(f"--vary {key}: more than {MAX_SWEEP_VALUES:,} values")
+        raise InputError(f"{where}: more than {MAX_SWEEP_VALUES:,} values")
     parts, depth, current = [], 0, ""
     for char in text:
         depth += char in "[{"
@@ -146,8 +148,8 @@ def parse_values(key: str, text: str) -> tuple[object, ...]:
             current += char
     parts.append(current)
     if any(part.strip() == "" for part in parts):
-        raise InputError(f"--vary {key}: an empty value in {shown(text)}")
-    return tuple(parse_assignment(f"{key}={part}", "--vary")[1] for part in parts)
+        raise InputError(f"{where}: an empty value in {shown(text)}")
+    return tuple(parse_yaml(part, where) for part in parts)
 
 
 def grid_values(key: str, values: object, where: str) -> tuple[object, ...]:
@@ -155,7 +157,7 @@ def grid_values(key: str, values: object, where: str) -> tuple[object, ...]:
     takes it, or a non-empty sequence of at most :data:`~topologies.bounds.MAX_SWEEP_VALUES` values.
     Raises InputError naming ``where`` and the key otherwise."""
     if isinstance(values, str):
-        return parse_values(key, values)
+        return parse_values(key, values, f"{where}: vary.{key}")
     if isinstance(values, list | tuple | range) and 0 < len(values) <= MAX_SWEEP_VALUES:
         return tuple(values)
     if isinstance(values, list | tuple | range) and values:

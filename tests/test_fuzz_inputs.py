@@ -4,11 +4,20 @@ command line), never a traceback, a hang, a blown address space or a half-writte
 
 Scenario documents are mutated from valid ones and loaded in a forked child with a time and an address
 space limit, so a hang or a memory bomb fails one example instead of the whole run (or the machine).
+Beside whole documents, the values that reach a scenario by other paths are generated too (``--set`` and
+``--vary`` texts, Python values given to the library), and so are the workload generators' parameters,
+their counts against the cap, and replayed values at the edge of a float.  tests/test_fuzz_commands.py
+does the same for ``show``, ``expand``, sweeps and the Python API's arguments.
+
+With ``STREAMGLOBE_FUZZ_TALLY=<file>`` each generated example appends its family and outcome to the file
+(``loaded``, ``refused``, ...): how many cases a run generated and how each ended.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import math
 import os
 import pickle
 import resource
@@ -18,8 +27,10 @@ import subprocess
 import sys
 import traceback
 from datetime import timedelta
+from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -27,9 +38,11 @@ from hypothesis import strategies as st
 
 from matcher import QueryError
 from matcher.parser import parse_condition, parse_query
+from reports.sweep import vary_option  # imported here, not in each forked child: reports import the engines
 from tests.topologies.test_loader_errors import BASE
 from topologies.errors import InputError, ScenarioError
-from topologies.loader import load_scenario, summary
+from topologies.loader import load_scenario, scenario_from_document, summary
+from topologies.overrides import apply_overrides, parse_assignment
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_MESSAGE = 500  # characters of a one-line error, file path included
@@ -96,6 +109,14 @@ def bounded(function, *args, seconds: float = EXAMPLE_SECONDS, memory: int = EXA
     return pickle.loads(b"".join(chunks))
 
 
+def tally(family: str, outcome: str) -> None:
+    """Count one generated example of ``family`` (a no-op unless ``STREAMGLOBE_FUZZ_TALLY`` names a file)."""
+    target = os.environ.get("STREAMGLOBE_FUZZ_TALLY")
+    if target:
+        with open(target, "a", encoding="utf-8") as fh:
+            fh.write(f"{family}\t{outcome}\n")
+
+
 def load_verdict(path: str) -> dict:
     """What ``run.py validate path`` would meet, as a small picklable value."""
     try:
@@ -108,8 +129,10 @@ def load_verdict(path: str) -> dict:
     return {"outcome": "loaded"}
 
 
-def assert_loads_or_refuses(path: str) -> dict:
+def assert_loads_or_refuses(path: str, family: str | None = None) -> dict:
     verdict = bounded(load_verdict, path)
+    if family is not None:
+        tally(family, verdict["outcome"])
     assert verdict["outcome"] != "crashed", verdict["trace"]
     if verdict["outcome"] == "refused":
         assert_one_short_line(verdict["message"], verdict["length"], path)
@@ -228,6 +251,11 @@ def nested(depth: int) -> list:
     for _ in range(depth):
         value = [value]
     return value
+
+
+def _nested_text(depth: int, kind: str) -> str:
+    opener, closer = {"list": ("[", "]"), "map": ("{a: ", "}"), "bad": ("[", "")}[kind]
+    return opener * depth + "1" + closer * depth
 
 
 raw_tokens = st.sampled_from(RAW_TOKENS).map(Raw)
@@ -412,7 +440,7 @@ def workdir(tmp_path_factory) -> Path:
 def test_mutated_scenarios_load_or_are_refused_in_one_line(workdir, doc):
     path = workdir / "s.yaml"
     path.write_text(to_yaml(doc), encoding="utf-8", errors="surrogatepass")
-    assert_loads_or_refuses(str(path))
+    assert_loads_or_refuses(str(path), "scenario documents")
 
 
 @FUZZ
@@ -421,7 +449,7 @@ def test_damaged_scenario_text_loads_or_is_refused_in_one_line(workdir, data):
     doc = data.draw(st.one_of(st.sampled_from(bases()), mutated_documents()))
     path = workdir / "s.yaml"
     path.write_bytes(data.draw(text_mutations(to_yaml(doc))))
-    assert_loads_or_refuses(str(path))
+    assert_loads_or_refuses(str(path), "damaged scenario text")
 
 
 CSV_PIECES = ["x", "n", "y", ",", "\n", "\r\n", '"', "1", "-2.5", "nan", "inf", "1e999", "9" * 5000, " ", ""]
@@ -436,7 +464,7 @@ def test_replay_csv_contents_load_or_are_refused_in_one_line(workdir, pieces, ra
     try:
         path = workdir / "s.yaml"
         path.write_text(to_yaml(replay_doc()))
-        assert_loads_or_refuses(str(path))
+        assert_loads_or_refuses(str(path), "replay CSV contents")
     finally:
         (workdir / "r.csv").write_text(REPLAY_CSV)
 
@@ -631,6 +659,19 @@ def test_valid_queries_round_trip_through_their_canonical_text(condition, select
 
 
 VALIDATE = ["validate", "{dir}/s.yaml"]
+SWEEP = ["sweep", "{dir}/s.yaml", "--strategy", "ideal", "--no-plots"]
+EXPAND = ["expand", "{dir}/s.yaml", "--out"]
+MINIMAL_REPORT = {
+    "strategies": {
+        "ideal": {
+            "backbone_bytes": 0,
+            "backbone_tuples": 0,
+            "access_bytes": 0,
+            "latency_s": {"p50": None, "p99": None},
+            "subscriptions": [],
+        }
+    }
+}
 CLI_CASES = {
     # name: (files to create {relative path: text or bytes}, arguments with {dir} for the directory)
     "rate of 4000 digits": ({"s.yaml": to_yaml(REGRESSIONS["rate of 4000 digits"])}, VALIDATE),
@@ -674,6 +715,63 @@ CLI_CASES = {
         {"s.yaml": to_yaml(BASE), "a-file": "keep me"},
         ["run", "{dir}/s.yaml", "--out", "{dir}/a-file/below", "--strategy", "ideal", "--no-plots"],
     ),
+    # the cases of the second hardening round, one per family (the generated ones are in-process)
+    "--set nested 5000 levels": ({"s.yaml": to_yaml(BASE)}, [*VALIDATE, "--set", "seed=" + _nested_text(5000, "list")]),
+    "--set of 5000 digits": ({"s.yaml": to_yaml(BASE)}, [*VALIDATE, "--set", "seed=" + "9" * 5000]),
+    "--vary nested 5000 levels": ({"s.yaml": to_yaml(BASE)}, [*SWEEP, "--vary", "seed=" + _nested_text(5000, "map")]),
+    "--vary of 5000 digits": ({"s.yaml": to_yaml(BASE)}, [*SWEEP, "--vary", "seed=1," + "9" * 5000]),
+    "--vary range of 5000 digits": ({"s.yaml": to_yaml(BASE)}, [*SWEEP, "--vary", "seed=1.." + "9" * 5000]),
+    "a grid of 81 million points": (
+        {"s.yaml": to_yaml(BASE)},
+        [*SWEEP, "--vary", "seed=1..9000", "--vary", "duration=1..9000"],
+    ),
+    "a sweep file with a YAML error": (
+        {"s.yaml": to_yaml(BASE), "w.yaml": "scenario: s.yaml\nvary: {seed: [1, 2\n"},
+        ["sweep", "{dir}/w.yaml"],
+    ),
+    "a sweep file of 200,000 seeds": (
+        {"s.yaml": to_yaml(BASE), "w.yaml": f"scenario: s.yaml\nvary:\n  seed: {list(range(200_000))}\n"},
+        ["sweep", "{dir}/w.yaml"],
+    ),
+    "a sweep file nested 5000 levels": (
+        {"s.yaml": to_yaml(BASE), "w.yaml": f"scenario: s.yaml\nvary:\n  seed: {_nested_text(5000, 'list')}\n"},
+        ["sweep", "{dir}/w.yaml"],
+    ),
+    "sweep --out holding only the user's files": (
+        {"s.yaml": to_yaml(BASE), "mine/sweep.csv": "my data", "mine/points/notes": "mine", "mine/x.png": "png"},
+        [*SWEEP, "--vary", "seed=1", "--out", "{dir}/mine"],
+    ),
+    "generate.count 1,000,000": (
+        {"s.yaml": to_yaml(_edited(subscriptions=[{"generate": {"count": 1_000_000}}]))},
+        VALIDATE,
+    ),
+    "replay of +-1.797e308 with a generator": (
+        {
+            "s.yaml": to_yaml({**replay_doc(), "subscriptions": [{"generate": {"count": 5}}]}),
+            "r.csv": "x,n\n1.797e308,1\n-1.797e308,2\n",
+        },
+        VALIDATE,
+    ),
+    "a thin-peer named coordinator": ({"s.yaml": to_yaml(_edited(thin_peers__0__id="coordinator"))}, VALIDATE),
+    "show /dev/zero": ({}, ["show", "/dev/zero"]),
+    "show a report.json of the wrong shape": (
+        {"report.json": json.dumps({"strategies": {"x": {"backbone_bytes": "lots"}}})},
+        ["show", "{dir}/report.json"],
+    ),
+    "show a report.json nested 100,000 levels": ({"report.json": "[" * 100_000}, ["show", "{dir}"]),
+    "show a report.json holding NaN": (
+        {"report.json": json.dumps(MINIMAL_REPORT).replace('"p50": null', '"p50": NaN')},
+        ["show", "{dir}/report.json"],
+    ),
+    "show --sort of no column": ({"report.json": json.dumps(MINIMAL_REPORT)}, ["show", "{dir}", "--sort", "bogus"]),
+    "show --top -1": ({"report.json": json.dumps(MINIMAL_REPORT)}, ["show", "{dir}", "--links", "--top", "-1"]),
+    "expand --out under a missing directory": ({"s.yaml": to_yaml(BASE)}, [*EXPAND, "{dir}/nowhere/x.yaml"]),
+    "expand --out under a file": ({"s.yaml": to_yaml(BASE), "a-file": "keep me"}, [*EXPAND, "{dir}/a-file/x.yaml"]),
+    "expand --out onto a directory, --force": (
+        {"s.yaml": to_yaml(BASE), "adir/keep": "keep me"},
+        [*EXPAND, "{dir}/adir", "--force"],
+    ),
+    "expand --out ''": ({"s.yaml": to_yaml(BASE)}, [*EXPAND, ""]),
 }
 
 
@@ -696,6 +794,7 @@ def _prepare(tmp_path: Path, files: dict, args: list[str]) -> tuple[Path, list[s
     directory = tmp_path / "in"
     directory.mkdir()
     for name, content in files.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
         if content is None:
             os.mkfifo(directory / name)
         elif isinstance(content, bytes):
@@ -740,3 +839,264 @@ def test_hostile_but_valid_scenarios_validate(tmp_path, name, text):
     assert result.returncode == 0, result.stderr
     assert result.stderr == "" and len(result.stdout.splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+# --- d) values on other paths: --set and --vary texts, Python values ------------------------------------
+
+SET_KEYS = ["seed", "duration", "streams[0].rate", "subscriptions[0].until", "network.defaults.latency", "name"]
+SET_KEYS += ["thin_peers", "network.nothing", "streams[99].rate", "streams[" + "9" * 30 + "].rate", "a..b", "x y"]
+
+
+yaml_values = st.one_of(
+    st.builds(_nested_text, st.integers(0, 6000), st.sampled_from(["list", "map", "bad"])),
+    st.builds(lambda sign, n: sign + "9" * n, st.sampled_from(["", "-", "+"]), st.integers(1, 9000)),
+    st.builds(
+        lambda prefix, n: prefix + "1" * n, st.sampled_from(["0b", "0x", "0o", "1.", "1e"]), st.integers(1, 9000)
+    ),
+    st.sampled_from([t for t in RAW_TOKENS if "\n" not in t]),
+    st.sampled_from(["1..5", "5..1", "1.." + "9" * 30, "-3..-1", "&a [*a]", "*nowhere", "[1, 2", "{a: 1", ""]),
+    st.text(max_size=30),
+)
+
+
+def set_verdict(path: str, flag: str, key: str, texts: list[str]) -> dict:
+    """``--set KEY=TEXT`` (or ``--vary KEY=TEXT,...``) read and the scenario loaded with it: what the user
+    meets."""
+    try:
+        if flag == "--set":
+            changes = [parse_assignment(f"{key}={texts[0]}")]
+        else:
+            key, values = vary_option(f"{key}={','.join(texts)}")
+            changes = [(key, values[0])]
+        load_scenario(path, changes)
+    except InputError as err:
+        return {"outcome": "refused", "message": str(err)[:2000], "length": len(str(err))}
+    except BaseException:
+        return {"outcome": "crashed", "trace": traceback.format_exc()[-5000:]}
+    return {"outcome": "loaded"}
+
+
+def assert_short_line(verdict: dict, *starts: str) -> None:
+    assert verdict["outcome"] != "crashed", verdict["trace"]
+    if verdict["outcome"] == "refused":
+        message = verdict["message"]
+        assert verdict["length"] < MAX_MESSAGE and "\n" not in message and "\r" not in message, message[:300]
+        assert message.startswith(starts), message[:300]
+
+
+@FUZZ
+@given(
+    flag=st.sampled_from(["--set", "--vary"]),
+    key=st.sampled_from(SET_KEYS),
+    texts=st.lists(yaml_values, min_size=1, max_size=3),
+)
+def test_set_and_vary_texts_load_or_are_refused_in_one_line(workdir, flag, key, texts):
+    path = workdir / "base.yaml"
+    path.write_text(to_yaml(BASE))
+    verdict = bounded(set_verdict, str(path), flag, key, texts)
+    tally(f"{flag} texts", verdict["outcome"])
+    assert_short_line(verdict, flag, str(path))
+
+
+class Odd:
+    """A value no YAML document holds."""
+
+
+def python_value(draw, depth: int = 0):
+    kind = draw(st.sampled_from(["scalar", "odd", "deep", "cycle", "shared", "list", "dict"]))
+    if kind == "scalar" or depth > 2:
+        return draw(st.one_of(st.sampled_from(HOSTILE), st.integers(), st.floats(), st.text(max_size=5)))
+    if kind == "odd":
+        return draw(
+            st.sampled_from(
+                [Odd(), {1, 2}, frozenset(), b"bytes", 1j, Fraction(1, 3), np.int64(5), np.float64("nan"), -(10**5000)]
+            )
+        )
+    if kind == "deep":
+        return nested(draw(st.integers(0, 5000)))
+    if kind == "cycle":
+        loop: list = [1]
+        loop.append(loop)
+        return draw(st.sampled_from([loop, {"a": loop}, [[loop]]]))
+    if kind == "shared":  # 2**levels leaves once expanded, levels lists as objects
+        value: list = ["x"]
+        for _ in range(draw(st.integers(1, 60))):
+            value = [value, value]
+        return value
+    if kind == "list":
+        return [python_value(draw, depth + 1) for _ in range(draw(st.integers(0, 3)))]
+    return {draw(st.sampled_from(["id", "rate", 1, None, "x"])): python_value(draw, depth + 1) for _ in range(2)}
+
+
+python_values = st.composite(python_value)()
+
+
+def python_verdict(path: str, key: str, value: object, how: str) -> dict:
+    """The scenario at ``path`` with ``value`` at ``key``, given as a change (``load(changes=...)``) or in
+    the document itself (``build``)."""
+    try:
+        if how == "change":
+            load_scenario(path, [(key, value)])
+        else:
+            doc = apply_overrides(yaml.safe_load(Path(path).read_text()), [(key, "placeholder")], path)
+            target, last = doc, None
+            steps = key.replace("[", ".").replace("]", "").split(".")
+            for step in steps[:-1]:
+                target = target[int(step)] if step.isdigit() else target[step]
+            last = steps[-1]
+            target[int(last) if last.isdigit() else last] = value
+            scenario_from_document(doc, "<python>")
+    except InputError as err:
+        return {"outcome": "refused", "message": str(err)[:2000], "length": len(str(err))}
+    except BaseException:
+        return {"outcome": "crashed", "trace": traceback.format_exc()[-5000:]}
+    return {"outcome": "loaded"}
+
+
+@FUZZ
+@given(key=st.sampled_from(SET_KEYS[:6]), value=python_values, how=st.sampled_from(["change", "document"]))
+def test_python_values_load_or_are_refused_in_one_line(workdir, key, value, how):
+    path = workdir / "base.yaml"
+    path.write_text(to_yaml(BASE))
+    verdict = bounded(python_verdict, str(path), key, value, how)
+    tally("Python values", verdict["outcome"])
+    assert_short_line(verdict, str(path), "<python>", "--set")
+
+
+# --- e) the workload generators: parameters, counts against the cap, replayed extremes -----------------
+
+EXTREMES = [0, -1, 0.5, 1, 2, 10, 11, 1e-300, 1e300, 1.7e308, float("inf"), float("nan"), 10**20, "1", None, [1, 2]]
+extremes = st.one_of(st.sampled_from(EXTREMES), st.floats(), st.integers(-(10**6), 10**6))
+
+
+@st.composite
+def generator_specs(draw) -> dict:
+    """A subscription generator with some of its parameters at or past their edges."""
+    spec: dict = {"count": draw(st.integers(1, 40))}
+    model = draw(st.sampled_from(["hot-spots", "zipf", "uniform"]))
+    interests = {"model": model}
+    if model == "hot-spots":
+        interests |= draw(st.fixed_dictionaries({}, optional={"spread": extremes, "spots": extremes}))
+    elif model == "zipf":
+        interests |= draw(st.fixed_dictionaries({}, optional={"exponent": extremes, "regions": extremes}))
+    spec["interests"] = interests
+    names = st.sampled_from(["x", "n", "y", "x", 7])
+    spec["predicate"] = draw(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "attributes": st.lists(names, min_size=0, max_size=4),
+                "width": st.one_of(extremes, st.lists(extremes, min_size=2, max_size=2)),
+                "cut": extremes,
+                "disjunction": extremes,
+            },
+        )
+    )
+    optional = {
+        "select": st.one_of(extremes, st.lists(st.integers(-1, 200), min_size=2, max_size=2)),
+        "overlap": extremes,
+        "arrivals": st.one_of(
+            st.fixed_dictionaries({"process": st.just("poisson")}, optional={"over": st.lists(extremes, max_size=3)}),
+            st.fixed_dictionaries({"process": st.just("waves")}, optional={"waves": extremes, "spread": extremes}),
+        ),
+        "holding": st.one_of(
+            st.fixed_dictionaries({"exponential": extremes}),
+            st.fixed_dictionaries({"uniform": st.lists(extremes, min_size=2, max_size=2)}),
+            st.fixed_dictionaries({"fixed": extremes}, optional={"leave": extremes}),
+        ),
+        "peers": st.lists(st.sampled_from(["P0", "P1", "P9"]), max_size=3),
+    }
+    spec |= draw(st.fixed_dictionaries({}, optional=optional))
+    return spec
+
+
+def generated_verdict(path: str) -> dict:
+    """:func:`load_verdict` with numpy's and Python's RuntimeWarnings as errors (a warning on stderr is a
+    bound missed), and what the generator made when it loaded."""
+    import warnings
+
+    warnings.simplefilter("error", RuntimeWarning)
+    try:
+        scenario = load_scenario(path)
+    except ScenarioError as err:
+        return {"outcome": "refused", "message": str(err)[:2000], "length": len(str(err))}
+    except BaseException:
+        return {"outcome": "crashed", "trace": traceback.format_exc()[-5000:]}
+    sources = {s.id: s.source for s in scenario.streams}
+    return {"outcome": "loaded", "own": sum(sources[s.stream] == s.peer for s in scenario.subscriptions)}
+
+
+@FUZZ
+@given(spec=generator_specs(), everyone_publishes=st.booleans())
+def test_generator_parameters_load_or_are_refused_in_one_line(workdir, spec, everyone_publishes):
+    doc = copy.deepcopy(BASE)
+    doc["subscriptions"] = [{"generate": spec}]
+    if everyone_publishes:  # P1 publishes too: no thin-peer is free of streams
+        doc["streams"].append({**copy.deepcopy(doc["streams"][0]), "id": "t", "source": "P1"})
+    path = workdir / "g.yaml"
+    path.write_text(to_yaml(doc))
+    verdict = bounded(generated_verdict, str(path))
+    tally("generator parameters", verdict["outcome"])
+    assert_short_line(verdict, str(path))
+    if verdict["outcome"] == "loaded" and "peers" not in spec:  # a source never gets its own tuples back
+        assert verdict["own"] == 0
+
+
+def counts_verdict(path: str, limit: int) -> dict:
+    os.environ["STREAMGLOBE_MAX_GENERATED"] = str(limit)
+    return load_verdict(path)
+
+
+@FUZZ
+@given(
+    kind=st.sampled_from(["thin_peers", "subscriptions"]),
+    counts=st.lists(st.one_of(st.integers(1, 120), st.sampled_from([10**6, 10**12, 10**18])), min_size=1, max_size=3),
+)
+def test_generator_counts_past_the_cap_are_refused_before_generating(workdir, kind, counts):
+    limit = 100
+    doc = copy.deepcopy(BASE)
+    prefixes = ["G", "H", "J"]
+    written = len(doc[kind])
+    doc[kind] += [
+        {"generate": {"count": n, "prefix": prefixes[k], **({"attach": "spread"} if kind == "thin_peers" else {})}}
+        for k, n in enumerate(counts)
+    ]
+    path = workdir / "c.yaml"
+    path.write_text(to_yaml(doc))
+    verdict = bounded(counts_verdict, str(path), limit)
+    tally("generator counts", verdict["outcome"])
+    assert_short_line(verdict, str(path))
+    made = 0
+    for k, n in enumerate(counts):  # the first generator past the cap is the one refused, before generating
+        made += n
+        if made > limit:
+            assert verdict["outcome"] == "refused", counts
+            assert f"{kind}[{written + k}].generate.count: " in verdict["message"], verdict["message"]
+            assert f"cap of {limit} generated" in verdict["message"]
+            return
+    assert verdict["outcome"] == "loaded", verdict.get("message")
+
+
+REPLAY_EXTREMES = ["1.7976931348623157e308", "-1.7976931348623157e308", "1e308", "-1e308", "5e-324", "-0.0"]
+REPLAY_EXTREMES += ["1e-300", "0", "1", "-2.5", "9e307", "-9e307"]
+
+
+@FUZZ
+@given(
+    rows=st.lists(st.tuples(st.sampled_from(REPLAY_EXTREMES), st.sampled_from(REPLAY_EXTREMES)), min_size=1, max_size=6)
+)
+def test_replayed_extremes_with_a_generator_load_or_are_refused_in_one_line(workdir, rows):
+    (workdir / "r.csv").write_text("x,n\n" + "".join(f"{a},{b}\n" for a, b in rows))
+    try:
+        doc = replay_doc()
+        doc["subscriptions"] = [{"generate": {"count": 10, "predicate": {"attributes": ["x", "n"]}, "select": 2}}]
+        path = workdir / "rg.yaml"
+        path.write_text(to_yaml(doc))
+        verdict = bounded(generated_verdict, str(path))
+    finally:
+        (workdir / "r.csv").write_text(REPLAY_CSV)
+    tally("replayed extremes", verdict["outcome"])
+    assert_short_line(verdict, str(path))
+    columns = list(zip(*((float(a), float(b)) for a, b in rows), strict=True))
+    too_wide = any(not math.isfinite(max(c) - min(c)) for c in columns)
+    assert (verdict["outcome"] == "refused") == too_wide, verdict.get("message")
