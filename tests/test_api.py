@@ -189,3 +189,51 @@ def test_a_registered_strategy_runs_on_spark_too(registered, spark, tmp_path):  
     local = sg.run(scenario, [registered], jobs=1)
     on_spark = sg.run(scenario, ["query-shipping", registered], engine="spark", out=str(tmp_path / "s"))
     assert on_spark[registered].exact and on_spark[registered].links == local[registered].links
+
+
+def test_a_planner_gets_its_own_copy_of_the_scenario():
+    def vandal(scenario, network):  # a frozen dataclass yields to object.__setattr__
+        object.__setattr__(scenario, "duration", 1.0)
+        object.__setattr__(scenario.subscriptions[0], "peer", "P3")
+        return sg.plan(scenario, "query-shipping")
+
+    scenario = sg.load(FIGURE1)
+    before = (scenario.duration, scenario.subscriptions[0].peer)
+    sg.register_strategy("vandal", vandal)
+    try:
+        sg.plan(scenario, "vandal")
+    finally:
+        sg.unregister_strategy("vandal")
+    assert (scenario.duration, scenario.subscriptions[0].peer) == before == (60, "P1")
+    assert sg.run(scenario, ["query-shipping"], jobs=1).exact
+
+
+def test_argument_errors_are_the_librarys_own():
+    scenario = sg.load(FIGURE1)
+    other = sg.load(FIGURE1, changes={"subscriptions[0].id": "Z1"})
+    plan = sg.plan(scenario, "query-shipping")
+    for call, message in [
+        (lambda: sg.load(None), r"^path: expected a path"),
+        (lambda: sg.load(FIGURE1, seed="3"), r"^seed: expected a whole number"),
+        (lambda: sg.load(FIGURE1, changes=[("seed", 1)]), r"^changes: expected a mapping"),
+        (lambda: sg.build("name: x"), r"^document: expected a mapping"),
+        (lambda: sg.plan(TRIANGLE, "ideal"), r"^scenario: expected a Scenario"),
+        (lambda: sg.simulate(scenario, "plan"), r"^plan: expected a Plan"),
+        (lambda: sg.simulate(sg.build(TRIANGLE), plan), r"^plan: a plan of scenario 'figure1', not of 'triangle'"),
+        (lambda: sg.simulate(other, plan), r"^plan: subscription 'Q1' is not one of scenario 'figure1'"),
+        (lambda: sg.check(other, sg.simulate(scenario, plan)), r"^run: subscription 'Q1' is not one of"),
+        (lambda: sg.run(scenario, jobs="2"), r"^jobs: expected a whole number"),
+        (lambda: sg.run(scenario, [1]), r"^strategies: expected a strategy name"),
+        (lambda: sg.run(scenario, ["ideal"], out=3), r"^out: expected a path"),
+        (lambda: sg.sweep(FIGURE1, {"seed": []}), r"^sweep: vary.seed: expected a non-empty list"),
+        (lambda: sg.sweep(FIGURE1, {}), r"^vary: nothing to vary"),
+        (lambda: sg.unregister_strategy("ideal"), r"a built-in strategy, which cannot be unregistered"),
+        (lambda: sg.unregister_strategy("never-registered"), r"is not registered"),
+        (lambda: sg.active_subscriptions(None), r"^scenario: expected a Scenario"),
+    ]:
+        with pytest.raises(sg.InputError, match=message):
+            call()
+    report = sg.run(scenario, "ideal", jobs=1)  # one name is a list of one
+    assert list(report.strategies) == ["ideal"]
+    with pytest.raises(sg.InputError, match="no strategy 'sharing-em' in this report"):
+        report["sharing-em"]
