@@ -1,17 +1,24 @@
 """Hostile traffic on the broker: every malformed message is dropped and counted, never fatal; a stop cuts
 the run at the barrier (exact), also while a forged load report holds the horizon; a broker that does not
-listen is named at once."""
+listen is named at once.  Under ``--secure``, a thin-peer holding a valid login acts only as itself:
+generated attacks (writes to every control topic as every node, sessions under others' client ids,
+guessed logins, requests reaching for others' subscriptions) change nothing, and its answers show only
+what is its own."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import re
 import time
 
 import aiomqtt
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from peers.live.broker import free_port
 from peers.live.client import Session
@@ -173,3 +180,157 @@ async def test_serve_names_a_broker_that_does_not_listen_within_seconds():
     with pytest.raises(EngineError, match=f"cannot reach the broker at 127.0.0.1:{port}"):
         await asyncio.wait_for(serve(scenario, ServeOptions(Broker("127.0.0.1", port))), 30)
     assert time.monotonic() - started < 8
+
+
+# --- under --secure: a thin-peer's CLI login, valid, attacking -------------------------------------------
+
+OWN_QUERIES = [
+    "SELECT a FROM stream0 WHERE a < 30",
+    "SELECT b FROM stream0 WHERE b BETWEEN 10 AND 20",
+    "SELECT * FROM stream0",
+]
+CONTROL = ["load", "ready", "alive", "stats", "done", "plan", "clock", "collect", "request", "reply"]
+TARGETS = ["SP1", "SP4", "SP5", "P0", "P1", "P2", "coordinator", "operator", "cli"]
+IDENTITIES = ["coordinator", "sp-SP5", "sp@SP5", "tp-P1", "tp@P1", "P1", "operator", "cli-x", "P2"]
+
+
+def _marked(draw) -> bytes:
+    """A payload that is malformed wherever it lands, so a delivery would show in the malformed counts."""
+    return draw(st.sampled_from([b"\x00forged", b'{"forged": true}', b"[1, 2]"]))
+
+
+@st.composite
+def attacks(draw) -> list[tuple]:
+    """What a thin-peer holding its own valid CLI login tries: writes to every control topic as every
+    node, sessions under other identities' client ids, logins it has no password for, and requests that
+    reach for others' subscriptions (each family at least once, in a drawn order)."""
+    found = [
+        ("publish", TOPICS.load("SP5"), b"1", draw(st.sampled_from(IDENTITIES))),  # would hold the clock forever
+        ("publish", TOPICS.load("P2"), b"late", "P2"),
+        ("hold", draw(st.sampled_from(IDENTITIES))),
+        ("login", draw(st.sampled_from(["coordinator", "sp@SP5", "tp@P2", "operator", "P1"]))),
+        ("ask", {"op": "subscribe", "peer": "P2", "query": draw(st.sampled_from(OWN_QUERIES)), "id": "M1"}),
+        ("ask", {"op": "unsubscribe", "id": draw(st.sampled_from(["Q1", "Q3"]))}),
+        ("ask", {"op": "unsubscribe", "id": draw(st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,8}", fullmatch=True))}),
+        ("ask", {"op": "subscriptions"}),
+    ]
+    for _ in range(draw(st.integers(6, 14))):
+        kind = draw(st.sampled_from(["publish", "publish", "hold", "login", "ask"]))
+        if kind == "publish":
+            topic = TOPICS.control(f"{draw(st.sampled_from(CONTROL))}/{draw(st.sampled_from(TARGETS))}")
+            topic = draw(st.sampled_from([topic, TOPICS.link("SP4", "SP5"), TOPICS.up("P0"), TOPICS.down("P1", "Q1")]))
+            found.append(("publish", topic, _marked(draw), draw(st.sampled_from(IDENTITIES))))
+        elif kind == "hold":
+            found.append(("hold", draw(st.sampled_from(IDENTITIES))))
+        elif kind == "login":
+            found.append(("login", draw(st.sampled_from(["coordinator", "sp@SP4", "tp@P0", "operator", "P0"]))))
+        else:
+            request = draw(
+                st.sampled_from(
+                    [
+                        {"op": "subscribe", "peer": draw(st.sampled_from(["P1", "P3"])), "query": OWN_QUERIES[0]},
+                        {
+                            "op": "subscribe",
+                            "peer": "P2",
+                            "query": OWN_QUERIES[1],
+                            "id": draw(st.sampled_from(["Q1", "Q3", "Q2"])),
+                        },
+                        {"op": "unsubscribe", "id": draw(st.sampled_from(["Q1", "Q3", "Q9", "M1", "nobody"]))},
+                        {"op": "subscriptions"},
+                        {"op": "traffic"},
+                    ]
+                )
+            )
+            found.append(("ask", request))
+    return draw(st.permutations(found))
+
+
+@contextlib.asynccontextmanager
+async def _client(port: int, **login):
+    """An aiomqtt client on 127.0.0.1 whose connection the broker may drop (a denied write): its error is
+    read, so asyncio does not log it as never retrieved."""
+    async with aiomqtt.Client("127.0.0.1", port, **login) as client:
+        client._disconnected.add_done_callback(lambda f: f.cancelled() or f.exception())
+        yield client
+
+
+async def _attacked_run(directory, plan: list[tuple]) -> tuple:
+    """figure1 served under --secure while P2, with its own valid CLI login, carries out ``plan``; the
+    result and the answers P2 got (request, answer or refusal)."""
+    from tests.live.test_live_access import secure_broker
+
+    scenario = load_scenario(FIGURE1)
+    url, setup, broker = secure_broker(scenario, directory)
+    login = {"username": "P2", "password": setup.credentials["P2"]}
+    answers: list[tuple[dict, str]] = []
+    try:
+        served = asyncio.create_task(serve(scenario, ServeOptions(url, speed=6, credentials=setup.credentials)))
+        await asyncio.sleep(3.0)  # the clock started
+        for attack in plan:
+            if attack[0] == "publish":  # the broker drops what the ACL denies (or disconnects P2)
+                with contextlib.suppress(aiomqtt.MqttError):
+                    async with _client(url.port, identifier=attack[3], **login) as client:
+                        await client.publish(attack[1], attack[2], qos=1)
+            elif attack[0] == "hold":  # a session under another's client id, were ids not bound to logins
+                with contextlib.suppress(aiomqtt.MqttError):
+                    async with _client(url.port, identifier=attack[1], **login):
+                        await asyncio.sleep(0.3)
+            elif attack[0] == "login":
+                with pytest.raises(aiomqtt.MqttError):
+                    async with aiomqtt.Client("127.0.0.1", url.port, username=attack[1], password="guessed"):
+                        pass
+            else:
+                async with Session(url.as_user(**login), TOPICS, "P2") as session:
+                    try:
+                        answers.append((attack[1], json.dumps(await session.ask(attack[1]))))
+                    except InputError as err:
+                        answers.append((attack[1], f"refused: {err}"))
+        result = await asyncio.wait_for(served, 120)  # a forged load report delivered would hold it forever
+    finally:
+        broker.stop()
+    return scenario, result, answers
+
+
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(plan=attacks())
+def test_a_thin_peer_with_a_valid_login_acts_only_as_itself(tmp_path_factory, plan):
+    scenario, result, answers = asyncio.run(_attacked_run(tmp_path_factory.mktemp("secure"), plan))
+    report = live_report(result)
+    # the run stays exact, and live equals simulated for the scenario as it ran (P2's own subscriptions too)
+    assert report["exact"] and result.lost == {}
+    assert result.run.link_bytes == run_local(result.scenario, result.plan).link_bytes
+    # no node lost its session to a client under its id, and nothing P2 may not write was delivered: each
+    # forged payload is malformed wherever it would land, and only P2's own request topic counted any
+    assert result.reconnects == 0
+    assert set(report["live"]["malformed_messages"]) <= {"ctl/request/P2"}
+    # P2's answers name none of the others' subscriptions, nor any condition of a flow serving another peer
+    own = {s.query.where.to_text() for s in result.scenario.subscriptions if s.peer == "P2"}
+    theirs = {s.id for s in scenario.subscriptions if s.peer != "P2"}
+    conditions = {s.query.text for s in scenario.subscriptions if s.peer != "P2"}
+    for epoch in result.plan.epochs:
+        served = {d.subscription: d.peer for d in epoch.deliveries}
+        for flow in epoch.flows:
+            feeds = {served[d.subscription] for d in epoch.deliveries if _feeds(epoch, flow.id, d.flow)}
+            if feeds - {"P2"}:
+                conditions.add(flow.predicate.to_text())
+    for request, answer in answers:
+        visible = answer.replace(repr(request.get("id")), "")  # the id it asked about, echoed back
+        assert not [c for c in conditions - own if c in visible], (request, answer)
+        assert not [s for s in theirs if re.search(rf"\b{s}\b", visible)], (request, answer)
+    # "not yours" and "not there" are one answer
+    refusals = {
+        answer.replace(repr(request["id"]), "<id>")
+        for request, answer in answers
+        if request["op"] == "unsubscribe"
+        and request["id"] not in {s.id for s in result.scenario.subscriptions if s.peer == "P2"}
+    }
+    assert refusals == {"refused: unsubscribe: P2 has no active subscription <id>"}
+
+
+def _feeds(epoch, flow_id: str, start: str | None) -> bool:
+    """Whether the flow ``flow_id`` of ``epoch`` is ``start`` or one of its ancestors."""
+    while start is not None:
+        if start == flow_id:
+            return True
+        start = epoch.flow(start).parent
+    return False
