@@ -24,7 +24,7 @@ from peers.live.serve import CREDENTIALS_ENV, FOREVER_S
 from peers.live.superpeer_service import SuperPeerService
 from peers.live.thinpeer_service import BATCH_S
 from peers.live.topics import Topics
-from topologies.errors import EmulatorError, InputError
+from topologies.errors import EmulatorError, EngineError, InputError
 from topologies.loader import load_scenario
 
 
@@ -37,7 +37,10 @@ async def run_nodes(args: argparse.Namespace) -> None:
     if unknown:
         raise InputError(f"{args.scenario}: no super-peer {unknown[0]!r}")
     broker = Broker.parse(args.broker)
-    credentials = json.loads(os.environ.get(CREDENTIALS_ENV, "{}"))
+    try:
+        credentials = json.loads(os.environ.get(CREDENTIALS_ENV, "{}"))
+    except ValueError:
+        raise EngineError(f"environment variable {CREDENTIALS_ENV}: not JSON") from None
     book = PlanBook(scenario, args.run, args.nodes)
     topics = Topics(args.prefix)
     flush_s = args.batch_ms / 1000

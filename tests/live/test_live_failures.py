@@ -93,6 +93,9 @@ async def test_killed_relay_is_planned_around_and_what_it_cut_off_is_reported(mo
     assert result.dead == ["SP5"]
     assert result.scenario.subscription("Q1").until == at and result.scenario.subscription("Q3").until == at
     assert result.run.link_tuples[("SP4", "SP7")] > 0 and result.run.link_tuples[("SP7", "SP6")] > 0
+    # what crossed into SP5 before it died counts: its counters as it last reported them (every second)
+    unfailed = run_local(scenario, make_plan(scenario, "sharing-em"))
+    assert 0 < result.run.link_tuples[("SP4", "SP5")] < unfailed.link_tuples[("SP4", "SP5")]
     # every Q2 tuple emitted from the re-plan on arrives, exactly once; what it lost was on its way via SP5
     expected = expected_results(result.scenario).indices["Q2"]
     stream = scenario.stream("stream0")

@@ -1,21 +1,30 @@
 """Starting a run: a coordinator that gives up on the super-peers ends ``serve`` with its error (it used to
 leave ``serve`` waiting for a clock that never started), a process parses a plan message once, and a run
-ignores what an earlier run on the same broker left retained."""
+ignores what an earlier run on the same broker left retained; a node process that exits before the clock
+starts stops ``serve`` at once, with one error line and a report."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from peers.live import plans
 from peers.live.connection import Broker
 from peers.live.plans import plan_message
-from peers.live.serve import ServeOptions, serve
+from peers.live.serve import CREDENTIALS_ENV, ServeOptions, serve
 from reports.live import live_report
 from sharing import make_plan
 from topologies.errors import EngineError
 from topologies.loader import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+FIGURE1 = str(ROOT / "topologies" / "figure1.yaml")
 
 
 async def test_serve_fails_at_once_when_the_super_peers_never_load_the_plan(mosquitto):
@@ -51,3 +60,22 @@ async def test_a_second_run_on_the_same_broker_ignores_the_first_runs_retained_c
     assert second.lost == {}
     for key in ("backbone_bytes", "access_bytes"):
         assert reports[1]["strategies"]["sharing-em"][key] == reports[0]["strategies"]["sharing-em"][key]
+
+
+def test_a_node_process_that_exits_before_the_clock_stops_serve_at_once_with_a_report(mosquitto, tmp_path):
+    # the node processes read their logins from the environment: unreadable there, they exit at start
+    env = {**os.environ, CREDENTIALS_ENV: "{"}
+    out = tmp_path / "live"
+    command = [sys.executable, str(ROOT / "run.py"), "serve", str(ROOT / "topologies" / "figure1.yaml")]
+    command += ["--broker", mosquitto.url, "--processes", "2", "--out", str(out), "--quiet"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    served = [line for line in result.stderr.splitlines() if "before the clock started" in line]
+    assert len(served) == 1 and served[0].startswith("error: the process of super-peers ")
+    assert served[0].endswith(
+        f"exited (exit code 1) before the clock started; the run stopped with nothing emitted (report in {out})"
+    )
+    report = json.loads((out / "report.json").read_text())
+    exited = report["live"]["exited_before_start"]
+    assert exited and set(exited.values()) == {1} and set(exited) <= set(load_scenario(FIGURE1).super_peers)
+    assert report["live"]["startup_s"] is None and report["strategies"]["sharing-em"]["backbone_bytes"] == 0
