@@ -3,7 +3,7 @@
 Every command is a typed library call (``load_scenario``, ``make_plan``, ``reports.runner.run_scenario``,
 ``reports.live.serve_scenario``, the subscription client's requests); this module maps the arguments to
 its options and prints what it returns.  Exit codes: 0 success, 2 bad input (one line on stderr, no
-traceback), 1 internal error.
+traceback), 1 internal error (one line too: ``STREAMGLOBE_TRACEBACK=1`` shows the traceback of a bug).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from bench import BENCHMARKS
 from sharing import STRATEGIES
 
 MAX_ERROR_CHARS = 1000  # of the error line: argparse and file names echo arguments of any length
+TRACEBACK_ENV = "STREAMGLOBE_TRACEBACK"  # set: an internal error shows its traceback instead of one line
 
 
 def _one_line(text: str) -> str:
@@ -479,6 +480,15 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Exception as err:  # a bug of ours, not the user's mistake: one line, the traceback on request
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        print(
+            f"error: internal error: {_one_line(f'{type(err).__name__}: {err}')} (a bug: set {TRACEBACK_ENV}=1 to see"
+            " where, and please report it)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -248,3 +248,18 @@ def test_a_backbone_of_hundreds_of_super_peers_gets_its_plots(tmp_path):
     assert result.returncode == 0, result.stderr
     assert len(load_scenario(str(path)).super_peers) >= 500
     assert all((out / name).stat().st_size > 0 for name in ("bytes.png", "timeline.png", "latency.png", "topology.png"))
+
+
+def test_a_bug_is_one_line_and_exit_1_with_its_traceback_on_request(monkeypatch, capsys):
+    import run
+
+    def broken(args):
+        raise KeyError("a key our code forgot")
+
+    monkeypatch.setattr(run, "_cmd_validate", broken)
+    assert run.main(["validate", "topologies/figure1.yaml"]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: internal error: KeyError: 'a key our code forgot' (a bug: set STREAMGLOBE_TRACEBACK")
+    monkeypatch.setenv("STREAMGLOBE_TRACEBACK", "1")
+    with pytest.raises(KeyError):
+        run.main(["validate", "topologies/figure1.yaml"])
