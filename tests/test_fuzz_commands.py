@@ -98,7 +98,7 @@ def damaged_reports(draw, doc: dict) -> str:
         if draw(st.booleans()) and isinstance(parent, dict):
             del parent[path[-1]]
         else:
-            parent[path[-1]] = draw(st.sampled_from(REPORT_HOSTILE))
+            parent[path[-1]] = copy.deepcopy(draw(st.sampled_from(REPORT_HOSTILE)))  # later edits stay here
     text = json.dumps(doc, allow_nan=True)
     cut = draw(st.sampled_from(["whole", "whole", "cut", "nested", "garbage"]))
     if cut == "cut":
