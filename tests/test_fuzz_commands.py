@@ -289,7 +289,11 @@ API_HOSTILE += [np.int64(2), "local", "sharing-em", ("query-shipping",), FIGURE1
 
 
 def api_call(name: str, slot: str | int, value: object, out: str) -> object:
-    """Call ``sg.<name>`` with valid arguments on TINY, but ``value`` in ``slot`` (an index or a keyword)."""
+    """Call ``sg.<name>`` with valid arguments on TINY, but ``value`` in ``slot`` (an index or a keyword), in
+    the directory holding ``out``: a hostile value taken for a relative path (``run(out="2")``) writes there,
+    never into the directory pytest was started in.  Runs in a forked child, so the change of directory ends
+    with it."""
+    os.chdir(Path(out).parent)
     tiny = sg.build(TINY)
     plan = sg.plan(tiny, "query-shipping")
     run = {"jobs": 1, "plots": False, "progress": False, "engine": "local", "out": None, "check_plans": False}
