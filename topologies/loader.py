@@ -44,6 +44,8 @@ DEFAULT_BANDWIDTH = 100e6
 DEFAULT_LATENCY = Fraction(0)
 DEFAULT_HEADER_BYTES = 16
 DEFAULT_MAX_UTILIZATION = 0.8
+DEFAULT_PEAK_SD = 3.0
+MAX_PEAK_SD = 10.0
 MAX_CAPACITY = 1e12  # tuples per second
 MAX_HEADER_BYTES = 65_535
 MAX_REPLAY_BYTES = 2**30
@@ -70,7 +72,7 @@ NETWORK_KEYS = {"defaults": False, "super_peers": False, "links": False, "genera
 LINK_KEYS = {"bandwidth": False, "latency": False, "buffer": False}
 DEFAULTS_KEYS = LINK_KEYS | {"capacity": False}
 SUPER_PEER_KEYS = {"id": True, "capacity": False}
-PLANNER_KEYS = {"max_utilization": False}
+PLANNER_KEYS = {"max_utilization": False, "peak_sd": False}
 THIN_PEER_KEYS = {"id": True, "attach": True, "bandwidth": False, "latency": False}
 STREAM_KEYS = {"id": True, "source": True, "rate": True, "schema": False, "replay": False}
 ATTRIBUTE_KEYS = {"type": False, "distribution": True}
@@ -191,13 +193,17 @@ class _Reader:
             self.fail(f"{path}.capacity", f"must be at most {MAX_CAPACITY:g} tuples/s, got {shown(spec['capacity'])}")
         return capacity
 
-    def planner(self, value: object) -> float:
-        """The planner's settings: ``max_utilization``, the share of a bandwidth or capacity it plans for."""
+    def planner(self, value: object) -> tuple[float, float]:
+        """The planner's settings: ``max_utilization``, the share of a bandwidth or capacity it plans for,
+        and ``peak_sd``, the standard deviations of a second's load it keeps within the whole of it."""
         spec = self.mapping(value, "planner", PLANNER_KEYS)
         share = self.number(spec.get("max_utilization", DEFAULT_MAX_UTILIZATION), "planner.max_utilization")
         if not 0 < share <= 1:
             self.fail("planner.max_utilization", f"must lie in (0, 1], got {shown(spec['max_utilization'])}")
-        return share
+        peak_sd = self.number(spec.get("peak_sd", DEFAULT_PEAK_SD), "planner.peak_sd")
+        if not 0 <= peak_sd <= MAX_PEAK_SD:
+            self.fail("planner.peak_sd", f"must lie in [0, {MAX_PEAK_SD:g}], got {shown(spec['peak_sd'])}")
+        return share, peak_sd
 
     def unique(self, seen: dict[str, str], value: str, path: str, what: str) -> None:
         if value in seen:
@@ -220,7 +226,7 @@ class _Reader:
         header_bytes = self.integer(
             doc.get("header_bytes", DEFAULT_HEADER_BYTES), "header_bytes", maximum=MAX_HEADER_BYTES
         )
-        max_utilization = self.planner(doc.get("planner", {}))
+        max_utilization, peak_sd = self.planner(doc.get("planner", {}))
         bandwidth, latency, super_peers, links, capacities = self.network(doc["network"], seed)
         thin_peers = self.thin_peers(doc["thin_peers"], super_peers, links, bandwidth, latency, seed)
         streams = self.streams(doc["streams"], {p.id for p in thin_peers})
@@ -240,6 +246,7 @@ class _Reader:
             subscriptions=subscriptions,
             capacities=capacities,
             max_utilization=max_utilization,
+            peak_sd=peak_sd,
             events=events,
             path=os.path.abspath(self.file),
             warnings=tuple(self.warnings),

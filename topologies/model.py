@@ -118,6 +118,9 @@ class Scenario:
     # limited ones; the share of a bandwidth or capacity the network-aware planner may plan for
     capacities: tuple[tuple[str, float], ...] = ()
     max_utilization: float = 0.8
+    # how many standard deviations of a second's load above its mean the planner keeps within the
+    # bandwidth or capacity (docs/PLANNER.md, "Bursts"); 0: the mean alone
+    peak_sd: float = 3.0
     # failures and recoveries of backbone elements, in time order (docs/DYNAMICS.md); none: a static network
     events: tuple[NetworkEvent, ...] = ()
     path: str | None = field(default=None, compare=False)  # the file it was loaded from

@@ -311,7 +311,10 @@ def json_schema() -> dict:
             "events": {"type": "array", "items": _events()},
             "planner": {
                 "type": "object",
-                "properties": {"max_utilization": {"type": "number", "exclusiveMinimum": 0, "maximum": 1}},
+                "properties": {
+                    "max_utilization": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                    "peak_sd": {"type": "number", "minimum": 0, "maximum": 10},
+                },
                 "additionalProperties": False,
             },
         },
