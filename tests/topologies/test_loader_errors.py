@@ -282,7 +282,7 @@ CASES = [
         {"id": "SP0"},
         "network.super_peers[2].id: duplicate super-peer 'SP0' (also network.super_peers[0])",
     ),
-    ("planner", {"max_utilisation": 0.5}, "planner: unknown key 'max_utilisation' (expected one of: max_utilization)"),
+    ("planner", {"max_utilisation": 0.5}, "planner: unknown key 'max_utilisation' (expected one of: max_utilization, peak_sd)"),
     ("planner", {"max_utilization": 0}, "planner.max_utilization: must lie in (0, 1], got 0"),
     ("planner", {"max_utilization": 1.2}, "planner.max_utilization: must lie in (0, 1], got 1.2"),
     ("planner", [0.8], "planner: expected a mapping, got [0.8] (list)"),
