@@ -171,7 +171,7 @@ def _topology_plot(path: str, scenario: Scenario, report: dict) -> None:
     graph = nx.Graph()
     graph.add_nodes_from(scenario.super_peers)
     graph.add_edges_from((link.a, link.b) for link in scenario.links)
-    layout = nx.spring_layout(graph, seed=scenario.seed)  # seeded: the same drawing every run
+    layout, geographic = topology_layout(scenario, graph)
     shown = [n for n in ("query-shipping", "sharing-em") if n in report["strategies"]]
     shown = shown or list(report["strategies"])[:1]
     hottest = max(report["strategies"], key=lambda n: report["strategies"][n].get("peak_utilization") or 0.0)
@@ -191,15 +191,34 @@ def _topology_plot(path: str, scenario: Scenario, report: dict) -> None:
         nx.draw_networkx_nodes(
             graph, layout, ax=ax, node_size=60 if len(graph) > 40 else 250, node_color="#ddd", edgecolors="#555"
         )
-        if len(graph) <= 40:
-            nx.draw_networkx_labels(graph, layout, ax=ax, font_size=7)
+        if len(graph) <= 40 or (geographic and len(graph) <= 60):  # a map spreads its labels
+            nx.draw_networkx_labels(graph, layout, ax=ax, font_size=7 if len(graph) <= 40 else 5)
         ax.set_title(f"{name}: {report['strategies'][name]['backbone_bytes'] / 1e6:.2f} MB on the backbone")
-        ax.axis("off")
+        if geographic:  # degrees of longitude shrink with the cosine of the latitude: keep the map's shape
+            latitudes = [lat for _, lat in layout.values()]
+            ax.set_aspect(1 / max(0.1, np.cos(np.radians((min(latitudes) + max(latitudes)) / 2))))
+            ax.set_xlabel("longitude")
+            ax.set_ylabel("latitude")
+            ax.tick_params(left=True, bottom=True, labelleft=True, labelbottom=True, labelsize=7)
+        else:
+            ax.axis("off")
     bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=scale, cmap=colours), ax=axes[0].tolist(), shrink=0.6)
     bar.set_label("peak utilization, busier direction (red: 100 % or more)")
     fig.suptitle("width: traffic (both directions); colour: peak utilization")
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def topology_layout(scenario: Scenario, graph: nx.Graph) -> tuple[dict, bool]:
+    """Where each super-peer is drawn, and whether that is geography: every super-peer at its (lon, lat)
+    when each has a position (a real network's); else a seeded spring layout (the same drawing every run)
+    holding the super-peers that have a position in place."""
+    position = scenario.position
+    if position and all(sp in position for sp in scenario.super_peers):
+        return {sp: position[sp] for sp in scenario.super_peers}, True
+    if position:
+        return nx.spring_layout(graph, pos=dict(position), fixed=list(position), seed=scenario.seed), False
+    return nx.spring_layout(graph, seed=scenario.seed), False
 
 
 def _edge_peaks(links: list[dict]) -> dict[frozenset, float]:

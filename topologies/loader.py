@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 
 from matcher import Choice, Distribution, Empirical, Normal, Query, QueryError, Uniform
 from matcher.text import is_keyword
-from topologies import generators, workload_generators
+from topologies import generators, importing, workload_generators
 from topologies.errors import ScenarioError, shown
 from topologies.events_loader import event_entry, read_events
 from topologies.model import (
@@ -36,10 +36,11 @@ from topologies.model import (
     ThinPeerSpec,
 )
 from topologies.replay import ATTRIBUTE_NAME, ReplayFileError, read_replay
-from topologies.units import as_float, parse_bandwidth, parse_latency, parse_size
+from topologies.units import as_float, latency_text, parse_bandwidth, parse_latency, parse_size
 from topologies.yaml_files import read_yaml
 
 PEER_ID = re.compile(r"[A-Za-z0-9_-]+")
+SUPER_PEER_ID = re.compile(r"[A-Za-z0-9_.-]+")  # a real network's node names keep their dots (St.Gallen)
 DEFAULT_BANDWIDTH = 100e6
 DEFAULT_LATENCY = Fraction(0)
 DEFAULT_HEADER_BYTES = 16
@@ -66,10 +67,12 @@ MAX_NODE_PAIRS = ("STREAMGLOBE_MAX_NODE_PAIRS", 2_000_000)  # pairs a generator 
 
 TOP_KEYS = {"name": True, "seed": False, "duration": True, "header_bytes": False, "network": True}
 TOP_KEYS |= {"thin_peers": True, "streams": True, "subscriptions": False, "planner": False, "events": False}
-NETWORK_KEYS = {"defaults": False, "super_peers": False, "links": False, "generate": False}
-LINK_KEYS = {"bandwidth": False, "latency": False, "buffer": False}
-DEFAULTS_KEYS = LINK_KEYS | {"capacity": False}
-SUPER_PEER_KEYS = {"id": True, "capacity": False}
+NETWORK_KEYS = {"defaults": False, "super_peers": False, "links": False, "generate": False, "import": False}
+NETWORK_KEYS |= {"propagation_km_per_s": False, "min_latency": False}
+LINK_KEYS = {"bandwidth": False, "latency": False, "buffer": False, "length": False}
+DEFAULTS_KEYS = {"bandwidth": False, "latency": False, "buffer": False, "capacity": False}
+SUPER_PEER_KEYS = {"id": True, "capacity": False, "pos": False}
+MAX_LENGTH_KM = 1e6  # a link longer than 25 times round the Earth is a unit mistake
 PLANNER_KEYS = {"max_utilization": False}
 THIN_PEER_KEYS = {"id": True, "attach": True, "bandwidth": False, "latency": False}
 STREAM_KEYS = {"id": True, "source": True, "rate": True, "schema": False, "replay": False}
@@ -101,6 +104,13 @@ class _Reader:
         self.generated: list[str] = []  # what each workload generator made, one line each
         self.expanded: dict[str, list] = {}  # thin_peers and subscriptions as written out (run.py expand)
         self.transit: int | None = None  # a generated transit-stub backbone's transit nodes
+        # an imported network's node weights (by name, per super-peer) and demand matrix, for the generators
+        self.weights: Mapping[str, Mapping[str, float]] = {}
+        self.demands: Mapping[tuple[str, str], float] = {}
+        self.positions: dict[str, tuple[float, float]] = {}  # (lon, lat) of super-peers, by id
+        self.km_per_s: float = importing.DEFAULT_PROPAGATION_KM_PER_S  # latency from a link's length
+        self.min_latency = Fraction(0)
+        self.notes: list[str] = []  # for the explicit file's header (run.py expand)
 
     def fail(self, path: str, message: str) -> NoReturn:
         raise ScenarioError(f"{self.file}: {path}: {message}" if path else f"{self.file}: {message}")
@@ -138,6 +148,8 @@ class _Reader:
 
     def reference(self, value: object, known: set[str] | dict[str, Any], path: str, what: str) -> str:
         """``value`` if it names one of ``known`` (ids of ``what``)."""
+        if isinstance(value, bool):  # YAML 1.1 reads a bare NO (Norway's code in a real network) as false
+            self.fail(path, f"unknown {what} {shown(value)} (a name such as NO, YES, ON or OFF must be quoted)")
         if not isinstance(value, str) or value not in known:
             self.fail(path, f"unknown {what} {shown(value)}")
         return value
@@ -191,6 +203,13 @@ class _Reader:
             self.fail(f"{path}.capacity", f"must be at most {MAX_CAPACITY:g} tuples/s, got {shown(spec['capacity'])}")
         return capacity
 
+    def length(self, spec: dict[str, Any], path: str) -> float:
+        """``spec["length"]``: km, a number >= 0."""
+        length = self.number(spec["length"], f"{path}.length", minimum=0)
+        if length > MAX_LENGTH_KM:
+            self.fail(f"{path}.length", f"must be at most {MAX_LENGTH_KM:g} km, got {shown(spec['length'])}")
+        return length
+
     def planner(self, value: object) -> float:
         """The planner's settings: ``max_utilization``, the share of a bandwidth or capacity it plans for."""
         spec = self.mapping(value, "planner", PLANNER_KEYS)
@@ -241,6 +260,7 @@ class _Reader:
             capacities=capacities,
             max_utilization=max_utilization,
             events=events,
+            positions=tuple((sp, self.positions[sp]) for sp in super_peers if sp in self.positions),
             path=os.path.abspath(self.file),
             warnings=tuple(self.warnings),
             generated=tuple(self.generated),
@@ -275,22 +295,122 @@ class _Reader:
         latency = self.latency(defaults, "network.defaults", DEFAULT_LATENCY)
         buffer = self.buffer(defaults, "network.defaults", None)
         capacity = self.capacity(defaults, "network.defaults", None)
+        self.km_per_s = self.number(
+            net.get("propagation_km_per_s", importing.DEFAULT_PROPAGATION_KM_PER_S),
+            "network.propagation_km_per_s",
+            positive=True,
+        )
+        self.min_latency = (
+            self.unit(parse_latency, net["min_latency"], "network.min_latency") if "min_latency" in net else Fraction(0)
+        )
+        sources = [key for key in ("generate", "import", "super_peers") if key in net]
+        if len(sources) > 1:
+            self.fail(f"network.{sources[1]}", f"not allowed together with network.{sources[0]}")
+        if not sources:
+            self.fail("network", "missing required key 'super_peers' (or 'generate' or 'import')")
         if "generate" in net:
-            for key in ("super_peers", "links"):
-                if key in net:
-                    self.fail(f"network.{key}", "not allowed together with network.generate")
+            if "links" in net:
+                self.fail("network.links", "not allowed together with network.generate")
             super_peers, links = self.generate(net["generate"], seed, bandwidth, latency)
             if buffer is not None:
                 links = tuple(replace(link, buffer=buffer) if link.buffer is None else link for link in links)
             capacities = {sp: capacity for sp in super_peers}
+        elif "import" in net:
+            super_peers, links = self.imported(net, bandwidth, buffer)
+            capacities = {sp: capacity for sp in super_peers}
         else:
-            if "super_peers" not in net:
-                self.fail("network", "missing required key 'super_peers' (or 'generate')")
             super_peers, capacities = self.super_peers(net["super_peers"], capacity)
             links = self.links(net.get("links", []), super_peers, bandwidth, latency, buffer)
         self.connected(super_peers, links)
         limited = tuple((sp, c) for sp, c in capacities.items() if c is not None)
         return bandwidth, latency, super_peers, links, limited
+
+    def imported(
+        self, net: dict[str, Any], bandwidth: float, buffer: float | None
+    ) -> tuple[tuple[str, ...], tuple[LinkSpec, ...]]:
+        """A real network's super-peers and links (topologies/importing.py), the overrides of
+        ``network.links`` applied; what it made goes to ``run.py validate`` and its explicit form to
+        ``run.py expand``."""
+        found = importing.read_import(self, net["import"], "network.import", MAX_ID_LENGTH)
+        name, default = MAX_SUPER_PEERS
+        limit = cap(name, default)
+        if len(found.super_peers) > limit:
+            self.fail(
+                "network.import",
+                f"{found.source}: {len(found.super_peers):,} super-peers exceed the cap of {limit:,} (set {name} to"
+                " change it)",
+            )
+        overrides = self.link_overrides(net.get("links", []), found)
+        links = importing.resolve_links(
+            self, found, overrides, bandwidth=bandwidth, buffer=buffer, km_per_s=self.km_per_s, minimum=self.min_latency
+        )
+        self.positions = dict(found.positions)
+        self.weights, self.demands = found.weights, found.demands
+        notes = [f"{len(found.positions)} positioned"] if found.positions else []
+        if found.parallel:
+            notes.append(f"{found.parallel} parallel edge{'s' * (found.parallel > 1)} merged")
+        if found.self_loops:
+            notes.append(f"{found.self_loops} self-loop{'s' * (found.self_loops > 1)} ignored")
+        if found.demands:
+            notes.append(f"a demand matrix of {len(found.demands):,} pairs")
+        self.generated.append(
+            f"network.import: {found.source}: {len(found.super_peers)} super-peers, {len(links)} links"
+            + (f" ({', '.join(notes)})" if notes else "")
+            + (f"; {len(found.renamed)} ids differ from the names given:" if found.renamed else "")
+        )
+        shown_at_most = importing.SHOWN_RENAMES
+        self.generated += [f"  {line}" for line in found.renamed[:shown_at_most]]
+        if len(found.renamed) > shown_at_most:
+            self.generated.append(f"  and {len(found.renamed) - shown_at_most} more (run.py expand lists them all)")
+        if found.renamed:
+            self.notes += [f"{found.source}: ids that differ from the names given:", *found.renamed]
+        explicit = {k: net[k] for k in ("defaults", "propagation_km_per_s", "min_latency") if k in net}
+        explicit["super_peers"] = [
+            {"id": sp, "pos": list(self.positions[sp])} if sp in self.positions else sp for sp in found.super_peers
+        ]
+        explicit["links"] = [self.explicit_link(link, buffer) for link in links]
+        self.expanded["network"] = explicit
+        return found.super_peers, links
+
+    def explicit_link(self, link: LinkSpec, buffer: float | None) -> list:
+        """``[a, b, {latency, bandwidth[, length][, buffer]}]``, loading back to ``link`` exactly: the length
+        is written unless it is the one the ends' positions give."""
+        options: dict[str, Any] = {"latency": latency_text(link.latency), "bandwidth": _whole(link.bandwidth)}
+        if link.length is not None and link.length != self.span(link.a, link.b):
+            options["length"] = link.length
+        if link.buffer != buffer:
+            options["buffer"] = _whole(link.buffer)
+        return [link.a, link.b, options]
+
+    def span(self, a: str, b: str) -> float | None:
+        """km between the positions of super-peers ``a`` and ``b``, or None when either has none."""
+        if a in self.positions and b in self.positions:
+            return importing.great_circle_km(self.positions[a], self.positions[b])
+        return None
+
+    def link_overrides(
+        self, value: object, found: importing.ImportedNetwork
+    ) -> dict[frozenset, tuple[str, dict[str, Any]]]:
+        """``network.links`` beside an import: options overriding imported links, by unordered pair of ends
+        (the key path of the options, and the options).  A pair the data does not join is an error:
+        nothing is added."""
+        known = set(found.super_peers)
+        joined = {frozenset((edge.a, edge.b)) for edge in found.edges}
+        seen: dict[frozenset, str] = {}
+        overrides = {}
+        for i, item in enumerate(self.sequence(value, "network.links")):
+            path = f"network.links[{i}]"
+            if not isinstance(item, list) or len(item) != 3:
+                self.fail(path, f"expected [a, b, {{bandwidth, latency, buffer, length}}], got {shown(item)}")
+            a, b = (self.reference(item[end], known, f"{path}[{end}]", "super-peer") for end in (0, 1))
+            key = frozenset((a, b))
+            if key not in joined:
+                self.fail(path, f"{found.source} has no link {a}-{b} (links beside an import only override its links)")
+            if key in seen:
+                self.fail(path, f"duplicate link {a}-{b} (also {seen[key]})")
+            seen[key] = path
+            overrides[key] = (f"{path}[2]", self.mapping(item[2], f"{path}[2]", LINK_KEYS))
+        return overrides
 
     def super_peers(self, value: object, capacity: float | None) -> tuple[tuple[str, ...], dict[str, float | None]]:
         """The ids, and each one's capacity (``capacity`` unless its mapping gives one)."""
@@ -301,14 +421,26 @@ class _Reader:
         capacities: dict[str, float | None] = {}
         for i, sp in enumerate(items):
             path = f"network.super_peers[{i}]"
-            own = capacity
+            own, pos = capacity, None
             if isinstance(sp, dict):
                 spec = self.mapping(sp, path, SUPER_PEER_KEYS)
                 own = self.capacity(spec, path, capacity)
+                pos = self.position(spec["pos"], f"{path}.pos") if "pos" in spec else None
                 path, sp = f"{path}.id", spec["id"]
-            self.unique(seen, self.identifier(sp, path), path, "super-peer")
+            self.unique(seen, self.identifier(sp, path, SUPER_PEER_ID), path, "super-peer")
             capacities[sp] = own
+            if pos is not None:
+                self.positions[sp] = pos
         return tuple(capacities), capacities
+
+    def position(self, value: object, path: str) -> tuple[float, float]:
+        """``[lon, lat]`` in degrees."""
+        if not isinstance(value, list) or len(value) != 2:
+            self.fail(path, f"expected [longitude, latitude] in degrees, got {shown(value)}")
+        lon, lat = (self.number(x, f"{path}[{k}]") for k, x in enumerate(value))
+        if not (-180 <= lon <= 180 and -90 <= lat <= 90):
+            self.fail(path, f"expected longitude in [-180, 180] and latitude in [-90, 90], got {shown(value)}")
+        return lon, lat
 
     def links(
         self,
@@ -333,13 +465,16 @@ class _Reader:
                 self.fail(path, f"duplicate link {a}-{b} (also {seen[key]})")
             seen[key] = path
             options = self.mapping(item[2], f"{path}[2]", LINK_KEYS) if len(item) == 3 else {}
+            length = self.length(options, f"{path}[2]") if "length" in options else self.span(a, b)
+            own = latency if length is None else importing.latency_of_length(length, self.km_per_s, self.min_latency)
             links.append(
                 LinkSpec(
                     a,
                     b,
                     self.bandwidth(options, f"{path}[2]", bandwidth),
-                    self.latency(options, f"{path}[2]", latency),
+                    self.latency(options, f"{path}[2]", own),
                     self.buffer(options, f"{path}[2]", buffer),
+                    length,
                 )
             )
         return tuple(links)
@@ -700,6 +835,11 @@ class _Reader:
         return query
 
 
+def _whole(value: float) -> int | float:
+    """A whole float as an int (``10000000000``, not ``1e10``): how a written file gives a bandwidth."""
+    return int(value) if float(value).is_integer() else value
+
+
 def _listed(ids: list[str], shown_at_most: int = 5) -> str:
     """``Q1, Q2 and 3 more``."""
     more = len(ids) - shown_at_most
@@ -733,16 +873,17 @@ def load_scenario(path: str | os.PathLike, overrides: Sequence[tuple[str, object
 
 def read_scenario(
     path: str | os.PathLike, overrides: Sequence[tuple[str, object]] = ()
-) -> tuple[Scenario, dict[str, Any]]:
-    """:func:`load_scenario`, and the document it was read from with every workload generator replaced by
-    the entries it made (what ``run.py expand`` writes)."""
+) -> tuple[Scenario, dict[str, Any], tuple[str, ...]]:
+    """:func:`load_scenario`, the document it was read from with every generator replaced by the entries it
+    made and an imported network by its explicit super-peers and links (what ``run.py expand`` writes),
+    and lines to keep beside it as comments (every imported node whose id is not its name)."""
     from topologies.overrides import apply_overrides
 
     file = os.fspath(path)
     doc = apply_overrides(read_yaml(file), overrides, file)
     reader = _Reader(file)
     scenario = reader.scenario(doc)
-    return scenario, {**doc, **reader.expanded}
+    return scenario, {**doc, **reader.expanded}, tuple(reader.notes)
 
 
 def scenario_from_document(

@@ -33,6 +33,7 @@ class LinkSpec:
     bandwidth: float  # bit/s
     latency: Fraction  # seconds, exact so that route ties are decided exactly
     buffer: float | None = None  # bytes each direction holds waiting for the wire (None: unlimited)
+    length: float | None = None  # km, where known: the data's, or between its ends' positions (byte-km)
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,8 @@ class Scenario:
     path: str | None = field(default=None, compare=False)  # the file it was loaded from
     warnings: tuple[str, ...] = field(default=(), compare=False)  # e.g. contradictory queries
     generated: tuple[str, ...] = field(default=(), compare=False)  # what each workload generator made
+    # (lon, lat) in degrees of the super-peers that have a position (a real network's), in super-peer order
+    positions: tuple[tuple[str, tuple[float, float]], ...] = ()
 
     # The lookups by id every layer needs, built once per scenario on first use (a frozen dataclass keeps
     # them in its instance dictionary: `dataclasses.replace` starts a new scenario with none).
@@ -143,6 +146,11 @@ class Scenario:
     def homes(self) -> Mapping[str, str]:
         """Each thin-peer's super-peer (the one it is attached to), by thin-peer id."""
         return {p.id: p.attach for p in self.thin_peers}
+
+    @cached_property
+    def position(self) -> Mapping[str, tuple[float, float]]:
+        """(lon, lat) of each super-peer that has a position, by id."""
+        return dict(self.positions)
 
     @cached_property
     def capacity(self) -> Mapping[str, float]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from matcher.text import KEYWORDS
 from topologies import events_loader, generators, workload_generators
-from topologies.loader import MAX_CAPACITY, MAX_HEADER_BYTES, MAX_ID_LENGTH
+from topologies.loader import MAX_CAPACITY, MAX_HEADER_BYTES, MAX_ID_LENGTH, MAX_LENGTH_KM
 from topologies.units import MAX_BUFFER, NUMBER_PATTERN
 
 _NUMBER_TEXT = NUMBER_PATTERN.replace("(?P<number>", "(?:")
@@ -36,6 +36,18 @@ SIZE = {
 }
 CAPACITY = {"description": "tuples per second", "type": "number", "exclusiveMinimum": 0, "maximum": MAX_CAPACITY}
 PEER_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": MAX_ID_LENGTH}
+SUPER_PEER_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.-]+$", "maxLength": MAX_ID_LENGTH}
+POSITION = {
+    "description": "[longitude, latitude] in degrees",
+    "type": "array",
+    "prefixItems": [
+        {"type": "number", "minimum": -180, "maximum": 180},
+        {"type": "number", "minimum": -90, "maximum": 90},
+    ],
+    "minItems": 2,
+    "maxItems": 2,
+}
+LENGTH = {"description": "km", "type": "number", "minimum": 0, "maximum": MAX_LENGTH_KM}
 _ANY_CASE_KEYWORD = "|".join("".join(f"[{c}{c.lower()}]" for c in word) for word in sorted(KEYWORDS))
 NAME = {
     "type": "string",
@@ -46,7 +58,7 @@ NAME = {
 NUMBER = {"type": "number"}
 LINK_OPTIONS = {
     "type": "object",
-    "properties": {"bandwidth": BANDWIDTH, "latency": LATENCY, "buffer": SIZE},
+    "properties": {"bandwidth": BANDWIDTH, "latency": LATENCY, "buffer": SIZE, "length": LENGTH},
     "additionalProperties": False,
 }
 DEFAULTS = {
@@ -56,10 +68,10 @@ DEFAULTS = {
 }
 SUPER_PEER = {
     "oneOf": [
-        PEER_ID,
+        SUPER_PEER_ID,
         {
             "type": "object",
-            "properties": {"id": PEER_ID, "capacity": CAPACITY},
+            "properties": {"id": SUPER_PEER_ID, "capacity": CAPACITY, "pos": POSITION},
             "required": ["id"],
             "additionalProperties": False,
         },
@@ -149,7 +161,7 @@ def _thin_peer_generator() -> dict:
         {
             "count": COUNT,
             "prefix": PREFIX,
-            "attach": {"oneOf": [rules, {"type": "array", "items": PEER_ID, "minItems": 1}]},
+            "attach": {"oneOf": [rules, {"type": "array", "items": SUPER_PEER_ID, "minItems": 1}]},
             "seed": {"type": "integer", "minimum": 0},
             "bandwidth": BANDWIDTH,
             "latency": LATENCY,
@@ -208,7 +220,10 @@ def _subscription_generator() -> dict:
 def _events() -> dict:
     """An ``events`` entry: one failure or recovery of a link or a super-peer, or a generator."""
     at = {"type": "number", "minimum": 0, "description": "seconds, in [0, duration)"}
-    targets = {"link": {"type": "array", "items": PEER_ID, "minItems": 2, "maxItems": 2}, "super_peer": PEER_ID}
+    targets = {
+        "link": {"type": "array", "items": SUPER_PEER_ID, "minItems": 2, "maxItems": 2},
+        "super_peer": SUPER_PEER_ID,
+    }
     written = [
         _object({"at": at, action: {"const": element}, key: targets[element]}, ("at", action, key))
         for action in events_loader.ACTIONS
@@ -258,7 +273,7 @@ def json_schema() -> dict:
     }
     link = {
         "type": "array",
-        "prefixItems": [PEER_ID, PEER_ID, LINK_OPTIONS],
+        "prefixItems": [SUPER_PEER_ID, SUPER_PEER_ID, LINK_OPTIONS],
         "minItems": 2,
         "maxItems": 3,
     }
@@ -269,16 +284,44 @@ def json_schema() -> dict:
             "super_peers": {"type": "array", "items": SUPER_PEER, "minItems": 1, "uniqueItems": True},
             "links": {"type": "array", "items": link},
             "generate": _generate(),
+            "import": {
+                "description": "a real network: a topology topohub ships, or a GraphML, GML or node-link JSON file",
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "properties": {"topohub": {"type": "string", "pattern": "^[A-Za-z0-9_-]+(/[A-Za-z0-9_.-]+)*$"}},
+                        "required": ["topohub"],
+                        "additionalProperties": False,
+                    },
+                    {
+                        "type": "object",
+                        "properties": {
+                            "file": {
+                                "type": "string",
+                                "pattern": "[.]([Gg][Rr][Aa][Pp][Hh][Mm][Ll]|[Gg][Mm][Ll]|[Jj][Ss][Oo][Nn])$",
+                            }
+                        },
+                        "required": ["file"],
+                        "additionalProperties": False,
+                    },
+                ],
+            },
+            "propagation_km_per_s": {"type": "number", "exclusiveMinimum": 0},
+            "min_latency": LATENCY,
         },
         "oneOf": [
-            {"required": ["super_peers"], "not": {"required": ["generate"]}},
-            {"required": ["generate"], "not": {"anyOf": [{"required": ["super_peers"]}, {"required": ["links"]}]}},
+            {"required": ["super_peers"], "not": {"anyOf": [{"required": ["generate"]}, {"required": ["import"]}]}},
+            {
+                "required": ["generate"],
+                "not": {"anyOf": [{"required": ["super_peers"]}, {"required": ["links"]}, {"required": ["import"]}]},
+            },
+            {"required": ["import"], "not": {"anyOf": [{"required": ["super_peers"]}, {"required": ["generate"]}]}},
         ],
         "additionalProperties": False,
     }
     thin_peer = {
         "type": "object",
-        "properties": {"id": PEER_ID, "attach": PEER_ID, "bandwidth": BANDWIDTH, "latency": LATENCY},
+        "properties": {"id": PEER_ID, "attach": SUPER_PEER_ID, "bandwidth": BANDWIDTH, "latency": LATENCY},
         "required": ["id", "attach"],
         "additionalProperties": False,
     }

@@ -80,7 +80,12 @@ CASES = [
         "unknown key 'colour' (expected one of: duration, events, header_bytes, name, network, planner, seed, "
         "streams, subscriptions, thin_peers)",
     ),
-    ("network.mtu", 1, "network: unknown key 'mtu' (expected one of: defaults, generate, links, super_peers)"),
+    (
+        "network.mtu",
+        1,
+        "network: unknown key 'mtu' (expected one of: defaults, generate, import, links, min_latency,"
+        " propagation_km_per_s, super_peers)",
+    ),
     (
         "network.defaults.jitter",
         1,
@@ -89,7 +94,7 @@ CASES = [
     (
         "network.links[1][2].jitter",
         1,
-        "network.links[1][2]: unknown key 'jitter' (expected one of: bandwidth, buffer, latency)",
+        "network.links[1][2]: unknown key 'jitter' (expected one of: bandwidth, buffer, latency, length)",
     ),
     ("thin_peers[0].name", "x", "thin_peers[0]: unknown key 'name' (expected one of: attach, bandwidth, id, latency)"),
     ("streams[0].rat", 3, "streams[0]: unknown key 'rat' (expected one of: id, rate, replay, schema, source)"),
@@ -104,7 +109,7 @@ CASES = [
     ("name", ..., "missing required key 'name'"),
     ("streams[0].rate", ..., "streams[0]: missing required key 'rate'"),
     ("subscriptions[0].query", ..., "subscriptions[0]: missing required key 'query'"),
-    ("network.super_peers", ..., "network: missing required key 'super_peers' (or 'generate')"),
+    ("network.super_peers", ..., "network: missing required key 'super_peers' (or 'generate' or 'import')"),
     (f"{SCHEMA}.x.distribution", ..., f"{SCHEMA}.x: missing required key 'distribution'"),
     # unknown references
     ("network.links[1][1]", "SP9", "network.links[1][1]: unknown super-peer 'SP9'"),
@@ -251,7 +256,7 @@ CASES = [
     (
         "network.links[1][2].capacity",
         5,
-        "network.links[1][2]: unknown key 'capacity' (expected one of: bandwidth, buffer, latency)",
+        "network.links[1][2]: unknown key 'capacity' (expected one of: bandwidth, buffer, latency, length)",
     ),
     (
         "network.defaults.buffer",
@@ -275,7 +280,7 @@ CASES = [
     (
         "network.super_peers[1]",
         {"id": "SP1", "cpu": 1},
-        "network.super_peers[1]: unknown key 'cpu' (expected one of: capacity, id)",
+        "network.super_peers[1]: unknown key 'cpu' (expected one of: capacity, id, pos)",
     ),
     (
         "network.super_peers[2]",
