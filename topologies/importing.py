@@ -26,7 +26,9 @@ gives the same scenario, and ``run.py expand`` can write it out as an explicit f
   circuits add up); **self-loops** are ignored; a disconnected graph is refused by the loader as any
   backbone is.
 - **positions**: ``pos`` = ``[lon, lat]`` (topohub), or ``Longitude``/``Latitude`` (Topology Zoo), or
-  ``lon``/``lat``; they travel with the scenario to the topology plot and report.html.
+  ``lon``/``lat``; they travel with the scenario to the topology plot and report.html.  Plane coordinates
+  (topohub's Gabriel graphs, or any position outside the ranges of degrees) are not geography: none is
+  kept, and ``validate`` says so.
 - **node weights** for the workload generators: ``demand``, each node's total SNDlib demand (sent plus
   received) where the data has a demand matrix, and every numeric node attribute by its name.
 """
@@ -122,6 +124,7 @@ class ImportedNetwork:
     weights: Mapping[str, Mapping[str, float]]  # a weight's name -> per super-peer ("demand", node attributes)
     demands: Mapping[tuple[str, str], float]  # (from, to) -> SNDlib demand, where the data has a matrix
     renamed: tuple[str, ...] = ()  # one line per node whose id is not its name as given
+    dropped: str | None = None  # why the data's positions were not kept, if they were not
     self_loops: int = 0
     parallel: int = 0  # edges merged into another
 
@@ -163,7 +166,8 @@ def read_import(reader: Reader, value: object, path: str, max_id_length: int) ->
         source, names_from = spec["file"], ("label", "name")
     where = f"{path} ({source})"
     ids, renamed = _ids(reader, graph, names_from, where, max_id_length)
-    positions = _positions(reader, graph, ids, where)
+    planar = "topohub" in spec and str(spec["topohub"]).startswith("gabriel/")
+    positions, dropped = _positions(reader, graph, ids, where, planar)
     edges, self_loops, parallel = _edges(reader, graph, ids, positions, where)
     demands = _demands(graph, ids)
     weights = _weights(graph, ids)
@@ -174,7 +178,7 @@ def read_import(reader: Reader, value: object, path: str, max_id_length: int) ->
             total[b] += amount
         weights = {DEMAND: total, **weights}
     return ImportedNetwork(
-        source, tuple(ids.values()), edges, positions, weights, demands, renamed, self_loops, parallel
+        source, tuple(ids.values()), edges, positions, weights, demands, renamed, dropped, self_loops, parallel
     )
 
 
@@ -344,26 +348,31 @@ def _number(value: object) -> float | None:
 
 
 def _positions(
-    reader: Reader, graph: nx.Graph, ids: Mapping[object, str], where: str
-) -> dict[str, tuple[float, float]]:
+    reader: Reader, graph: nx.Graph, ids: Mapping[object, str], where: str, planar: bool
+) -> tuple[dict[str, tuple[float, float]], str | None]:
+    """The nodes' (lon, lat), and why none is kept when they are not geography: ``planar`` data (topohub's
+    Gabriel graphs), or a position outside the ranges of degrees (SNDlib's synthetic networks give plane
+    coordinates in the same field).  A position that is not two numbers is an error."""
     found = {}
     for node, data in graph.nodes(data=True):
         pos = data.get("pos")
-        if isinstance(pos, list | tuple) and len(pos) == 2:
-            lon, lat = _number(pos[0]), _number(pos[1])
-        else:
-            pair = next(
-                ((data[x], data[y]) for x, y in (("Longitude", "Latitude"), ("lon", "lat"), ("longitude", "latitude"))
+        if pos is None:
+            pos = next(
+                ([data[x], data[y]] for x, y in (("Longitude", "Latitude"), ("lon", "lat"), ("longitude", "latitude"))
                  if x in data and y in data),
                 None,
             )  # fmt: skip
-            if pair is None:
+            if pos is None:
                 continue
-            lon, lat = _number(pair[0]), _number(pair[1])
-        if lon is None or lat is None or not (-180 <= lon <= 180 and -90 <= lat <= 90):
-            reader.fail(where, f"node {ids[node]}: position {shown(pos or pair)} is not (lon, lat) in degrees")
-        found[ids[node]] = (lon, lat)
-    return found
+        pair = [_number(v) for v in pos] if isinstance(pos, list | tuple) else []
+        if len(pair) != 2 or None in pair or not all(math.isfinite(v) for v in pair):
+            reader.fail(where, f"node {ids[node]}: position {shown(pos)} is not two numbers (lon, lat)")
+        found[ids[node]] = (pair[0], pair[1])
+    if found and planar:
+        return {}, "positions are plane coordinates (a Gabriel graph): not kept"
+    if not all(-180 <= lon <= 180 and -90 <= lat <= 90 for lon, lat in found.values()):
+        return {}, "positions outside the ranges of longitude and latitude, taken as plane coordinates: not kept"
+    return found, None
 
 
 def _edges(

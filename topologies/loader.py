@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 
 from matcher import Choice, Distribution, Empirical, Normal, Query, QueryError, Uniform
 from matcher.text import is_keyword
-from topologies import generators, importing, workload_generators
+from topologies import generators, importing, stream_generator, workload_generators
 from topologies.errors import ScenarioError, shown
 from topologies.events_loader import event_entry, read_events
 from topologies.model import (
@@ -242,7 +242,7 @@ class _Reader:
         max_utilization = self.planner(doc.get("planner", {}))
         bandwidth, latency, super_peers, links, capacities = self.network(doc["network"], seed)
         thin_peers = self.thin_peers(doc["thin_peers"], super_peers, links, bandwidth, latency, seed)
-        streams = self.streams(doc["streams"], {p.id for p in thin_peers})
+        streams = self.streams(doc["streams"], {p.id: p.attach for p in thin_peers}, seed)
         self.tuples(streams, duration)
         subscriptions = self.subscriptions(doc.get("subscriptions", []), thin_peers, streams, duration, seed)
         self.replays_exhausted(streams, subscriptions, duration)
@@ -347,6 +347,8 @@ class _Reader:
         self.positions = dict(found.positions)
         self.weights, self.demands = found.weights, found.demands
         notes = [f"{len(found.positions)} positioned"] if found.positions else []
+        if found.dropped:
+            notes.append(found.dropped)
         if found.parallel:
             notes.append(f"{found.parallel} parallel edge{'s' * (found.parallel > 1)} merged")
         if found.self_loops:
@@ -568,7 +570,7 @@ class _Reader:
                 path = f"thin_peers[{i}].generate"
                 entries, told = workload_generators.thin_peers(
                     self, item["generate"], path, seed=seed, position=i, super_peers=super_peers,
-                    degrees=degrees, transit=self.transit,
+                    degrees=degrees, transit=self.transit, weights=self.weights,
                 )  # fmt: skip
                 self.generated.append(told)
                 items = [(f"{path}[{k}]", entry) for k, entry in enumerate(entries)]
@@ -591,24 +593,42 @@ class _Reader:
         attach = self.reference(spec["attach"], super_peers, f"{path}.attach", "super-peer")
         return ThinPeerSpec(peer_id, attach, self.bandwidth(spec, path, bandwidth), self.latency(spec, path, latency))
 
-    def streams(self, value: object, thin_peers: set[str]) -> tuple[StreamSpec, ...]:
+    def streams(self, value: object, homes: dict[str, str], seed: int) -> tuple[StreamSpec, ...]:
+        """The streams, a generator's (topologies/stream_generator.py) among them; ``homes``: each
+        thin-peer's super-peer."""
         streams = []
         seen: dict[str, str] = {}
+        written: list = []
         for i, item in enumerate(self.sequence(value, "streams")):
-            path = f"streams[{i}]"
-            spec = self.mapping(item, path, STREAM_KEYS)
-            stream_id = self.identifier(spec["id"], f"{path}.id", ATTRIBUTE_NAME)
-            self.unique(seen, stream_id, f"{path}.id", "stream")
-            source = self.reference(spec["source"], thin_peers, f"{path}.source", "thin-peer")
-            rate = self.number(spec["rate"], f"{path}.rate", positive=True)
-            if ("schema" in spec) == ("replay" in spec):
-                self.fail(path, "expected exactly one of 'schema' and 'replay'")
-            if "replay" in spec:
-                replay, attributes = self.replay(spec["replay"], f"{path}.replay")
+            if workload_generators.is_generator(item):
+                path = f"streams[{i}].generate"
+                entries, told = stream_generator.streams(
+                    self, item["generate"], path, seed=seed, position=i, homes=homes, weights=self.weights,
+                    id_pattern=ATTRIBUTE_NAME,
+                )  # fmt: skip
+                self.generated.append(told)
+                items = [(f"{path}[{k}]", entry) for k, entry in enumerate(entries)]
             else:
-                replay, attributes = None, self.schema(spec["schema"], f"{path}.schema")
-            streams.append(StreamSpec(stream_id, source, rate, attributes, replay))
+                items = [(f"streams[{i}]", item)]
+            for path, entry in items:
+                written.append(entry)
+                streams.append(self.stream(entry, path, homes, seen))
+        self.expanded["streams"] = written
         return tuple(streams)
+
+    def stream(self, item: object, path: str, thin_peers: dict[str, str], seen: dict[str, str]) -> StreamSpec:
+        spec = self.mapping(item, path, STREAM_KEYS)
+        stream_id = self.identifier(spec["id"], f"{path}.id", ATTRIBUTE_NAME)
+        self.unique(seen, stream_id, f"{path}.id", "stream")
+        source = self.reference(spec["source"], thin_peers, f"{path}.source", "thin-peer")
+        rate = self.number(spec["rate"], f"{path}.rate", positive=True)
+        if ("schema" in spec) == ("replay" in spec):
+            self.fail(path, "expected exactly one of 'schema' and 'replay'")
+        if "replay" in spec:
+            replay, attributes = self.replay(spec["replay"], f"{path}.replay")
+        else:
+            replay, attributes = None, self.schema(spec["schema"], f"{path}.schema")
+        return StreamSpec(stream_id, source, rate, attributes, replay)
 
     def tuples(self, streams: tuple[StreamSpec, ...], duration: float) -> None:
         """Refuse a run emitting more tuples than the cap (every engine holds each stream's emission times)."""
@@ -747,6 +767,7 @@ class _Reader:
                 entries, told = workload_generators.subscriptions(
                     self, item["generate"], path, seed=seed, position=i, duration=duration,
                     thin_peers=[p.id for p in thin_peers], sources=set(sources.values()), streams=streams,
+                    homes={p.id: p.attach for p in thin_peers}, weights=self.weights, demands=self.demands,
                 )  # fmt: skip
                 self.generated.append(told)
                 items = [(f"{path}[{k}]", entry) for k, entry in enumerate(entries)]

@@ -8,7 +8,7 @@ are the loader's alone.
 from __future__ import annotations
 
 from matcher.text import KEYWORDS
-from topologies import events_loader, generators, workload_generators
+from topologies import events_loader, generators, stream_generator, workload_generators
 from topologies.loader import MAX_CAPACITY, MAX_HEADER_BYTES, MAX_ID_LENGTH, MAX_LENGTH_KM
 from topologies.units import MAX_BUFFER, NUMBER_PATTERN
 
@@ -155,18 +155,36 @@ def _generator(parameters: dict) -> dict:
     return _object({"generate": _object(parameters, ("count",))}, ("generate",))
 
 
+WEIGHT = _object({"weight": {"type": "string", "minLength": 1}}, ("weight",))  # a node weight, by name
+
+
 def _thin_peer_generator() -> dict:
     rules = {"enum": list(workload_generators.ATTACH_RULES)}
     return _generator(
         {
             "count": COUNT,
             "prefix": PREFIX,
-            "attach": {"oneOf": [rules, {"type": "array", "items": SUPER_PEER_ID, "minItems": 1}]},
+            "attach": {"oneOf": [rules, WEIGHT, {"type": "array", "items": SUPER_PEER_ID, "minItems": 1}]},
             "seed": {"type": "integer", "minimum": 0},
             "bandwidth": BANDWIDTH,
             "latency": LATENCY,
         }
     )
+
+
+def _stream_generator(stream: dict) -> dict:
+    rules = {"enum": list(stream_generator.SOURCE_RULES)}
+    parameters = {
+        "count": COUNT,
+        "prefix": {**NAME, "maxLength": MAX_ID_LENGTH - 7},
+        "seed": {"type": "integer", "minimum": 0},
+        "sources": {"oneOf": [rules, WEIGHT, {"type": "array", "items": PEER_ID, "minItems": 1}]},
+        "rate": {"oneOf": [{"type": "number", "exclusiveMinimum": 0}, _range(0)["oneOf"][1]]},
+        "schema": stream["properties"]["schema"],
+        "replay": stream["properties"]["replay"],
+    }
+    inner = {**_object(parameters, ("count", "rate")), "oneOf": [{"required": ["schema"]}, {"required": ["replay"]}]}
+    return _object({"generate": inner}, ("generate",))
 
 
 def _subscription_generator() -> dict:
@@ -208,6 +226,13 @@ def _subscription_generator() -> dict:
             "select": _range(1, "integer"),
             "arrivals": {
                 "oneOf": [_object({"process": {"const": p}, **q}, ("process",)) for p, q in processes.items()],
+            },
+            "popularity": {
+                "oneOf": [
+                    {"enum": list(workload_generators.POPULARITY_RULES)},
+                    _object({"zipf": {"type": "number", "minimum": 0}}, ("zipf",)),
+                    WEIGHT,
+                ]
             },
             "holding": {
                 **_object(holding),
@@ -349,7 +374,7 @@ def json_schema() -> dict:
             "header_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_HEADER_BYTES},
             "network": network,
             "thin_peers": {"type": "array", "items": {"oneOf": [thin_peer, _thin_peer_generator()]}},
-            "streams": {"type": "array", "items": stream},
+            "streams": {"type": "array", "items": {"oneOf": [stream, _stream_generator(stream)]}},
             "subscriptions": {"type": "array", "items": {"oneOf": [subscription, _subscription_generator()]}},
             "events": {"type": "array", "items": _events()},
             "planner": {

@@ -357,9 +357,24 @@ def test_a_disconnected_graph_and_a_broken_file_are_refused(tmp_path):
     (tmp_path / "bad.graphml").write_text("<graphml><graph><node id='a'>")
     message = error_of(write(tmp_path, scenario_doc({"import": {"file": "bad.graphml"}}, "A"), "b.yaml"))
     assert message.startswith("network.import.file: bad.graphml: not a valid graphml file: ")
-    (tmp_path / "pos.json").write_text(
-        json.dumps({"nodes": [{"id": 0, "name": "A", "pos": [200, 0]}], "edges": [], "graph": {}})
-    )
+    (tmp_path / "pos.json").write_text(json.dumps({"nodes": [{"id": 0, "name": "A", "pos": ["x", 0]}], "edges": []}))
     assert error_of(write(tmp_path, scenario_doc({"import": {"file": "pos.json"}}, "A"), "c.yaml")) == (
-        "network.import (pos.json): node A: position [200, 0] is not (lon, lat) in degrees"
+        "network.import (pos.json): node A: position ['x', 0] is not two numbers (lon, lat)"
     )
+
+
+@pytest.mark.parametrize(
+    ("source", "note"),
+    [
+        ({"topohub": "gabriel/25/0"}, "positions are plane coordinates (a Gabriel graph): not kept"),
+        ({"topohub": "sndlib/atlanta"}, "positions outside the ranges of longitude and latitude, taken as plane"),
+    ],
+)
+def test_plane_coordinates_are_not_taken_for_geography(tmp_path, source, note):
+    doc = scenario_doc({"import": source}, "X")
+    doc["thin_peers"] = [{"generate": {"count": 2}}]
+    scenario = load_scenario(write(tmp_path, doc))
+    assert scenario.positions == ()
+    assert note in scenario.generated[0]
+    data = topohub.get(source["topohub"])
+    assert [link.length for link in scenario.links] == [edge["dist"] for edge in data["edges"]]  # the data's own
