@@ -175,7 +175,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     from reports.show import show
 
-    what = "links" if args.links else "subscriptions" if args.subscriptions else "table"
+    what = "links" if args.links else "subscriptions" if args.subscriptions else "streams" if args.streams else "table"
     print(show(args.report, what, args.strategy, args.sort, args.ascending, args.top))
     return 0
 
@@ -372,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--links", action="store_true", help="every link direction, backbone and access")
     shown.add_argument("--subscriptions", action="store_true", help="every subscription")
+    shown.add_argument("--streams", action="store_true", help="every stream's backbone bytes")
     p.add_argument("--strategy", default=None, help="one strategy's figures (default: a column per strategy)")
     p.add_argument("--sort", default=None, metavar="COLUMN", help="sort by this column, largest first")
     p.add_argument("--ascending", action="store_true", help="sort smallest first")

@@ -106,6 +106,8 @@ def _summary(report: dict) -> str:
             entry["backbone_tuples"],
             entry.get("vs_ideal", {}).get("tuple_hops"),
             entry["access_bytes"],
+            entry.get("network_usage"),
+            *([entry.get("byte_km")] if "byte-km" in header else []),
             *(entry["saving_vs"].get(b) for b in ("data-shipping", "query-shipping", "multicast")),
             *(None if entry["latency_s"][p] is None else 1000 * entry["latency_s"][p] for p in ("p50", "p99")),
             entry.get("peak_utilization"),

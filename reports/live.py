@@ -47,8 +47,8 @@ def live_report(result: LiveResult, simulate: bool = True) -> dict:
     )
     report["live"] = {
         "speed": result.speed,
-        "startup_s": None if result.startup_s is None else round(result.startup_s, 1),
-        "drain_s": round(result.drain_s, 1),
+        "startup_s": result.startup_s,
+        "drain_s": result.drain_s,
         "plan_versions": result.plan_versions,
         "runtime_subscriptions": list(result.runtime_subscriptions),
         "lost_messages": result.lost,
@@ -59,14 +59,14 @@ def live_report(result: LiveResult, simulate: bool = True) -> dict:
         "thin_peers": {
             "max_backlog": result.thin_peer_backlog,
             "max_outbox": result.thin_peer_outbox,
-            "max_source_lag_s": round(result.source_lag_s, 3),
+            "max_source_lag_s": result.source_lag_s,
         },
         "backpressure": {
             "high_water": HIGH_WATER,
-            "horizon_held_s": round(result.horizon_held_s, 3),
+            "horizon_held_s": result.horizon_held_s,
             "max_congested_nodes": result.max_congested,
             "max_super_peer_transit_s": result.super_peer_transit_s,
-            "max_thin_peer_transit_s": round(result.thin_peer_transit_s, 3),
+            "max_thin_peer_transit_s": result.thin_peer_transit_s,
         },
         "malformed_messages": result.malformed,
         "dead_peers": list(result.dead),

@@ -16,7 +16,7 @@ from network.meter import StrategyRun
 from reports.report import served_exactly
 from topologies.model import Scenario
 
-PLOTS = ("bytes.png", "timeline.png", "latency.png", "topology.png", "utilization.png", "load.png")
+PLOTS = ("bytes.png", "timeline.png", "latency.png", "topology.png", "utilization.png", "load.png", "streams.png")
 
 
 def write_plots(directory: str, scenario: Scenario, report: dict, runs: dict[str, StrategyRun]) -> list[str]:
@@ -27,6 +27,7 @@ def write_plots(directory: str, scenario: Scenario, report: dict, runs: dict[str
     _topology_plot(os.path.join(directory, PLOTS[3]), scenario, report)
     _utilization_plot(os.path.join(directory, PLOTS[4]), scenario, report, runs)
     _load_plot(os.path.join(directory, PLOTS[5]), report)
+    _streams_plot(os.path.join(directory, PLOTS[6]), report)
     return list(PLOTS)
 
 
@@ -301,6 +302,40 @@ def _load_plot(path: str, report: dict) -> None:
     ax.invert_yaxis()
     ax.margins(x=0.15)
     ax.set_title(f"{report['scenario']}: super-peer load per strategy")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+STREAMS_SHOWN = 15  # streams at most in streams.png: the ones with the most backbone bytes
+
+
+def _streams_plot(path: str, report: dict) -> None:
+    """Per stream (the busiest :data:`STREAMS_SHOWN`), the backbone bytes each strategy's flows of it carry."""
+    names = list(report["strategies"])
+    per = {n: {s["id"]: s["backbone_bytes"] or 0 for s in report["strategies"][n].get("streams", ())} for n in names}
+    ids = sorted(per[names[0]], key=lambda i: (-max(per[n][i] for n in names), i))[:STREAMS_SHOWN] if names else []
+    fig, ax = plt.subplots(figsize=(8.5, min(12.0, 0.1 * len(ids) * max(1, len(names)) + 1.8)))
+    height = 0.8 / max(1, len(names))
+    y = np.arange(len(ids))
+    values = [per[n][i] / 1e6 for n in names for i in ids]
+    for k, name in enumerate(names):
+        ax.barh(
+            y + k * height, [per[name][i] / 1e6 for i in ids], height, label=name, color=plt.get_cmap("tab10")(k % 10)
+        )
+    ax.set_yticks(y + height * (len(names) - 1) / 2, ids, fontsize=8)
+    ax.invert_yaxis()
+    log = spans_orders(values)
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlabel("backbone traffic of the stream's flows (MB" + (", log scale)" if log else ")"))
+    shown = (
+        f"the {len(ids)} busiest of {len(per[names[0]])} streams"
+        if names and len(per[names[0]]) > len(ids)
+        else "every stream"
+    )
+    ax.set_title(f"{report['scenario']}: backbone bytes per stream ({shown})")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -63,7 +63,7 @@ def engine_for(name: str, master: str | None, conf: list[str] | None = None) -> 
     return spark_engine(master, parse_conf(conf))
 
 
-PLOTS = ("bytes.png", "timeline.png", "latency.png", "topology.png", "utilization.png", "load.png")
+PLOTS = ("bytes.png", "timeline.png", "latency.png", "topology.png", "utilization.png", "load.png", "streams.png")
 REPORT_FILES = frozenset(
     {"report.json", "report.html", "links.csv", "timeline.csv", "summary.md", "plans.json", *PLOTS}
 )

@@ -41,6 +41,12 @@ def emission_times(stream: StreamSpec, start: int, stop: int) -> np.ndarray:
     return np.arange(start, stop, dtype=np.float64) / stream.rate
 
 
+def emission_times_of(stream: StreamSpec, indices: np.ndarray) -> np.ndarray:
+    """Emission times (seconds, float64) of the tuples numbered ``indices`` (any order), the very floats
+    :func:`emission_times` gives them."""
+    return np.asarray(indices, dtype=np.int64).astype(np.float64) / stream.rate
+
+
 def run_emission_times(scenario: Scenario) -> dict[str, np.ndarray]:
     """Per stream (by id), the emission times of every tuple it emits over the run."""
     return {s.id: emission_times(s, 0, tuple_count(s, scenario.duration)) for s in scenario.streams}
