@@ -382,7 +382,9 @@ def _fmt_share(x: float | None) -> str:
 
 def _fmt_unit(x: float | None, unit: str) -> str:
     """Bytes times ``unit`` with a decimal prefix, e.g. ``632.53 B*s`` or ``126.51 MB*km``."""
-    return "n/a" if x is None else f"{_fmt_bytes(x)}*{unit}"
+    if x is None:
+        return "n/a"
+    return f"{_fmt_bytes(x)}*{unit}" if x == 0 or x >= 1 else f"{x:.2g} B*{unit}"
 
 
 def _fmt_ms(x: float | None) -> str:

@@ -21,6 +21,8 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any, NoReturn
 
+import numpy as np
+
 from matcher import Choice, Distribution, Empirical, Normal, Query, QueryError, Uniform
 from matcher.text import is_keyword
 from topologies import generators, importing, stream_generator, workload_generators
@@ -75,7 +77,7 @@ SUPER_PEER_KEYS = {"id": True, "capacity": False, "pos": False}
 MAX_LENGTH_KM = 1e6  # a link longer than 25 times round the Earth is a unit mistake
 PLANNER_KEYS = {"max_utilization": False}
 THIN_PEER_KEYS = {"id": True, "attach": True, "bandwidth": False, "latency": False}
-STREAM_KEYS = {"id": True, "source": True, "rate": True, "schema": False, "replay": False}
+STREAM_KEYS = {"id": True, "source": True, "rate": False, "schema": False, "replay": False, "time": False}
 ATTRIBUTE_KEYS = {"type": False, "distribution": True}
 SUBSCRIPTION_KEYS = {"id": True, "peer": True, "at": True, "until": False, "query": True}
 DISTRIBUTION_KINDS = ("uniform", "normal", "choice")
@@ -236,6 +238,7 @@ class _Reader:
             self.fail("name", f"longer than {MAX_ID_LENGTH} characters, got {_describe(name)}")
         seed = self.integer(doc.get("seed", 0), "seed")
         duration = self.number(doc["duration"], "duration", positive=True)
+        self.duration = duration  # a timed replay's mean rate is over the run
         header_bytes = self.integer(
             doc.get("header_bytes", DEFAULT_HEADER_BYTES), "header_bytes", maximum=MAX_HEADER_BYTES
         )
@@ -621,14 +624,28 @@ class _Reader:
         stream_id = self.identifier(spec["id"], f"{path}.id", ATTRIBUTE_NAME)
         self.unique(seen, stream_id, f"{path}.id", "stream")
         source = self.reference(spec["source"], thin_peers, f"{path}.source", "thin-peer")
-        rate = self.number(spec["rate"], f"{path}.rate", positive=True)
         if ("schema" in spec) == ("replay" in spec):
             self.fail(path, "expected exactly one of 'schema' and 'replay'")
+        time = None
+        if "time" in spec:
+            time = spec["time"]
+            if "replay" not in spec:
+                self.fail(f"{path}.time", "a time column needs a replayed CSV file (replay)")
+            if not isinstance(time, str) or not time:
+                self.fail(f"{path}.time", f"expected the name of a column of the CSV file, got {_describe(time)}")
+            if "rate" in spec:
+                self.fail(f"{path}.rate", "not allowed with a time column: the timestamps give the emission times")
+        elif "rate" not in spec:
+            self.fail(path, "missing required key 'rate' (or 'time' for a replay timed by a column)")
         if "replay" in spec:
-            replay, attributes = self.replay(spec["replay"], f"{path}.replay")
+            replay, attributes = self.replay(spec["replay"], f"{path}.replay", time)
         else:
             replay, attributes = None, self.schema(spec["schema"], f"{path}.schema")
-        return StreamSpec(stream_id, source, rate, attributes, replay)
+        if time is None:
+            rate = self.number(spec["rate"], f"{path}.rate", positive=True)
+        else:  # the mean over the run, for the planner's cost model: the rows emitted before the end
+            rate = max(1, int(np.searchsorted(read_replay(replay, time).times, self.duration))) / self.duration
+        return StreamSpec(stream_id, source, rate, attributes, replay, time)
 
     def tuples(self, streams: tuple[StreamSpec, ...], duration: float) -> None:
         """Refuse a run emitting more tuples than the cap (every engine holds each stream's emission times)."""
@@ -714,7 +731,7 @@ class _Reader:
             self.fail(weights_path, f"weights must have a finite sum, got {shown(raw)}")
         return Choice(numbers, weights)
 
-    def replay(self, value: object, path: str) -> tuple[str, tuple[AttributeSpec, ...]]:
+    def replay(self, value: object, path: str, time: str | None = None) -> tuple[str, tuple[AttributeSpec, ...]]:
         if not isinstance(value, str) or not value:
             self.fail(path, f"expected a CSV file path, got {_describe(value)}")
         if "\0" in value:  # no file has one; os.stat would raise ValueError
@@ -731,7 +748,7 @@ class _Reader:
                 path, f"replay file {shown(value)}: {info.st_size:,} bytes, over the limit of {MAX_REPLAY_BYTES:,}"
             )
         try:
-            table = read_replay(full)
+            table = read_replay(full, time)
         except FileNotFoundError:
             self.fail(path, f"replay file not found: {shown(value)}")
         except OSError as err:
@@ -745,6 +762,8 @@ class _Reader:
                 self.fail(
                     path, f"{value}: row 1: attribute name {shown(name)} is longer than {MAX_ID_LENGTH} characters"
                 )
+        if not table.names:
+            self.fail(path, f"{value}: no attribute besides the time column {shown(time)}")
         return full, tuple(AttributeSpec(n, "float", Empirical.of(table.columns[n])) for n in table.names)
 
     def subscriptions(
@@ -824,7 +843,7 @@ class _Reader:
         from topologies.workload import tuple_count
 
         for i, stream in enumerate(streams):
-            if stream.replay is None:
+            if stream.replay is None or stream.time is not None:  # a timed replay ends when its recording does
                 continue
             rows = read_replay(stream.replay).rows
             due = tuple_count(replace(stream, replay=None), duration)

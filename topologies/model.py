@@ -47,9 +47,10 @@ class AttributeSpec:
 class StreamSpec:
     id: str
     source: str  # thin-peer id
-    rate: float  # tuples per second; tuple i is emitted at i / rate
+    rate: float  # tuples per second; tuple i is emitted at i / rate (a timed replay: its mean rate)
     attributes: tuple[AttributeSpec, ...]  # in declaration (or CSV header) order
     replay: str | None = None  # absolute path of the CSV replayed, if any
+    time: str | None = None  # the replayed CSV's time column, whose timestamps give the emission times
 
     @property
     def attribute_names(self) -> tuple[str, ...]:

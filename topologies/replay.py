@@ -3,6 +3,12 @@
 The header names the attributes; every cell is a number.  The loader reads a file once to validate it
 and to give each attribute its empirical distribution; the workload reads rows from the same cached
 table, so a file is parsed at most once per process.
+
+A stream may name a **time column** (``time:``): its cells are the rows' timestamps, seconds (any number)
+or ISO 8601 date-times (``2024-05-01T12:00:00.250Z``; without a zone, UTC), and they drive emission: the
+rows are taken in timestamp order (stably: rows of one instant keep the file's order) and row ``i`` is
+emitted at its timestamp minus the earliest, so the recording's gaps and bursts are kept.  The time column
+is not an attribute.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ import csv
 import math
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from functools import lru_cache
 
 import numpy as np
@@ -26,14 +34,36 @@ class ReplayFileError(ValueError):
 
 @dataclass(frozen=True, eq=False)
 class ReplayTable:
-    """The parsed file: attribute names in header order and one float64 column per name."""
+    """The parsed file: attribute names in header order and one float64 column per name; with a time
+    column, the rows in timestamp order and ``times``, each row's emission time in seconds (ascending,
+    the first 0)."""
 
     names: tuple[str, ...]
     columns: dict[str, np.ndarray]
+    times: np.ndarray | None = None
 
     @property
     def rows(self) -> int:
-        return len(self.columns[self.names[0]])
+        return len(self.columns[self.names[0]]) if self.names else len(self.times)
+
+
+def _timestamp(text: str, row: int, name: str) -> Decimal | datetime:
+    """A time cell as written: a number of seconds (exact, as a Decimal), or an ISO 8601 date-time (UTC when
+    it gives no zone).  Kept exact so that a row 1 ms after another is emitted exactly 0.001 s later, however
+    large the timestamps."""
+    try:
+        value = Decimal(text)
+    except ArithmeticError:
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise ReplayFileError(
+                f"row {row}, column {shown(name)}: not a time (seconds, or an ISO 8601 date-time): {shown(text)}"
+            ) from None
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    if not value.is_finite():
+        raise ReplayFileError(f"row {row}, column {shown(name)}: not a finite number: {shown(text)}")
+    return value
 
 
 def _cell(text: str, row: int, name: str) -> float:
@@ -47,12 +77,13 @@ def _cell(text: str, row: int, name: str) -> float:
 
 
 @lru_cache(maxsize=32)
-def read_replay(path: str) -> ReplayTable:
-    """Parse the CSV at ``path`` (an absolute path; cached per process).
+def read_replay(path: str, time: str | None = None) -> ReplayTable:
+    """Parse the CSV at ``path`` (an absolute path; cached per process), ``time`` naming its time column.
 
     Rows are numbered as in a text editor (the header is row 1).  Raises ReplayFileError for an empty
     file, a file without data rows, a bad or duplicate header name, a row with the wrong number of
-    cells, or a cell that is not a finite number; OSError if the file cannot be read.
+    cells, a cell that is not a finite number, a time column the header lacks or whose cells mix numbers
+    and dates; OSError if the file cannot be read.
     """
     with open(path, newline="", encoding="utf-8-sig") as handle:  # a UTF-8 byte-order mark is accepted
         try:
@@ -72,12 +103,33 @@ def read_replay(path: str) -> ReplayTable:
     data = [(number, row) for number, row in enumerate(rows[1:], start=2) if row]
     if not data:
         raise ReplayFileError("no data rows after the header")
-    values = np.empty((len(data), len(names)), dtype=np.float64)
+    if time is not None and time not in names:
+        raise ReplayFileError(f"row 1: no time column {shown(time)} (the header has: {', '.join(names)})")
+    at = names.index(time) if time is not None else -1
+    kept = tuple(n for n in names if n != time)
+    values = np.empty((len(data), len(kept)), dtype=np.float64)
+    stamps: list[Decimal | datetime] = []
+    dates: set[bool] = set()
     for i, (number, row) in enumerate(data):
         if len(row) != len(names):
             raise ReplayFileError(f"row {number}: {len(row)} cells, expected {len(names)}")
-        values[i] = [_cell(text.strip(), number, name) for text, name in zip(row, names, strict=True)]
-    columns = {name: values[:, k].copy() for k, name in enumerate(names)}
+        cells = [text.strip() for text in row]
+        if at >= 0:
+            stamps.append(_timestamp(cells[at], number, names[at]))
+            dates.add(isinstance(stamps[-1], datetime))
+            if len(dates) > 1:
+                raise ReplayFileError(f"row {number}, column {shown(time)}: numbers and dates mixed in the time column")
+            del cells[at]
+        values[i] = [_cell(text, number, name) for text, name in zip(cells, kept, strict=True)]
+    times = None
+    if at >= 0:
+        order = sorted(range(len(stamps)), key=stamps.__getitem__)  # stable: rows of one instant keep their order
+        first = stamps[order[0]]
+        offsets = [stamps[k] - first for k in order]
+        seconds = [o.total_seconds() if isinstance(o, timedelta) else float(o) for o in offsets]
+        values, times = values[order], np.array(seconds, dtype=np.float64)
+        times.flags.writeable = False
+    columns = {name: values[:, k].copy() for k, name in enumerate(kept)}
     for column in columns.values():
         column.flags.writeable = False  # shared by every caller through the cache
-    return ReplayTable(names, columns)
+    return ReplayTable(kept, columns, times)

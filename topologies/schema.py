@@ -291,9 +291,13 @@ def json_schema() -> dict:
                 "minProperties": 1,
             },
             "replay": {"type": "string", "minLength": 1, "description": "CSV path relative to this file"},
+            "time": {"type": "string", "minLength": 1, "description": "the CSV column whose timestamps drive emission"},
         },
-        "required": ["id", "source", "rate"],
-        "oneOf": [{"required": ["schema"]}, {"required": ["replay"]}],
+        "required": ["id", "source"],
+        "allOf": [
+            {"oneOf": [{"required": ["schema"]}, {"required": ["replay"]}]},
+            {"oneOf": [{"required": ["rate"]}, {"required": ["time", "replay"]}]},
+        ],
         "additionalProperties": False,
     }
     link = {

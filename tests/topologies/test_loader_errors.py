@@ -97,7 +97,7 @@ CASES = [
         "network.links[1][2]: unknown key 'jitter' (expected one of: bandwidth, buffer, latency, length)",
     ),
     ("thin_peers[0].name", "x", "thin_peers[0]: unknown key 'name' (expected one of: attach, bandwidth, id, latency)"),
-    ("streams[0].rat", 3, "streams[0]: unknown key 'rat' (expected one of: id, rate, replay, schema, source)"),
+    ("streams[0].rat", 3, "streams[0]: unknown key 'rat' (expected one of: id, rate, replay, schema, source, time)"),
     (f"{SCHEMA}.x.unit", "m", f"{SCHEMA}.x: unknown key 'unit' (expected one of: distribution, type)"),
     (
         f"{SCHEMA}.n.distribution.choice",
@@ -107,7 +107,7 @@ CASES = [
     ("subscriptions[0].when", 1, "subscriptions[0]: unknown key 'when' (expected one of: at, id, peer, query, until)"),
     # missing required keys
     ("name", ..., "missing required key 'name'"),
-    ("streams[0].rate", ..., "streams[0]: missing required key 'rate'"),
+    ("streams[0].rate", ..., "streams[0]: missing required key 'rate' (or 'time' for a replay timed by a column)"),
     ("subscriptions[0].query", ..., "subscriptions[0]: missing required key 'query'"),
     ("network.super_peers", ..., "network: missing required key 'super_peers' (or 'generate' or 'import')"),
     (f"{SCHEMA}.x.distribution", ..., f"{SCHEMA}.x: missing required key 'distribution'"),
