@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import os
 import signal
@@ -232,23 +233,36 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from topologies.loader import load_scenario
 
     scenario = load_scenario(args.scenario)
-    broker = Broker.parse(args.broker)
+    if args.broker is None and not args.start_broker:
+        from topologies.errors import InputError
+
+        raise InputError("serve: --broker mqtt://HOST:PORT is required (or --start-broker to start one)")
+    url = args.broker or "mqtt://127.0.0.1:1883"
+    broker = Broker.parse(url)
     out_dir = args.out or os.path.join("out", scenario.name, "live")
     OutputDirectory.check(out_dir)  # before serving: a report that cannot be written is refused now
-    credentials = None
+    credentials, config = None, None
     if args.secure:
         from peers.live.access import secure_setup
 
         setup = secure_setup(scenario, args.secure_dir or os.path.join(out_dir + "-broker"), broker, args.prefix)
-        credentials = setup.credentials
-        print(setup.instructions)
+        credentials, config = setup.credentials, setup.config_path
+        if not args.start_broker:
+            print(setup.instructions)
     processes = len(scenario.super_peers) if args.processes == -1 else args.processes
     options = ServeOptions(
-        broker, args.strategy, args.speed, args.forever, processes, args.prefix, credentials, args.batch_ms / 1000
+        broker, args.strategy, args.speed, args.forever, processes, args.prefix, credentials, args.batch_ms / 1000,
+        json_results=args.json_results, inputs=tuple(args.input or ()),
     )  # fmt: skip
-    started = time.monotonic()
-    print(f"serving {scenario.name} on {args.broker} (strategy {args.strategy}, speed {args.speed:g})", flush=True)
-    served = serve_scenario(scenario, options, out_dir, progress=not args.quiet)
+    with contextlib.ExitStack() as stack:
+        if args.start_broker:
+            from peers.live.broker import started_broker
+
+            stack.enter_context(started_broker(broker, out_dir + "-broker", config))
+            print(f"started mosquitto on {broker.host}:{broker.port} (stopped when the run ends)", flush=True)
+        started = time.monotonic()
+        print(f"serving {scenario.name} on {url} (strategy {args.strategy}, speed {args.speed:g})", flush=True)
+        served = serve_scenario(scenario, options, out_dir, progress=not args.quiet)
     print("\n".join(served_lines(served, time.monotonic() - started)))
     return 0 if served.exact else 1
 
@@ -426,7 +440,22 @@ def _add_live_parsers(sub) -> None:
     """Live mode over MQTT (docs/LIVE.md)."""
     p = sub.add_parser("serve", help="run a scenario live over an MQTT broker")
     p.add_argument("scenario")
-    p.add_argument("--broker", required=True, help="mqtt://HOST:PORT")
+    p.add_argument(
+        "--broker", default=None, help="mqtt://HOST:PORT (with --start-broker: default mqtt://127.0.0.1:1883)"
+    )
+    p.add_argument(
+        "--start-broker",
+        action="store_true",
+        help="start Mosquitto on the --broker port for the run, and stop it after",
+    )
+    p.add_argument(
+        "--json-results", action="store_true",
+        help="also publish every result as JSON lines on <prefix>/results/<peer>/<subscription> (for mosquitto_sub)",
+    )  # fmt: skip
+    p.add_argument(
+        "--input", action="append", metavar="STREAM",
+        help="take STREAM's tuples from MQTT clients publishing JSON on <prefix>/in/STREAM (repeatable)",
+    )  # fmt: skip
     p.add_argument("--speed", type=float, default=1.0, help="emulated seconds per wall second")
     p.add_argument(
         "--strategy",

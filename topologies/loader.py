@@ -78,6 +78,7 @@ MAX_LENGTH_KM = 1e6  # a link longer than 25 times round the Earth is a unit mis
 PLANNER_KEYS = {"max_utilization": False}
 THIN_PEER_KEYS = {"id": True, "attach": True, "bandwidth": False, "latency": False}
 STREAM_KEYS = {"id": True, "source": True, "rate": False, "schema": False, "replay": False, "time": False}
+STREAM_KEYS |= {"time_start": False}
 ATTRIBUTE_KEYS = {"type": False, "distribution": True}
 SUBSCRIPTION_KEYS = {"id": True, "peer": True, "at": True, "until": False, "query": True}
 DISTRIBUTION_KINDS = ("uniform", "normal", "choice")
@@ -637,15 +638,23 @@ class _Reader:
                 self.fail(f"{path}.rate", "not allowed with a time column: the timestamps give the emission times")
         elif "rate" not in spec:
             self.fail(path, "missing required key 'rate' (or 'time' for a replay timed by a column)")
+        start = None
+        if "time_start" in spec:
+            if time is None:
+                self.fail(f"{path}.time_start", "needs a time column (time)")
+            start = spec["time_start"]
+            if isinstance(start, bool) or not isinstance(start, str | int | float):
+                self.fail(f"{path}.time_start", f"expected seconds or an ISO 8601 date-time, got {_describe(start)}")
+            start = str(start)
         if "replay" in spec:
-            replay, attributes = self.replay(spec["replay"], f"{path}.replay", time)
+            replay, attributes = self.replay(spec["replay"], f"{path}.replay", time, start)
         else:
             replay, attributes = None, self.schema(spec["schema"], f"{path}.schema")
         if time is None:
             rate = self.number(spec["rate"], f"{path}.rate", positive=True)
         else:  # the mean over the run, for the planner's cost model: the rows emitted before the end
-            rate = max(1, int(np.searchsorted(read_replay(replay, time).times, self.duration))) / self.duration
-        return StreamSpec(stream_id, source, rate, attributes, replay, time)
+            rate = max(1, int(np.searchsorted(read_replay(replay, time, start).times, self.duration))) / self.duration
+        return StreamSpec(stream_id, source, rate, attributes, replay, time, start)
 
     def tuples(self, streams: tuple[StreamSpec, ...], duration: float) -> None:
         """Refuse a run emitting more tuples than the cap (every engine holds each stream's emission times)."""
@@ -731,7 +740,9 @@ class _Reader:
             self.fail(weights_path, f"weights must have a finite sum, got {shown(raw)}")
         return Choice(numbers, weights)
 
-    def replay(self, value: object, path: str, time: str | None = None) -> tuple[str, tuple[AttributeSpec, ...]]:
+    def replay(
+        self, value: object, path: str, time: str | None = None, start: str | None = None
+    ) -> tuple[str, tuple[AttributeSpec, ...]]:
         if not isinstance(value, str) or not value:
             self.fail(path, f"expected a CSV file path, got {_describe(value)}")
         if "\0" in value:  # no file has one; os.stat would raise ValueError
@@ -748,7 +759,7 @@ class _Reader:
                 path, f"replay file {shown(value)}: {info.st_size:,} bytes, over the limit of {MAX_REPLAY_BYTES:,}"
             )
         try:
-            table = read_replay(full, time)
+            table = read_replay(full, time, start)
         except FileNotFoundError:
             self.fail(path, f"replay file not found: {shown(value)}")
         except OSError as err:

@@ -51,6 +51,7 @@ class StreamSpec:
     attributes: tuple[AttributeSpec, ...]  # in declaration (or CSV header) order
     replay: str | None = None  # absolute path of the CSV replayed, if any
     time: str | None = None  # the replayed CSV's time column, whose timestamps give the emission times
+    time_start: str | None = None  # the timestamp emission time 0 stands for (None: the earliest row's)
 
     @property
     def attribute_names(self) -> tuple[str, ...]:

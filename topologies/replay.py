@@ -7,8 +7,8 @@ table, so a file is parsed at most once per process.
 A stream may name a **time column** (``time:``): its cells are the rows' timestamps, seconds (any number)
 or ISO 8601 date-times (``2024-05-01T12:00:00.250Z``; without a zone, UTC), and they drive emission: the
 rows are taken in timestamp order (stably: rows of one instant keep the file's order) and row ``i`` is
-emitted at its timestamp minus the earliest, so the recording's gaps and bursts are kept.  The time column
-is not an attribute.
+emitted at its timestamp minus the earliest (or minus ``start``, when given: rows before it are left out),
+so the recording's gaps and bursts are kept.  The time column is not an attribute.
 """
 
 from __future__ import annotations
@@ -77,13 +77,14 @@ def _cell(text: str, row: int, name: str) -> float:
 
 
 @lru_cache(maxsize=32)
-def read_replay(path: str, time: str | None = None) -> ReplayTable:
-    """Parse the CSV at ``path`` (an absolute path; cached per process), ``time`` naming its time column.
+def read_replay(path: str, time: str | None = None, start: str | None = None) -> ReplayTable:
+    """Parse the CSV at ``path`` (an absolute path; cached per process), ``time`` naming its time column and
+    ``start`` (a time of the same kind, as text) the moment emission time 0 stands for.
 
     Rows are numbered as in a text editor (the header is row 1).  Raises ReplayFileError for an empty
     file, a file without data rows, a bad or duplicate header name, a row with the wrong number of
     cells, a cell that is not a finite number, a time column the header lacks or whose cells mix numbers
-    and dates; OSError if the file cannot be read.
+    and dates (or are not of ``start``'s kind); OSError if the file cannot be read.
     """
     with open(path, newline="", encoding="utf-8-sig") as handle:  # a UTF-8 byte-order mark is accepted
         try:
@@ -125,6 +126,13 @@ def read_replay(path: str, time: str | None = None) -> ReplayTable:
     if at >= 0:
         order = sorted(range(len(stamps)), key=stamps.__getitem__)  # stable: rows of one instant keep their order
         first = stamps[order[0]]
+        if start is not None:
+            first = _timestamp(start, 0, "start")
+            if isinstance(first, datetime) != isinstance(stamps[0], datetime):
+                raise ReplayFileError(f"time_start {shown(start)} and the time column are not of one kind")
+            order = [k for k in order if stamps[k] >= first]
+            if not order:
+                raise ReplayFileError(f"no row at or after time_start {shown(start)}")
         offsets = [stamps[k] - first for k in order]
         seconds = [o.total_seconds() if isinstance(o, timedelta) else float(o) for o in offsets]
         values, times = values[order], np.array(seconds, dtype=np.float64)

@@ -292,6 +292,7 @@ def json_schema() -> dict:
             },
             "replay": {"type": "string", "minLength": 1, "description": "CSV path relative to this file"},
             "time": {"type": "string", "minLength": 1, "description": "the CSV column whose timestamps drive emission"},
+            "time_start": {"type": ["number", "string"], "description": "the timestamp emission time 0 stands for"},
         },
         "required": ["id", "source"],
         "allOf": [

@@ -25,7 +25,7 @@ BLOCK = 65536
 
 def _timed(stream: StreamSpec) -> np.ndarray | None:
     """The emission times of every row of a replay with a time column (None: tuple i at i / rate)."""
-    return None if stream.time is None else read_replay(stream.replay, stream.time).times
+    return None if stream.time is None else read_replay(stream.replay, stream.time, stream.time_start).times
 
 
 def tuple_count(stream: StreamSpec, duration: float) -> int:
@@ -88,7 +88,7 @@ def columns(scenario: Scenario, stream_id: str, start: int, stop: int) -> dict[s
         raise ValueError(f"bad tuple range [{start}, {stop}) of stream {stream_id!r}")
     stream = scenario.stream(stream_id)
     if stream.replay is not None:
-        table = read_replay(stream.replay, stream.time)
+        table = read_replay(stream.replay, stream.time, stream.time_start)
         if stop > table.rows:
             raise ValueError(f"tuple range [{start}, {stop}) beyond the {table.rows} rows of {stream.replay}")
         return {name: table.columns[name][start:stop].copy() for name in stream.attribute_names}

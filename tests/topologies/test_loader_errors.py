@@ -97,7 +97,11 @@ CASES = [
         "network.links[1][2]: unknown key 'jitter' (expected one of: bandwidth, buffer, latency, length)",
     ),
     ("thin_peers[0].name", "x", "thin_peers[0]: unknown key 'name' (expected one of: attach, bandwidth, id, latency)"),
-    ("streams[0].rat", 3, "streams[0]: unknown key 'rat' (expected one of: id, rate, replay, schema, source, time)"),
+    (
+        "streams[0].rat",
+        3,
+        "streams[0]: unknown key 'rat' (expected one of: id, rate, replay, schema, source, time, time_start)",
+    ),
     (f"{SCHEMA}.x.unit", "m", f"{SCHEMA}.x: unknown key 'unit' (expected one of: distribution, type)"),
     (
         f"{SCHEMA}.n.distribution.choice",

@@ -68,6 +68,21 @@ def test_numbers_of_seconds_keep_their_decimals(tmp_path):
     assert emission_times(scenario.stream("s"), 0, 3).tolist() == [0.0, 0.5, 3.001]
 
 
+@pytest.mark.parametrize(
+    ("start", "times", "temps"),
+    [
+        ("2024-05-01T12:00:00.250Z", [0.25, 2.75, 2.751, 4.749999], [20.5, 25.0, 26.0, 27.0]),
+        ("2024-05-01T11:59:59Z", [1.0, 1.0, 1.5, 4.0, 4.001], [20.1, 20.2, 20.5, 25.0, 26.0]),
+    ],
+)
+def test_time_start_sets_the_moment_of_emission_zero(tmp_path, start, times, temps):
+    scenario = load_scenario(write(tmp_path, scenario_doc(time_start=start)))
+    stream = scenario.stream("s")
+    count = tuple_count(stream, 5)
+    assert emission_times(stream, 0, count).tolist() == times  # rows before the start are left out
+    assert columns(scenario, "s", 0, count)["temp"].tolist() == temps
+
+
 def plain_expected(recording: str) -> dict[str, list[float]]:
     """Q1's and Q2's answers read straight from the CSV: emission = timestamp - earliest, in [at, until)."""
     rows = list(csv.DictReader(io.StringIO(recording)))
@@ -104,6 +119,7 @@ def test_the_oracle_and_the_deliveries_follow_the_timestamps(tmp_path, strategy)
         ({}, "ts,temp\n2024-05-01T12:00:00Z,1\n3,2\n", "numbers and dates mixed in the time column"),
         ({}, "ts,temp\nnoon,1\n", "row 2, column 'ts': not a time (seconds, or an ISO 8601 date-time): 'noon'"),
         ({}, "ts\n1\n", "streams[0].replay: rec.csv: no attribute besides the time column 'ts'"),
+        ({"time_start": 5}, RECORDING, "time_start '5' and the time column are not of one kind"),
     ],
 )
 def test_mistakes(tmp_path, stream, recording, message):
