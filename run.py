@@ -199,6 +199,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         tuple(vary.items()),
         (*spec.fixed, *_overrides(args)),
         tuple(args.strategy or spec.strategies),
+        args.x or spec.x_key,
     )
     options = SweepOptions(
         out=args.out,
@@ -401,6 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUES",
         help="values of a key, e.g. subscriptions=100,200,400 or seed=1..5 (repeatable; the grid of all)",
     )
+    p.add_argument(
+        "--x", default=None, metavar="KEY",
+        help="the varied key on the plots' x axis (default: the first varied key other than seed); every other"
+        " varied key but seed gives a panel per value",
+    )  # fmt: skip
     _add_overrides(p)
     p.add_argument("--strategy", action="append", choices=STRATEGIES, metavar="STRATEGY", help="(repeatable)")
     p.add_argument("--engine", choices=["local", "spark"], default="local")
