@@ -677,11 +677,38 @@ class _Reader:
             self.identifier(name, attr_path, ATTRIBUTE_NAME)
             spec = self.mapping(item, attr_path, ATTRIBUTE_KEYS)
             kind = spec.get("type", "float")
-            if kind not in ("float", "int"):
-                self.fail(f"{attr_path}.type", f"expected 'float' or 'int', got {shown(kind)}")
+            if kind not in ("float", "int", "string"):
+                self.fail(f"{attr_path}.type", f"expected 'float', 'int' or 'string', got {shown(kind)}")
+            if kind == "string":
+                dist, values = self.texts(spec["distribution"], f"{attr_path}.distribution")
+                attributes.append(AttributeSpec(name, kind, dist, values))
+                continue
             dist = self.distribution(spec["distribution"], f"{attr_path}.distribution", kind == "int")
             attributes.append(AttributeSpec(name, kind, dist))
         return tuple(attributes)
+
+    def texts(self, value: object, path: str) -> tuple[Choice, tuple[str, ...]]:
+        """A string attribute's ``{choice: [texts]}`` (or ``{choice: {values, weights}}``): the choice of
+        their codes (positions in the list), and the texts."""
+        if not isinstance(value, dict) or list(value) != ["choice"]:
+            self.fail(path, f"a string attribute takes {{choice: ['a', 'b', ...]}}, got {shown(value)}")
+        spec = value["choice"]
+        inner = f"{path}.choice"
+        values_path = f"{inner}.values" if isinstance(spec, dict) else inner
+        if isinstance(spec, dict):
+            spec = self.mapping(spec, inner, {"values": True, "weights": False})
+        texts = self.sequence(spec["values"] if isinstance(spec, dict) else spec, values_path)
+        seen: dict[str, str] = {}
+        for k, text in enumerate(texts):
+            if not isinstance(text, str) or not text or len(text) > MAX_ID_LENGTH or not text.isprintable():
+                self.fail(
+                    f"{values_path}[{k}]",
+                    f"expected a printable text of 1 to {MAX_ID_LENGTH} characters, got {shown(text)}",
+                )
+            self.unique(seen, text, f"{values_path}[{k}]", "value")
+        codes = list(range(len(texts)))
+        choice = self.choice({**spec, "values": codes} if isinstance(spec, dict) else codes, inner, True)
+        return choice, tuple(texts)
 
     def distribution(self, value: object, path: str, integer: bool) -> Distribution:
         if not isinstance(value, dict) or len(value) != 1:
@@ -775,7 +802,12 @@ class _Reader:
                 )
         if not table.names:
             self.fail(path, f"{value}: no attribute besides the time column {shown(time)}")
-        return full, tuple(AttributeSpec(n, "float", Empirical.of(table.columns[n])) for n in table.names)
+        return full, tuple(
+            AttributeSpec(n, "string", Empirical.of(table.columns[n]), table.texts[n])
+            if n in table.texts
+            else AttributeSpec(n, "float", Empirical.of(table.columns[n]))
+            for n in table.names
+        )
 
     def subscriptions(
         self,
@@ -874,7 +906,7 @@ class _Reader:
         if not isinstance(value, str):
             self.fail(path, f"expected a query string, got {_describe(value)}")
         try:
-            query = parse_query(value)
+            query = parse_query(value, lambda stream: streams[stream].texts if stream in streams else {})
         except QueryError as err:
             message = str(err)
             if len(err.token) > 60:  # the parser quotes the offending token whole: cut it as any echoed value

@@ -39,8 +39,10 @@ class LinkSpec:
 @dataclass(frozen=True)
 class AttributeSpec:
     name: str
-    type: str  # "float" or "int"
+    type: str  # "float", "int" or "string"
     distribution: Distribution | None  # for a replayed stream, the empirical distribution of its column
+    # a string attribute's values: it holds (and travels as) the position of its value in this list, its code
+    values: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,11 @@ class StreamSpec:
     @property
     def attribute_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.attributes)
+
+    @property
+    def texts(self) -> dict[str, tuple[str, ...]]:
+        """Each string attribute's values, by name (what a query's quoted texts are read against)."""
+        return {a.name: a.values for a in self.attributes if a.type == "string"}
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """Replay files: CSV tables whose rows a stream emits in order (``replay:`` in docs/SCENARIOS.md).
 
-The header names the attributes; every cell is a number.  The loader reads a file once to validate it
+The header names the attributes; a column whose cells are all numbers is a number attribute, any other a
+string attribute: its values are the column's distinct texts, sorted, and a cell holds the position of its
+text among them (its code; see matcher/parser.py).  The loader reads a file once to validate it
 and to give each attribute its empirical distribution; the workload reads rows from the same cached
 table, so a file is parsed at most once per process.
 
@@ -14,9 +16,8 @@ so the recording's gaps and bursts are kept.  The time column is not an attribut
 from __future__ import annotations
 
 import csv
-import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from functools import lru_cache
@@ -26,6 +27,7 @@ import numpy as np
 from topologies.errors import shown
 
 ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_TEXT_LENGTH = 100  # characters of a string attribute's value (it appears in queries and results)
 
 
 class ReplayFileError(ValueError):
@@ -34,13 +36,14 @@ class ReplayFileError(ValueError):
 
 @dataclass(frozen=True, eq=False)
 class ReplayTable:
-    """The parsed file: attribute names in header order and one float64 column per name; with a time
-    column, the rows in timestamp order and ``times``, each row's emission time in seconds (ascending,
-    the first 0)."""
+    """The parsed file: attribute names in header order and one float64 column per name (a string
+    attribute's: codes into ``texts[name]``); with a time column, the rows in timestamp order and ``times``,
+    each row's emission time in seconds (ascending, the first 0)."""
 
     names: tuple[str, ...]
     columns: dict[str, np.ndarray]
     times: np.ndarray | None = None
+    texts: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -62,16 +65,6 @@ def _timestamp(text: str, row: int, name: str) -> Decimal | datetime:
             ) from None
         return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
     if not value.is_finite():
-        raise ReplayFileError(f"row {row}, column {shown(name)}: not a finite number: {shown(text)}")
-    return value
-
-
-def _cell(text: str, row: int, name: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ReplayFileError(f"row {row}, column {shown(name)}: not a number: {shown(text)}") from None
-    if not math.isfinite(value):
         raise ReplayFileError(f"row {row}, column {shown(name)}: not a finite number: {shown(text)}")
     return value
 
@@ -108,10 +101,10 @@ def read_replay(path: str, time: str | None = None, start: str | None = None) ->
         raise ReplayFileError(f"row 1: no time column {shown(time)} (the header has: {', '.join(names)})")
     at = names.index(time) if time is not None else -1
     kept = tuple(n for n in names if n != time)
-    values = np.empty((len(data), len(kept)), dtype=np.float64)
+    cells_of: list[list[str]] = []
     stamps: list[Decimal | datetime] = []
     dates: set[bool] = set()
-    for i, (number, row) in enumerate(data):
+    for number, row in data:
         if len(row) != len(names):
             raise ReplayFileError(f"row {number}: {len(row)} cells, expected {len(names)}")
         cells = [text.strip() for text in row]
@@ -121,7 +114,30 @@ def read_replay(path: str, time: str | None = None, start: str | None = None) ->
             if len(dates) > 1:
                 raise ReplayFileError(f"row {number}, column {shown(time)}: numbers and dates mixed in the time column")
             del cells[at]
-        values[i] = [_cell(text, number, name) for text, name in zip(cells, kept, strict=True)]
+        cells_of.append(cells)
+    values = np.empty((len(data), len(kept)), dtype=np.float64)
+    texts = {}
+    for k, name in enumerate(kept):
+        column = [cells[k] for cells in cells_of]
+        try:
+            values[:, k] = [float(text) for text in column]
+        except ValueError:  # a cell that is not a number: the column holds texts
+            texts[name] = tuple(sorted(set(column)))
+            longest = max(texts[name], key=len)
+            if len(longest) > MAX_TEXT_LENGTH:
+                row = data[column.index(longest)][0]
+                raise ReplayFileError(
+                    f"row {row}, column {shown(name)}: a text of {len(longest):,} characters (at most"
+                    f" {MAX_TEXT_LENGTH}): {shown(longest)}"
+                ) from None
+            code = {text: float(c) for c, text in enumerate(texts[name])}
+            values[:, k] = [code[text] for text in column]
+            continue
+        bad = np.flatnonzero(~np.isfinite(values[:, k]))
+        if len(bad):
+            raise ReplayFileError(
+                f"row {data[bad[0]][0]}, column {shown(name)}: not a finite number: {shown(column[bad[0]])}"
+            )
     times = None
     if at >= 0:
         order = sorted(range(len(stamps)), key=stamps.__getitem__)  # stable: rows of one instant keep their order
@@ -140,4 +156,4 @@ def read_replay(path: str, time: str | None = None, start: str | None = None) ->
     columns = {name: values[:, k].copy() for k, name in enumerate(kept)}
     for column in columns.values():
         column.flags.writeable = False  # shared by every caller through the cache
-    return ReplayTable(kept, columns, times)
+    return ReplayTable(kept, columns, times, texts)

@@ -111,7 +111,8 @@ def _generate() -> dict:
 
 
 def _distribution() -> dict:
-    choice_values = {"type": "array", "items": NUMBER, "minItems": 1}
+    # numbers, or a string attribute's texts
+    choice_values = {"type": "array", "items": {"type": ["number", "string"]}, "minItems": 1}
     forms = {
         "uniform": _pair(),
         "normal": _pair(minimum_second=0),
@@ -274,7 +275,7 @@ def json_schema() -> dict:
     """The schema as a plain dict (JSON-serialisable)."""
     attribute = {
         "type": "object",
-        "properties": {"type": {"enum": ["float", "int"]}, "distribution": _distribution()},
+        "properties": {"type": {"enum": ["float", "int", "string"]}, "distribution": _distribution()},
         "required": ["distribution"],
         "additionalProperties": False,
     }

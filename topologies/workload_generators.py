@@ -228,12 +228,15 @@ class _Dimension:
     hi: float
     values: tuple[float, ...] | None  # a choice attribute's values (constrained with IN)
     integer: bool
+    labels: tuple[str, ...] = ()  # a string attribute's texts, by code (its values are codes)
 
     @staticmethod
-    def of(name: str, distribution: Distribution, integer: bool) -> _Dimension:
+    def of(name: str, distribution: Distribution, integer: bool, labels: tuple[str, ...] = ()) -> _Dimension:
         if isinstance(distribution, Choice):
             values = tuple(sorted(set(distribution.values)))
-            return _Dimension(name, values[0], values[-1], values, integer)
+            return _Dimension(name, values[0], values[-1], values, integer, labels)
+        if labels:  # a replayed text column: its codes are its values
+            return _Dimension(name, 0.0, len(labels) - 1.0, tuple(map(float, range(len(labels)))), True, labels)
         if isinstance(distribution, Uniform):
             lo, hi = distribution.lo, distribution.hi
         elif isinstance(distribution, Normal):
@@ -264,7 +267,7 @@ class _Dimension:
         first = min(int(lo * n), n - 1)
         last = max(first + 1, min(n, math.ceil(hi * n)))
         chosen = self.values[first:last]
-        return f"{name_to_text(self.name)} IN ({', '.join(_value_text(v) for v in chosen)})"
+        return f"{name_to_text(self.name)} IN ({', '.join(self.value_text(v) for v in chosen)})"
 
     def cut(self, rng: np.random.Generator) -> str:
         """A cut on this attribute: ``> c`` in the middle half of its range, or IN about half its values."""
@@ -273,7 +276,13 @@ class _Dimension:
         n = len(self.values)
         size = max(1, n // 2) if n > 1 else 1
         chosen = sorted(rng.choice(n, size=size, replace=False).tolist())
-        return f"{name_to_text(self.name)} IN ({', '.join(_value_text(self.values[k]) for k in chosen)})"
+        return f"{name_to_text(self.name)} IN ({', '.join(self.value_text(self.values[k]) for k in chosen)})"
+
+    def value_text(self, v: float) -> str:
+        """A value as a query writes it: a string attribute's quoted text, else the number."""
+        if self.labels:
+            return "'" + self.labels[int(v)].replace("'", "''") + "'"
+        return _value_text(v)
 
 
 def _value_text(v: float) -> str:
@@ -355,9 +364,9 @@ def _dimensions(reader: Reader, stream: StreamSpec, names: list[str] | None, pat
             reader.fail(path, f"stream {stream.id!r} has none of the attributes {shown(names)}")
         chosen = [by_name[n] for n in names if n in by_name]
     else:
-        ranged = [a for a in stream.attributes if not isinstance(a.distribution, Choice)]
+        ranged = [a for a in stream.attributes if not isinstance(a.distribution, Choice) and a.type != "string"]
         chosen = (ranged or list(stream.attributes))[:2]
-    return [_Dimension.of(a.name, a.distribution, a.type == "int") for a in chosen]
+    return [_Dimension.of(a.name, a.distribution, a.type == "int", a.values) for a in chosen]
 
 
 def subscriptions(
@@ -449,7 +458,7 @@ def subscriptions(
             cut_text = None
             if others and rng.random() < cut:
                 other = others[int(rng.integers(0, len(others)))]
-                cut_text = _Dimension.of(other.name, other.distribution, other.type == "int").cut(rng)
+                cut_text = _Dimension.of(other.name, other.distribution, other.type == "int", other.values).cut(rng)
             second = _fresh_box(rng, interests, points[stream.id], width) if rng.random() < disjunction else None
         earlier[stream.id].append((box, cut_text))
         condition = box.text(box_dims) + (f" AND {cut_text}" if cut_text else "")

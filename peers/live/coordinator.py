@@ -235,8 +235,10 @@ class Coordinator:
         self.subscriptions = (*self.subscriptions, spec)
         self.runtime_ids.append(sub_id)
         plan = self._replan(self.version + 1, at)
-        types = {a.name: a.type for a in self.scenario.stream(spec.stream).attributes}
-        return {"id": sub_id, "at": at, "types": types, **self._describe(plan, spec.id, at)}
+        stream = self.scenario.stream(spec.stream)
+        types = {a.name: a.type for a in stream.attributes}
+        texts = {name: list(values) for name, values in stream.texts.items()}
+        return {"id": sub_id, "at": at, "types": types, "texts": texts, **self._describe(plan, spec.id, at)}
 
     def unsubscribe(self, sub_id: str) -> dict:
         """End a subscription at the current horizon.  Raises :class:`InputError` for an unknown id."""

@@ -253,17 +253,23 @@ class ThinPeerService:
         its emission time ``t`` (emulated seconds) and its ``values`` (whole numbers for an ``int``
         attribute; apart, so that no attribute name can clash with ``i`` or ``t``)."""
         stream = self.scenario.streams_by_id.get(batch.stream)
-        kinds = {a.name: a.type for a in stream.attributes} if stream is not None else {}
+        kinds = {a.name: a for a in stream.attributes} if stream is not None else {}
         names = list(batch.columns)
-        columns = [
-            batch.columns[n].astype(np.int64).tolist() if kinds.get(n) == "int" else batch.columns[n].tolist()
-            for n in names
-        ]
+        columns = [_json_column(kinds.get(n), batch.columns[n]) for n in names]
         lines = [
             json.dumps({"i": i, "t": t, "values": dict(zip(names, row, strict=True))})
             for i, t, *row in zip(batch.indices.tolist(), batch.times.tolist(), *columns, strict=True)
         ]
         self.connection.publish(self.topics.results(self.peer, sub), "\n".join(lines).encode())
+
+
+def _json_column(attribute, values: np.ndarray) -> list:
+    """A column as JSON shows it: whole numbers for an ``int`` attribute, a ``string`` one's texts."""
+    if attribute is not None and attribute.type == "int":
+        return values.astype(np.int64).tolist()
+    if attribute is not None and attribute.type == "string":
+        return [attribute.values[int(v)] for v in values.tolist()]
+    return values.tolist()
 
 
 class Recording:
@@ -301,7 +307,8 @@ MAX_INPUT_TUPLES = 100_000  # per message: a bigger one is refused (a client sho
 
 def input_rows(payload: bytes, stream) -> list[list[float]]:
     """The tuples of an input message: a JSON object, an array of objects, or objects one per line, each with
-    exactly the stream's attributes as finite numbers (whole for an ``int`` attribute), in schema order.
+    exactly the stream's attributes: finite numbers (whole for an ``int`` attribute), a ``string``
+    attribute's one of its values (as its code), in schema order.
     Raises :class:`MalformedMessage` for anything else."""
     sender = "an input client"
     try:
@@ -315,15 +322,21 @@ def input_rows(payload: bytes, stream) -> list[list[float]]:
         raise MalformedMessage("not JSON (an object, an array of objects, or one object per line)", sender) from None
     check(0 < len(objects) <= MAX_INPUT_TUPLES, f"expected 1 to {MAX_INPUT_TUPLES:,} tuples", sender)
     names = stream.attribute_names
-    kinds = [a.type for a in stream.attributes]
+    codes = {a.name: {text: float(k) for k, text in enumerate(a.values)} for a in stream.attributes}
     rows = []
     for item in objects:
         check(isinstance(item, dict) and set(item) == set(names), f"expected objects with exactly {names}", sender)
         row = []
-        for name, kind in zip(names, kinds, strict=True):
-            value = item[name]
+        for attribute in stream.attributes:
+            value = item[attribute.name]
+            if attribute.type == "string":  # a text among the attribute's values, sent as its code
+                known = isinstance(value, str) and value in codes[attribute.name]
+                check(known, f"{attribute.name}: not one of its values: {value!r}"[:80], sender)
+                row.append(codes[attribute.name][value])
+                continue
             ok = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
-            check(ok and (kind != "int" or float(value).is_integer()), f"{name}: not a {kind}: {value!r}"[:80], sender)
+            integral = attribute.type != "int" or (ok and float(value).is_integer())
+            check(ok and integral, f"{attribute.name}: not a {attribute.type}: {value!r}"[:80], sender)
             row.append(float(value))
         rows.append(row)
     return rows

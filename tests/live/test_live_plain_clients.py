@@ -40,12 +40,13 @@ INPUT = {
             "schema": {
                 "x": {"distribution": {"uniform": [0, 100]}},
                 "n": {"type": "int", "distribution": {"uniform": [0, 9]}},
+                "kind": {"type": "string", "distribution": {"choice": ["ok", "warn", "fail"]}},
             },
         }
     ],
     "subscriptions": [
         {"id": "Q1", "peer": "P1", "at": 0, "query": "SELECT x FROM readings WHERE x > 50"},
-        {"id": "Q2", "peer": "P2", "at": 0, "query": "SELECT * FROM readings WHERE n IN (1, 2, 3)"},
+        {"id": "Q2", "peer": "P2", "at": 0, "query": "SELECT * FROM readings WHERE n IN (1, 2, 3) OR kind = 'fail'"},
     ],
 }
 
@@ -106,13 +107,14 @@ async def test_mosquitto_sub_reads_every_result_exactly(mosquitto, tmp_path):
 async def test_a_stream_published_with_mosquitto_pub_reaches_its_subscribers_exactly(mosquitto, tmp_path):
     scenario = scenario_from_document(INPUT)
     rng = np.random.default_rng(5)
-    drawn = zip(rng.uniform(0, 100, 40), rng.integers(0, 10, 40), strict=True)
-    tuples = [{"x": round(float(x), 3), "n": int(n)} for x, n in drawn]
+    kinds = rng.choice(["ok", "warn", "fail"], 40)
+    drawn = zip(rng.uniform(0, 100, 40), rng.integers(0, 10, 40), kinds, strict=True)
+    tuples = [{"x": round(float(x), 3), "n": int(n), "kind": str(k)} for x, n, k in drawn]
     messages = [
         json.dumps(tuples[0]),  # one object
         json.dumps(tuples[1:15]),  # an array
         "\n".join(json.dumps(t) for t in tuples[15:40]),  # one object per line
-        '{"x": "hot", "n": 1}',  # malformed: dropped and counted, nothing taken
+        '{"x": 3, "n": 1, "kind": "hot"}',  # malformed (not one of kind's values): dropped and counted
     ]
     listener = reader(mosquitto.port, tmp_path / "results.txt")
     options = ServeOptions(
@@ -136,12 +138,12 @@ async def test_a_stream_published_with_mosquitto_pub_reaches_its_subscribers_exa
     entry = {s["id"]: s for s in report["strategies"]["sharing-em"]["subscriptions"]}
     # the centralized answer over what was published, computed here from the tuples themselves
     q1 = [t["x"] for t in tuples if t["x"] > 50]
-    q2 = [t for t in tuples if t["n"] in (1, 2, 3)]
+    q2 = [t for t in tuples if t["n"] in (1, 2, 3) or t["kind"] == "fail"]
     assert (entry["Q1"]["expected"], entry["Q1"]["delivered"]) == (len(q1), len(q1))
     assert (entry["Q2"]["expected"], entry["Q2"]["delivered"]) == (len(q2), len(q2))
     printed = read_results(tmp_path / "results.txt")
     assert sorted(r["values"]["x"] for r in printed["Q1"]) == sorted(q1)
-    assert sorted((r["values"]["x"], r["values"]["n"]) for r in printed["Q2"]) == sorted((t["x"], t["n"]) for t in q2)
+    assert sorted(tuple(r["values"].values()) for r in printed["Q2"]) == sorted(tuple(t.values()) for t in q2)
     assert all(isinstance(r["values"]["n"], int) for r in printed["Q2"])
     # published in this order: emitted in it (indices follow arrival, times never go back)
     assert sorted(printed["Q1"], key=lambda r: r["i"]) == sorted(printed["Q1"], key=lambda r: (r["t"], r["i"]))
