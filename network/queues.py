@@ -673,3 +673,10 @@ def cycle_closing_edges(edges: set[tuple[int, int]]) -> set[tuple[int, int]]:
                 state[nxt] = 1
                 stack.append((nxt, iter(succ.get(nxt, ()))))
     return back
+
+
+def kernels_cached() -> bool:
+    """Whether numba's on-disk cache holds the simulator's main kernel (a run before compiled it): if not,
+    the first run compiles the kernels, tens of seconds, and caches them for every later run."""
+    # numba's index of the kernel's compiled versions: empty when missing, or stale after the source changed
+    return bool(solve_window._cache._cache_file._load_index())
