@@ -101,9 +101,25 @@ def subscriptions_table(report: dict, strategy: str | None, sort: str | None, as
     return _table(header, rows, sort, ascending, top)
 
 
+def streams_table(report: dict, strategy: str | None, sort: str | None, ascending: bool, top: int | None) -> str:
+    """Every stream: the backbone bytes of each strategy's flows of it, or the bytes and tuples of one."""
+    names = _strategies(report, strategy)
+    per = {n: {s["id"]: s for s in report["strategies"][n].get("streams", ())} for n in names}
+    ids = list(per[names[0]])
+    if strategy is not None:
+        header = ["stream", "backbone bytes", "backbone tuples"]
+        rows = [[i, per[strategy][i]["backbone_bytes"], per[strategy][i]["backbone_tuples"]] for i in ids]
+    else:
+        header = ["stream", *names]
+        rows = [[i, *(per[n][i]["backbone_bytes"] for n in names)] for i in ids]
+    return _table(header, rows, sort or header[1], ascending, top)
+
+
 def show(where: str, what: str, strategy: str | None, sort: str | None, ascending: bool, top: int | None) -> str:
-    """``what`` (``table``, ``links`` or ``subscriptions``) of the report at ``where``."""
+    """``what`` (``table``, ``links``, ``subscriptions`` or ``streams``) of the report at ``where``."""
     report = read_report(where)
+    if what == "streams":
+        return streams_table(report, strategy, sort, ascending, top)
     if what == "links":
         return links_table(report, strategy, sort, ascending, top)
     if what == "subscriptions":

@@ -64,6 +64,12 @@ class SweepSpec:
     vary: tuple[tuple[str, tuple[object, ...]], ...]
     fixed: tuple[tuple[str, object], ...] = ()
     strategies: tuple[str, ...] = ()
+    x_key: str | None = None  # the key on the plots' x axis (None: the first varied key other than seed)
+
+    def __post_init__(self) -> None:
+        keys = [k for k, _ in self.vary]
+        if self.x_key is not None and self.x_key not in keys:
+            raise InputError(f"--x {self.x_key}: not a varied key (varied: {', '.join(keys) or 'none'})")
 
     def points(self) -> list[dict[str, object]]:
         """Every point of the grid, as key -> value in the order of :attr:`vary`."""
@@ -72,7 +78,10 @@ class SweepSpec:
 
     @property
     def x(self) -> str:
-        """The key plots put on the x axis: the first varied key other than ``seed`` (``seed`` alone)."""
+        """The key plots put on the x axis: :attr:`x_key`, or the first varied key other than ``seed``
+        (``seed`` alone).  Every other varied key but ``seed`` gives the plots a panel per value."""
+        if self.x_key is not None:
+            return self.x_key
         keys = [k for k, _ in self.vary]
         return next((k for k in keys if k != "seed"), keys[0])
 
@@ -139,8 +148,8 @@ def vary_option(text: str) -> tuple[str, tuple[object, ...]]:
 
 def read_sweep_file(path: str) -> SweepSpec:
     """A sweep file: ``scenario`` (a path relative to the file), ``vary`` (key -> a list, or a text as
-    ``--vary`` takes it), optional ``set`` (key -> value) and ``strategies`` (a list).  Raises InputError
-    naming the file and the key."""
+    ``--vary`` takes it), optional ``set`` (key -> value), ``strategies`` (a list) and ``x`` (the varied key
+    on the plots' x axis).  Raises InputError naming the file and the key."""
     try:
         with open(path, encoding="utf-8") as fh:
             doc = yaml.safe_load(fh)
@@ -150,9 +159,11 @@ def read_sweep_file(path: str) -> SweepSpec:
         raise InputError(f"{path}: YAML error: {' '.join(str(err).split())}") from None
     if not is_sweep_document(doc):
         raise InputError(f"{path}: a sweep file is a mapping with 'scenario' and 'vary'")
-    unknown = sorted(set(doc) - {"scenario", "vary", "set", "strategies"})
+    unknown = sorted(set(doc) - {"scenario", "vary", "set", "strategies", "x"})
     if unknown:
-        raise InputError(f"{path}: unknown key {unknown[0]!r} (expected one of: scenario, set, strategies, vary)")
+        raise InputError(f"{path}: unknown key {unknown[0]!r} (expected one of: scenario, set, strategies, vary, x)")
+    if "x" in doc and not isinstance(doc["x"], str):
+        raise InputError(f"{path}: x: expected a varied key, got {doc['x']!r}")
     if not isinstance(doc["vary"], dict) or not doc["vary"]:
         raise InputError(f"{path}: vary: expected a mapping of keys to their values, got {doc['vary']!r}")
     vary = []
@@ -170,7 +181,9 @@ def read_sweep_file(path: str) -> SweepSpec:
     if not isinstance(strategies, list):
         raise InputError(f"{path}: strategies: expected a list of strategy names")
     scenario = os.path.join(os.path.dirname(os.path.abspath(path)), str(doc["scenario"]))
-    return SweepSpec(scenario, tuple(vary), tuple((str(k), v) for k, v in fixed.items()), tuple(strategies))
+    return SweepSpec(
+        scenario, tuple(vary), tuple((str(k), v) for k, v in fixed.items()), tuple(strategies), doc.get("x")
+    )
 
 
 def is_sweep_document(doc: object) -> bool:
@@ -292,6 +305,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepResult:
     os.makedirs(os.path.join(out_dir, "points"), exist_ok=True)
     with open(os.path.join(out_dir, "sweep.json"), "w", encoding="utf-8") as fh:
         design = {"scenario": spec.scenario, "vary": [[k, list(v)] for k, v in spec.vary], "set": list(spec.fixed)}
+        design["x"] = spec.x
         json.dump({**design, "strategies": strategies, "points": [_point_id(p) for p in points]}, fh, indent=1)
         fh.write("\n")
 

@@ -189,3 +189,37 @@ def test_a_registered_strategy_runs_on_spark_too(registered, spark, tmp_path):  
     local = sg.run(scenario, [registered], jobs=1)
     on_spark = sg.run(scenario, ["query-shipping", registered], engine="spark", out=str(tmp_path / "s"))
     assert on_spark[registered].exact and on_spark[registered].links == local[registered].links
+
+
+def _documented_planner():
+    """The union-per-home planner of docs/API.md, run as the page gives it."""
+    page = (ROOT / "docs" / "API.md").read_text()
+    code = page[page.index("```python\nimport functools") + len("```python\n") :]
+    namespace: dict = {}
+    exec(code[: code.index("```")], namespace)
+    return namespace["union_per_home"]
+
+
+def test_the_documented_union_planner_is_exact_and_carries_the_union_of_what_is_wanted():
+    """Per link direction, its tuples are those of the union of the subscriptions' answers of each group
+    (stream, super-peer) whose route crosses it: computed here from the centralized answers alone."""
+    from topologies.expected import expected_results
+
+    sg.register_strategy("union-per-home", _documented_planner())
+    try:
+        scenario = sg.load(ROOT / "topologies" / "germany50.yaml", changes={"subscriptions": 40})
+        run = sg.simulate(scenario, sg.plan(scenario, "union-per-home"))
+        assert sg.check(scenario, run).exact
+    finally:
+        sg.unregister_strategy("union-per-home")
+    expected = expected_results(scenario)
+    network = sg.Network.of(scenario)
+    groups: dict = {}
+    for sub in scenario.subscriptions:
+        key = (sub.stream, scenario.home(sub.peer))
+        groups[key] = groups.get(key, set()) | set(expected.indices[sub.id].tolist())
+    tuples: Counter = Counter()
+    for (stream, home), indices in groups.items():
+        for hop in pairwise(network.route(scenario.home(scenario.stream(stream).source), home)):
+            tuples[hop] += len(indices)
+    assert {d: n for d, n in run.link_tuples.items() if n} == dict(tuples)

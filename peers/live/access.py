@@ -64,6 +64,9 @@ def acl_text(scenario: Scenario, topics: Topics) -> str:
         lines += [f"topic write {topics.stats(peer.id)}", f"topic write {topics.done(peer.id)}"]
         lines.append(f"topic write {topics.load(peer.id)}")
         lines += [f"topic write {topics.request(peer.id)}", f"topic read {topics.reply(peer.id)}/#"]
+        # plain clients logging in as the thin-peer: its JSON results, and the JSON input of its streams
+        lines.append(f"topic readwrite {topics.results(peer.id, '#')}")
+        lines += [f"topic readwrite {topics.input(s.id)}" for s in scenario.streams if s.source == peer.id]
         blocks.append(lines)
     return "\n\n".join("\n".join(b) for b in blocks) + "\n"
 
