@@ -9,10 +9,13 @@ SCENARIO ?= topologies/figure1.yaml
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .  # `import streamglobe` and the `streamglobe` command from anywhere
+	@echo "compiling the simulator's kernels once (numba; about 20 s, cached for every run)"
+	$(PY) -c "from reports.runner import warm_up; print(f'compiled in {warm_up():.0f} s')"
 	touch $@
 
 # System packages: the Mosquitto broker (live mode), Java 17 (Spark) and Chromium (the report.html test),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import os
 import signal
@@ -171,7 +172,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     from reports.show import show
 
-    what = "links" if args.links else "subscriptions" if args.subscriptions else "table"
+    what = "links" if args.links else "subscriptions" if args.subscriptions else "streams" if args.streams else "table"
     print(show(args.report, what, args.strategy, args.sort, args.ascending, args.top))
     return 0
 
@@ -187,6 +188,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         tuple(vary.items()),
         (*spec.fixed, *_overrides(args)),
         tuple(args.strategy or spec.strategies),
+        args.x or spec.x_key,
     )
     options = SweepOptions(
         out=args.out,
@@ -221,23 +223,36 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from topologies.loader import load_scenario
 
     scenario = load_scenario(args.scenario)
-    broker = Broker.parse(args.broker)
+    if args.broker is None and not args.start_broker:
+        from topologies.errors import InputError
+
+        raise InputError("serve: --broker mqtt://HOST:PORT is required (or --start-broker to start one)")
+    url = args.broker or "mqtt://127.0.0.1:1883"
+    broker = Broker.parse(url)
     out_dir = args.out or os.path.join("out", scenario.name, "live")
     OutputDirectory.check(out_dir)  # before serving: a report that cannot be written is refused now
-    credentials = None
+    credentials, config = None, None
     if args.secure:
         from peers.live.access import secure_setup
 
         setup = secure_setup(scenario, args.secure_dir or os.path.join(out_dir + "-broker"), broker, args.prefix)
-        credentials = setup.credentials
-        print(setup.instructions)
+        credentials, config = setup.credentials, setup.config_path
+        if not args.start_broker:
+            print(setup.instructions)
     processes = len(scenario.super_peers) if args.processes == -1 else args.processes
     options = ServeOptions(
-        broker, args.strategy, args.speed, args.forever, processes, args.prefix, credentials, args.batch_ms / 1000
+        broker, args.strategy, args.speed, args.forever, processes, args.prefix, credentials, args.batch_ms / 1000,
+        json_results=args.json_results, inputs=tuple(args.input or ()),
     )  # fmt: skip
-    started = time.monotonic()
-    print(f"serving {scenario.name} on {args.broker} (strategy {args.strategy}, speed {args.speed:g})", flush=True)
-    served = serve_scenario(scenario, options, out_dir, progress=not args.quiet)
+    with contextlib.ExitStack() as stack:
+        if args.start_broker:
+            from peers.live.broker import started_broker
+
+            stack.enter_context(started_broker(broker, out_dir + "-broker", config))
+            print(f"started mosquitto on {broker.host}:{broker.port} (stopped when the run ends)", flush=True)
+        started = time.monotonic()
+        print(f"serving {scenario.name} on {url} (strategy {args.strategy}, speed {args.speed:g})", flush=True)
+        served = serve_scenario(scenario, options, out_dir, progress=not args.quiet)
     print("\n".join(served_lines(served, time.monotonic() - started)))
     if served.result.problem is not None:
         print(f"error: {_one_line(served.result.problem)} (report in {out_dir})", file=sys.stderr)
@@ -364,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--links", action="store_true", help="every link direction, backbone and access")
     shown.add_argument("--subscriptions", action="store_true", help="every subscription")
+    shown.add_argument("--streams", action="store_true", help="every stream's backbone bytes")
     p.add_argument("--strategy", default=None, help="one strategy's figures (default: a column per strategy)")
     p.add_argument("--sort", default=None, metavar="COLUMN", help="sort by this column, largest first")
     p.add_argument("--ascending", action="store_true", help="sort smallest first")
@@ -378,6 +394,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUES",
         help="values of a key, e.g. subscriptions=100,200,400 or seed=1..5 (repeatable; the grid of all)",
     )
+    p.add_argument(
+        "--x", default=None, metavar="KEY",
+        help="the varied key on the plots' x axis (default: the first varied key other than seed); every other"
+        " varied key but seed gives a panel per value",
+    )  # fmt: skip
     _add_overrides(p)
     p.add_argument("--strategy", action="append", choices=STRATEGIES, metavar="STRATEGY", help="(repeatable)")
     p.add_argument("--engine", choices=["local", "spark"], default="local")
@@ -417,7 +438,22 @@ def _add_live_parsers(sub) -> None:
     """Live mode over MQTT (docs/LIVE.md)."""
     p = sub.add_parser("serve", help="run a scenario live over an MQTT broker")
     p.add_argument("scenario")
-    p.add_argument("--broker", required=True, help="mqtt://HOST:PORT")
+    p.add_argument(
+        "--broker", default=None, help="mqtt://HOST:PORT (with --start-broker: default mqtt://127.0.0.1:1883)"
+    )
+    p.add_argument(
+        "--start-broker",
+        action="store_true",
+        help="start Mosquitto on the --broker port for the run, and stop it after",
+    )
+    p.add_argument(
+        "--json-results", action="store_true",
+        help="also publish every result as JSON lines on <prefix>/results/<peer>/<subscription> (for mosquitto_sub)",
+    )  # fmt: skip
+    p.add_argument(
+        "--input", action="append", metavar="STREAM",
+        help="take STREAM's tuples from MQTT clients publishing JSON on <prefix>/in/STREAM (repeatable)",
+    )  # fmt: skip
     p.add_argument("--speed", type=float, default=1.0, help="emulated seconds per wall second")
     p.add_argument(
         "--strategy",

@@ -9,8 +9,17 @@ Grammar (keywords case-insensitive; ``TRUE``/``FALSE`` and ``NOT BETWEEN``/``NOT
     comparison := name ( '=' | '!=' | '<>' | '<' | '<=' | '>' | '>=' ) number
                 | name [ NOT ] BETWEEN number AND number
                 | name [ NOT ] IN '(' number { ',' number } ')'
+                | name ( '=' | '!=' | '<>' ) text | name [ NOT ] IN '(' text { ',' text } ')'
     name       := identifier | '"' characters, with '""' for a quote '"'
     number     := [ '+' | '-' ] digits [ '.' digits ] [ ( 'e' | 'E' ) [ '+' | '-' ] digits ]
+    text       := "'" characters, with "''" for a quote "'"
+
+**Text attributes.**  A parse given ``texts`` (a text attribute's name -> its values, in order) reads a
+comparison of such an attribute with quoted texts as one of the value's position in that list (its
+*code*: a text attribute travels as the code of its value): ``proto = 'dns'`` is ``proto = 1`` when
+``dns`` is the second value.  A text that is not one of the values matches nothing (``!=`` it: everything).
+Text compares only by ``=``, ``!=`` and ``IN``; a number with a text attribute, or a text with any other,
+is an error.  Without ``texts`` every attribute holds numbers (a plan's conditions, which keep the codes).
 
 Parsing builds a small expression tree; :func:`_dnf` then pushes NOT down to the comparisons (each
 comparison is a set of intervals on one attribute, so its negation is the complement of that set) and
@@ -25,6 +34,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from matcher.predicate import INF, UNBOUNDED, Box, Interval, Predicate, interval
@@ -81,6 +91,10 @@ def _tokenize(text: str) -> list[_Token]:
             name, end = _quoted_name(text, i)
             tokens.append(_Token("name", name, i, text[i:end]))
             i = end
+        elif c == "'":
+            value, end = _quoted_text(text, i)
+            tokens.append(_Token("text", value, i, text[i:end]))
+            i = end
         elif op := next((o for o in _COMPARISONS if text.startswith(o, i)), None):
             tokens.append(_Token("op", op, i, op))
             i += len(op)
@@ -108,6 +122,27 @@ def _quoted_name(text: str, start: int) -> tuple[str, int]:
             continue
         if close == start + 1 and not parts[0]:
             raise QueryError("empty quoted name", start, '""')
+        return "".join(parts), close + 1
+
+
+def _codes(texts: Mapping[str, Sequence[str]]) -> dict[str, dict[str, float]]:
+    """Per text attribute, each value's code: its position in the attribute's values."""
+    return {dim: {value: float(k) for k, value in enumerate(values)} for dim, values in texts.items()}
+
+
+def _quoted_text(text: str, start: int) -> tuple[str, int]:
+    """The value of the single-quoted text at ``start`` and the offset just past it."""
+    parts: list[str] = []
+    i = start + 1
+    while True:
+        close = text.find("'", i)
+        if close < 0:
+            raise QueryError("unterminated quoted text", start, text[start : start + 20])
+        parts.append(text[i:close])
+        if text.startswith("'", close + 1):  # "''" stands for one quote character
+            parts.append("'")
+            i = close + 2
+            continue
         return "".join(parts), close + 1
 
 
@@ -151,9 +186,10 @@ _Node = _Constant | _Comparison | _Not | _Junction
 class _Parser:
     """Recursive descent over the token list; each method consumes one grammar rule."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, texts: Mapping[str, Sequence[str]] | None = None):
         self.tokens = _tokenize(text)
         self.index = 0
+        self.codes = _codes(texts or {})
 
     @property
     def current(self) -> _Token:
@@ -204,6 +240,8 @@ class _Parser:
             self.advance()
         token = self.current
         if token.kind != "number":
+            if token.kind == "text":
+                raise self.error(f"a quoted text compares only with a text attribute, after {after!r}")
             raise self.error(f"expected a number after {after!r}")
         self.advance()
         value = float(token.text)
@@ -212,7 +250,7 @@ class _Parser:
         return -value if sign_token is not None and sign_token.text == "-" else value
 
     # query := SELECT ( '*' | name { ',' name } ) FROM name [ WHERE condition ]
-    def query(self, text: str) -> Query:
+    def query(self, text: str, texts_of: Callable[[str], Mapping[str, Sequence[str]]] | None = None) -> Query:
         self.expect_keyword("SELECT", "at the start of the query")
         select: tuple[str, ...] | None
         if self.at_punct("*"):
@@ -230,6 +268,8 @@ class _Parser:
             select = tuple(names)
         self.expect_keyword("FROM", "after the select list")
         stream = self.name("a stream name after FROM")
+        if texts_of is not None:
+            self.codes = _codes(texts_of(stream))
         condition: _Node = _Constant(True)
         if self.at_keyword("WHERE"):
             self.advance()
@@ -276,8 +316,48 @@ class _Parser:
             raise self.error("expected a condition (an attribute name, NOT, '(', TRUE or FALSE)")
         return self.comparison()
 
+    def text_code(self, dim: str, after: str) -> float | None:
+        """The code of the quoted text at the current token among ``dim``'s values (None: not one of them)."""
+        token = self.current
+        if token.kind != "text":
+            raise self.error(f"{dim!r} holds text: compare it with a quoted value such as 'abc', after {after!r}")
+        self.advance()
+        return self.codes[dim].get(token.text)
+
+    def text_comparison(self, dim: str) -> _Node:
+        """A comparison of the text attribute ``dim``: ``=``, ``!=``/``<>`` or ``[NOT] IN`` quoted texts."""
+        token = self.current
+        if token.kind == "op":
+            if token.text not in ("=", "!=", "<>"):
+                raise self.error(f"text attribute {dim!r} compares only with =, != and IN")
+            self.advance()
+            code = self.text_code(dim, token.text)
+            points = () if code is None else (Interval.point(code),)
+            node = _Comparison(dim, points, token.position, token.text)
+            return node if token.text == "=" else _Not(node)
+        negated = self.at_keyword("NOT")
+        if negated:
+            self.advance()
+        keyword = self.current
+        if not self.at_keyword("IN"):
+            raise self.error(f"text attribute {dim!r} compares only with =, != and IN")
+        self.advance()
+        self.expect_punct("(", "after IN")
+        if self.at_punct(")"):
+            raise self.error("the IN list is empty")
+        codes = [self.text_code(dim, "(")]
+        while self.at_punct(","):
+            self.advance()
+            codes.append(self.text_code(dim, ","))
+        self.expect_punct(")", "to close the IN list")
+        unique = dict.fromkeys(c for c in codes if c is not None)
+        node = _Comparison(dim, tuple(Interval.point(c) for c in unique), keyword.position, keyword.text)
+        return _Not(node) if negated else node
+
     def comparison(self) -> _Node:
         dim = self.name("an attribute name")
+        if dim in self.codes:
+            return self.text_comparison(dim)
         token = self.current
         if token.kind == "op":
             self.advance()
@@ -486,14 +566,15 @@ def _merge_sorted(left: list[Box], right: list[Box], dim: str) -> list[Box]:
     return left
 
 
-def parse_condition(text: str) -> Predicate:
-    """The condition ``text`` (a WHERE clause without the keyword) as a DNF predicate.
+def parse_condition(text: str, texts: Mapping[str, Sequence[str]] | None = None) -> Predicate:
+    """The condition ``text`` (a WHERE clause without the keyword) as a DNF predicate; ``texts``: the text
+    attributes' values (above).
 
     Raises QueryError (with the 0-based position and the offending token) on a syntax error or a DNF
     larger than :data:`MAX_BOXES`.
     """
     try:
-        parser = _Parser(text)
+        parser = _Parser(text, texts)
         node = parser.condition()
         parser.expect_end("condition")
         return Predicate(_dnf(node, negated=False))
@@ -501,14 +582,15 @@ def parse_condition(text: str) -> Predicate:
         raise _too_deep(text) from None
 
 
-def parse_query(text: str) -> Query:
-    """``SELECT <attrs | *> FROM <stream> [WHERE <condition>]`` as a :class:`Query` (``text`` kept).
+def parse_query(text: str, texts_of: Callable[[str], Mapping[str, Sequence[str]]] | None = None) -> Query:
+    """``SELECT <attrs | *> FROM <stream> [WHERE <condition>]`` as a :class:`Query` (``text`` kept);
+    ``texts_of(stream)``: that stream's text attributes' values (above).
 
     Raises QueryError (with the 0-based position and the offending token) on a syntax error, an
     attribute selected twice, or a DNF larger than :data:`MAX_BOXES`.
     """
     try:
-        return _Parser(text).query(text)
+        return _Parser(text).query(text, texts_of)
     except RecursionError:
         raise _too_deep(text) from None
 

@@ -87,6 +87,12 @@ class StrategyRun:
     lost: dict[str, np.ndarray] = field(default_factory=dict)
     replans: tuple = ()
     rejected_at: dict[str, float] = field(default_factory=dict)  # when the planner rejected each
+    # per stream (by id) the bytes and tuples its flows put on backbone link directions; the latest time any
+    # tuple reached the far end of a link it crossed (backbone or access; 0: none), where the span a report
+    # observes ends when it is after the run (queues drain after the last emission)
+    stream_bytes: dict[str, int] = field(default_factory=dict)
+    stream_tuples: dict[str, int] = field(default_factory=dict)
+    last_arrival: float = 0.0
 
     @property
     def backbone_bytes(self) -> int:
@@ -129,8 +135,13 @@ class TrafficMeter:
         bin_s: float,
         super_peers: Sequence[str] = (),
         load_bin_s: float = 1.0,
+        streams: Sequence[str] = (),
     ):
         self.bin_s = bin_s
+        self.streams = list(streams)  # numbered by position, for the backbone traffic of each
+        self._stream_bytes = np.zeros(len(self.streams), np.int64)
+        self._stream_tuples = np.zeros(len(self.streams), np.int64)
+        self._last_arrival = np.zeros(1)
         self.load_bin_s = load_bin_s  # the bins of the offered load and the super-peers' load
         self._bytes: dict[Direction, int] = {d: 0 for d in sorted(backbone)}
         self._tuples: dict[Direction, int] = dict.fromkeys(self._bytes, 0)
@@ -175,13 +186,15 @@ class TrafficMeter:
         departures: np.ndarray,
         latency: np.ndarray | None = None,
         arrivals: np.ndarray | None = None,
+        streams: np.ndarray | None = None,
     ) -> None:
         """Runs of tuples at once: run ``r``'s ``count[r]`` tuples reached ``directions[link[r]]``,
         finishing at ``departures[first[r]:]`` (NaN: dropped, not counted), of ``wire_bytes[first_wire[r]:]``
         bytes.  With ``latency`` (per direction), each tuple landing at a super-peer ``latency`` after its
-        departure is counted there too (the super-peers' load); with ``arrivals`` (aligned with
-        ``departures``, NaN: never reached the link), each tuple reaching a backbone direction's queue is
-        counted in its offered load, dropped there or not."""
+        departure is counted there too (the super-peers' load), and the latest landing anywhere is kept;
+        with ``arrivals`` (aligned with ``departures``, NaN: never reached the link), each tuple reaching a
+        backbone direction's queue is counted in its offered load, dropped there or not; with ``streams``
+        (per run, a position in the meter's ``streams``), backbone traffic is summed per stream too."""
         self.line_of(directions)
         if not len(link):
             return
@@ -189,6 +202,7 @@ class TrafficMeter:
         # after MAX_TIMELINE_BINS bins is counted in the last one
         lands = self._end if latency is not None else np.full(len(self._directions), -1, np.int64)
         latency = np.zeros(len(self._directions)) if latency is None else latency
+        streams = np.full(len(link), -1, np.int64) if streams is None else streams
         last, last_landed = _last_bins(
             link, first, count, departures, self._row, lands, latency, self.bin_s, self.load_bin_s, MAX_TIMELINE_BINS
         )
@@ -211,6 +225,10 @@ class TrafficMeter:
             self._counts,
             self._timeline,
             self._landed,
+            streams,
+            self._stream_bytes,
+            self._stream_tuples,
+            self._last_arrival,
         )
         if arrivals is not None:
             last = _last_offered(link, first, count, arrivals, self._row, self.load_bin_s, MAX_TIMELINE_BINS)
@@ -344,6 +362,9 @@ class TrafficMeter:
             dropped=dropped,
             link_lost=link_lost,
             lost=lost,
+            stream_bytes=dict(zip(self.streams, self._stream_bytes.tolist(), strict=True)),
+            stream_tuples=dict(zip(self.streams, self._stream_tuples.tolist(), strict=True)),
+            last_arrival=float(self._last_arrival[0]),
         )
 
 
@@ -453,10 +474,16 @@ def _accumulate(
     counts,
     timeline,
     landed,
+    streams,
+    stream_sums,
+    stream_counts,
+    last_arrival,
 ):
-    """Add the runs to the per-direction sums, the timeline and the super-peers' landings.  A run's
-    departures ascend, so its bytes are summed per bin before they are added to the timeline (whole
-    numbers: the float sums are exact); a dropped tuple (NaN) is not counted."""
+    """Add the runs to the per-direction sums, the timeline, the super-peers' landings, and a backbone
+    run's to its stream's sums (``streams[r] >= 0``); keep the latest landing in ``last_arrival[0]``.  A
+    run's departures ascend, so its bytes are summed per bin before they are added to the timeline (whole
+    numbers: the float sums are exact), and its last departure lands last; a dropped tuple (NaN) is not
+    counted."""
     for r in range(len(link)):
         k = link[r]
         w = first_wire[r]
@@ -497,3 +524,11 @@ def _accumulate(
             landed[end, landing] += landing_count
         sums[k] += total
         counts[k] += crossed
+        if line >= 0 and streams[r] >= 0:
+            stream_sums[streams[r]] += total
+            stream_counts[streams[r]] += crossed
+        if crossed:
+            i = first[r] + count[r] - 1
+            while np.isnan(departures[i]):
+                i -= 1
+            last_arrival[0] = max(last_arrival[0], departures[i] + latency[k])

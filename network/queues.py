@@ -71,6 +71,7 @@ class Route:
     tap: int
     sink: str | None = None
     attrs: tuple[str, ...] = ()
+    stream: str | None = None  # whose tuples it carries (the meter sums backbone traffic per stream)
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,9 @@ class Queues:
         self.tap = np.array([r.tap for r in self.routes], dtype=np.int64)
         number = {s: k for k, s in enumerate(meter.subscriptions)}
         self.sink = np.array([-1 if r.sink is None else number[r.sink] for r in self.routes], dtype=np.int64)
+        streams = {s: k for k, s in enumerate(meter.streams)}
+        self.stream = np.array([streams.get(r.stream, -1) for r in self.routes], dtype=np.int64)
+        self.hops = np.diff(self.hop_start)
         self.restart(meter, self.free())
 
     def free(self) -> QueueState:
@@ -265,9 +269,12 @@ class Queues:
             saved = self.state()
         fresh = np.isinf(self.first_arrival)
         self.first_arrival[fresh] = arrival_min[fresh]
+        present = np.flatnonzero(blocks.count > 0)  # the segments are each present channel's hops, in order
+        streams = np.repeat(self.stream[present], self.hops[present])
         self.meter.cross_runs(
-            self.directions, seg_link, seg_row, seg_count, seg_tuple, blocks.wire, departures, self.latency, arrivals
-        )
+            self.directions, seg_link, seg_row, seg_count, seg_tuple, blocks.wire, departures, self.latency, arrivals,
+            streams,
+        )  # fmt: skip
         self.meter.dropped_at(drops)
         self.meter.lost_at(losses)
         sinks = np.flatnonzero((self.sink >= 0) & (blocks.count > 0))
@@ -666,3 +673,10 @@ def cycle_closing_edges(edges: set[tuple[int, int]]) -> set[tuple[int, int]]:
                 state[nxt] = 1
                 stack.append((nxt, iter(succ.get(nxt, ()))))
     return back
+
+
+def kernels_cached() -> bool:
+    """Whether numba's on-disk cache holds the simulator's main kernel (a run before compiled it): if not,
+    the first run compiles the kernels, tens of seconds, and caches them for every later run."""
+    # numba's index of the kernel's compiled versions: empty when missing, or stale after the source changed
+    return bool(solve_window._cache._cache_file._load_index())

@@ -116,8 +116,9 @@ class Simulation:
     def meter(self) -> TrafficMeter:
         """A meter for (part of) this run."""
         duration = self.scenario.duration
+        streams = [s.id for s in self.scenario.streams]
         return TrafficMeter(
-            self.backbone, self.attrs, bin_width(duration), self.scenario.super_peers, load_bin(duration)
+            self.backbone, self.attrs, bin_width(duration), self.scenario.super_peers, load_bin(duration), streams
         )
 
     def windows(self) -> list[tuple[float, float]]:

@@ -435,6 +435,12 @@ class _Totals:
         self.landed = np.zeros((len(self.super_peers), 0), np.int64)
         self.link_dropped = np.zeros(n, np.int64)
         self.link_lost = np.zeros(n, np.int64)
+        self.streams = list(meter.streams)
+        self.stream_bytes, self.stream_tuples = (
+            np.zeros(len(self.streams), np.int64),
+            np.zeros(len(self.streams), np.int64),
+        )
+        self.last_arrival = 0.0
         self.access: dict[tuple[str, str], int] = {}
         self.access_tuples: dict[tuple[str, str], int] = {}
         self.received: dict[str, tuple[str, ...]] = {}
@@ -456,6 +462,9 @@ class _Totals:
         self.landed = summary.landed.added_to(self.landed)
         self.link_dropped += summary.link_dropped
         self.link_lost += summary.link_lost
+        self.stream_bytes += summary.stream_bytes
+        self.stream_tuples += summary.stream_tuples
+        self.last_arrival = max(self.last_arrival, summary.last_arrival)
         for direction, sent in summary.access.items():
             self.access[direction] = self.access.get(direction, 0) + sent
         for direction, sent in summary.access_tuples.items():
@@ -519,4 +528,7 @@ class _Totals:
             link_lost=dict(zip(self.backbone, self.link_lost.tolist(), strict=True)),
             offered={d: self.offered[k] for k, d in enumerate(self.backbone)} if self.offered.shape[1] else {},
             landed={p: self.landed[k] for k, p in enumerate(self.super_peers)} if self.landed.shape[1] else {},
+            stream_bytes=dict(zip(self.streams, self.stream_bytes.tolist(), strict=True)),
+            stream_tuples=dict(zip(self.streams, self.stream_tuples.tolist(), strict=True)),
+            last_arrival=self.last_arrival,
         )

@@ -125,6 +125,9 @@ class ChunkSummary:
     missing_before: np.ndarray  # per subscription rejected after arriving, its copies missing before then
     sums: list[Sum]
     latency_sample: Sample  # for the overall latency ranks (peers/spark_select.py)
+    stream_bytes: np.ndarray  # per stream (the scenario's order), its backbone bytes and tuples
+    stream_tuples: np.ndarray
+    last_arrival: float  # the latest any tuple of the chunk reached the far end of a link (0: none)
 
 
 def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarray, np.ndarray]:
@@ -198,6 +201,9 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         missing_before=missing_before,
         sums=exact_sums_by_owner(owners, latencies, n),
         latency_sample=sample_of(latencies),
+        stream_bytes=np.array(list(traffic.stream_bytes.values()), np.int64),
+        stream_tuples=np.array(list(traffic.stream_tuples.values()), np.int64),
+        last_arrival=traffic.last_arrival,
     )
     return summary, owners.astype(np.int32), latencies
 

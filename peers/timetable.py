@@ -360,7 +360,7 @@ class Timetable:
 
     def routes(self) -> list[Route]:
         """The channels as the queues see them (numbered alike)."""
-        return [Route(c.hops, c.parent, c.tap, c.sink, c.attrs) for c in self.channels]
+        return [Route(c.hops, c.parent, c.tap, c.sink, c.attrs, c.stream) for c in self.channels]
 
     def _compile(self, layout: _Layout) -> None:
         """The phases and readers as arrays for :func:`~peers.selection.select_window` (once, after reading)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 import os
 
 from reports.report import COLUMNS, served_exactly, table_rows
@@ -105,6 +106,8 @@ def _summary(report: dict) -> str:
             entry["backbone_tuples"],
             entry.get("vs_ideal", {}).get("tuple_hops"),
             entry["access_bytes"],
+            entry.get("network_usage"),
+            *([entry.get("byte_km")] if "byte-km" in header else []),
             *(entry["saving_vs"].get(b) for b in ("data-shipping", "query-shipping", "multicast")),
             *(None if entry["latency_s"][p] is None else 1000 * entry["latency_s"][p] for p in ("p50", "p99")),
             entry.get("peak_utilization"),
@@ -144,6 +147,62 @@ def _links(report: dict) -> str:
         cells += [_cell(per.get(n, (0, 0))[1], number=per.get(n, (0, 0))[1]) for n in names]
         body.append(f"<tr>{''.join(cells)}</tr>")
     return _table("links", header, body)
+
+
+MAP_BOX = (900, 650)  # px the network map's drawing fits in
+
+
+def _map(report: dict, scenario: Scenario) -> str:
+    """The backbone drawn at its super-peers' (lon, lat), as inline SVG (a real network's; empty when a
+    super-peer has no position): each link's width by the bytes one strategy put on it (sharing-em when it
+    ran, else the first), every node and link named with its figures on hover."""
+    position = scenario.position
+    if not scenario.super_peers or not all(sp in position for sp in scenario.super_peers):
+        return ""
+    lons = [position[sp][0] for sp in scenario.super_peers]
+    lats = [position[sp][1] for sp in scenario.super_peers]
+    squeeze = max(0.1, math.cos(math.radians((min(lats) + max(lats)) / 2)))  # a degree of longitude, in latitude's
+    span_x, span_y = max(1e-9, (max(lons) - min(lons)) * squeeze), max(1e-9, max(lats) - min(lats))
+    scale = min((MAP_BOX[0] - 40) / span_x, (MAP_BOX[1] - 40) / span_y)
+    width, height = round(span_x * scale + 40), round(span_y * scale + 40)
+
+    def at(sp: str) -> tuple[float, float]:
+        lon, lat = position[sp]
+        return round(20 + (lon - min(lons)) * squeeze * scale, 1), round(20 + (max(lats) - lat) * scale, 1)
+
+    name = "sharing-em" if "sharing-em" in report["strategies"] else next(iter(report["strategies"]), None)
+    carried: dict[frozenset, int] = {}
+    for link in report["strategies"][name]["links"] if name else ():
+        key = frozenset((link["from"], link["to"]))
+        carried[key] = carried.get(key, 0) + link["bytes"]
+    most = max(carried.values(), default=0)
+    shapes = []
+    for link in scenario.links:
+        (x1, y1), (x2, y2) = at(link.a), at(link.b)
+        sent = carried.get(frozenset((link.a, link.b)), 0)
+        width = 0.6 + (7 * sent / most if most else 0)
+        colour = "#2a7" if sent else "#bbb"
+        length = "" if link.length is None else f", {link.length:,.0f} km"
+        tip = f"{link.a} - {link.b}: {1000 * float(link.latency):.3f} ms{length}, {sent:,} bytes ({name})"
+        shapes.append(
+            f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="{colour}" stroke-width="{width:.2f}">'
+            f"<title>{_e(tip)}</title></line>"
+        )
+    labelled = len(scenario.super_peers) <= 60
+    for sp in scenario.super_peers:
+        x, y = at(sp)
+        lon, lat = position[sp]
+        tip = f"{sp} ({lon:g}, {lat:g})"
+        shapes.append(f'<circle cx="{x}" cy="{y}" r="4" fill="#eee" stroke="#555"><title>{_e(tip)}</title></circle>')
+        if labelled:
+            shapes.append(f'<text x="{x + 5}" y="{y - 4}" font-size="9">{_e(sp)}</text>')
+    return (
+        f"<p>The backbone at its super-peers' longitude and latitude; a link's width is the bytes"
+        f" <code>{_e(name)}</code> put on it (both directions), grey when it carried nothing.  Hover for"
+        f" names, latencies, lengths and bytes.</p>\n"
+        f'<svg id="map" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"'
+        f' viewBox="0 0 {width} {height}">' + "".join(shapes) + "</svg>"
+    )
 
 
 def _subscriptions(report: dict, scenario: Scenario) -> str:
@@ -261,6 +320,7 @@ def report_html(
             if report.get("events")
             else []
         ),
+        *(["<h2>Network map</h2>", network_map] if (network_map := _map(report, scenario)) else []),
         "<h2>Plots</h2>",
         _plots(directory, plots),
         "<h2>What the planners did</h2>",

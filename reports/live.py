@@ -2,8 +2,10 @@
 
 report.json holds the served strategy's entry, made as for a simulated run (``"engine": "mqtt"``), and a
 ``live`` section with the live mode's own figures: start-up and drain times, lost and duplicate messages,
-backlogs and back-pressure, malformed messages dropped, the super-peers that died, and the latencies
-measured live next to those the local engine simulates for the same scenario and plan (``latency``).
+backlogs and back-pressure, malformed messages dropped, the super-peers that died, the input streams'
+tuples (kept beside the report as ``input-<stream>.csv``, a replay timed by their emission, which the
+report's centralized answer is computed from), and the latencies measured live next to those the local
+engine simulates for the same scenario and plan (``latency``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from reports.report import build_report, report_json
 from reports.runner import write_directory
 from topologies.expected import expected_results
 from topologies.model import Scenario
+from topologies.workload import tuple_count
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,8 @@ def live_report(result: LiveResult, simulate: bool = True) -> dict:
     )
     report["live"] = {
         "speed": result.speed,
-        "startup_s": None if result.startup_s is None else round(result.startup_s, 1),
-        "drain_s": round(result.drain_s, 1),
+        "startup_s": result.startup_s,
+        "drain_s": result.drain_s,
         "plan_versions": result.plan_versions,
         "runtime_subscriptions": list(result.runtime_subscriptions),
         "lost_messages": result.lost,
@@ -59,15 +62,20 @@ def live_report(result: LiveResult, simulate: bool = True) -> dict:
         "thin_peers": {
             "max_backlog": result.thin_peer_backlog,
             "max_outbox": result.thin_peer_outbox,
-            "max_source_lag_s": round(result.source_lag_s, 3),
+            "max_source_lag_s": result.source_lag_s,
         },
         "backpressure": {
             "high_water": HIGH_WATER,
-            "horizon_held_s": round(result.horizon_held_s, 3),
+            "horizon_held_s": result.horizon_held_s,
             "max_congested_nodes": result.max_congested,
             "max_super_peer_transit_s": result.super_peer_transit_s,
-            "max_thin_peer_transit_s": round(result.thin_peer_transit_s, 3),
+            "max_thin_peer_transit_s": result.thin_peer_transit_s,
         },
+        "inputs": {
+            stream: {"tuples": _emitted(result.scenario, stream), "file": _input_file(stream)}
+            for stream in result.inputs
+        },
+        "late_inputs": result.late_inputs,
         "malformed_messages": result.malformed,
         "dead_peers": list(result.dead),
         "failures": [f.to_json() for f in result.failures],
@@ -117,8 +125,20 @@ def serve_scenario(
 
         result = run_live(scenario, options, shown)
     report = live_report(result)
-    write_directory(out_dir, {"report.json": report_json(report)}, None)
+    files = {"report.json": report_json(report)}
+    for stream, path in result.inputs.items():  # the input streams' tuples, which the report checked against
+        with open(path, encoding="utf-8") as handle:
+            files[_input_file(stream)] = handle.read()
+    write_directory(out_dir, files, None)
     return ServedReport(result, report, out_dir)
+
+
+def _input_file(stream: str) -> str:
+    return f"input-{stream}.csv"
+
+
+def _emitted(scenario: Scenario, stream: str) -> int:
+    return tuple_count(scenario.stream(stream), scenario.duration)
 
 
 def served_lines(served: ServedReport, wall_s: float) -> list[str]:
@@ -143,7 +163,8 @@ def served_lines(served: ServedReport, wall_s: float) -> list[str]:
         f"max super-peer backlog {result.max_backlog[worst]} messages ({worst}), max outbox "
         f"{max(live['max_outbox'].values())}, horizon held {live['backpressure']['horizon_held_s']:g} s"
     )
-    lines.append(f"clock started {live['startup_s']} s after launch; drained {live['drain_s']:g} s after the end")
+    startup = "never" if live["startup_s"] is None else f"{live['startup_s']:.1f} s after launch"
+    lines.append(f"clock started {startup}; drained {live['drain_s']:.1f} s after the end")
     thin = live["thin_peers"]
     lines.append(
         f"thin-peers: max backlog {thin['max_backlog']} messages, max outbox {thin['max_outbox']}, "

@@ -16,7 +16,7 @@ from network.meter import StrategyRun
 from reports.report import served_exactly
 from topologies.model import Scenario
 
-PLOTS = ("bytes.png", "timeline.png", "latency.png", "topology.png", "utilization.png", "load.png")
+PLOTS = ("bytes.png", "timeline.png", "latency.png", "topology.png", "utilization.png", "load.png", "streams.png")
 
 
 def write_plots(directory: str, scenario: Scenario, report: dict, runs: dict[str, StrategyRun]) -> list[str]:
@@ -27,6 +27,7 @@ def write_plots(directory: str, scenario: Scenario, report: dict, runs: dict[str
     _topology_plot(os.path.join(directory, PLOTS[3]), scenario, report)
     _utilization_plot(os.path.join(directory, PLOTS[4]), scenario, report, runs)
     _load_plot(os.path.join(directory, PLOTS[5]), report)
+    _streams_plot(os.path.join(directory, PLOTS[6]), report)
     return list(PLOTS)
 
 
@@ -171,7 +172,7 @@ def _topology_plot(path: str, scenario: Scenario, report: dict) -> None:
     graph = nx.Graph()
     graph.add_nodes_from(scenario.super_peers)
     graph.add_edges_from((link.a, link.b) for link in scenario.links)
-    layout = nx.spring_layout(graph, seed=scenario.seed)  # seeded: the same drawing every run
+    layout, geographic = topology_layout(scenario, graph)
     shown = [n for n in ("query-shipping", "sharing-em") if n in report["strategies"]]
     shown = shown or list(report["strategies"])[:1]
     hottest = max(report["strategies"], key=lambda n: report["strategies"][n].get("peak_utilization") or 0.0)
@@ -191,15 +192,34 @@ def _topology_plot(path: str, scenario: Scenario, report: dict) -> None:
         nx.draw_networkx_nodes(
             graph, layout, ax=ax, node_size=60 if len(graph) > 40 else 250, node_color="#ddd", edgecolors="#555"
         )
-        if len(graph) <= 40:
-            nx.draw_networkx_labels(graph, layout, ax=ax, font_size=7)
+        if len(graph) <= 40 or (geographic and len(graph) <= 60):  # a map spreads its labels
+            nx.draw_networkx_labels(graph, layout, ax=ax, font_size=7 if len(graph) <= 40 else 5)
         ax.set_title(f"{name}: {report['strategies'][name]['backbone_bytes'] / 1e6:.2f} MB on the backbone")
-        ax.axis("off")
+        if geographic:  # degrees of longitude shrink with the cosine of the latitude: keep the map's shape
+            latitudes = [lat for _, lat in layout.values()]
+            ax.set_aspect(1 / max(0.1, np.cos(np.radians((min(latitudes) + max(latitudes)) / 2))))
+            ax.set_xlabel("longitude")
+            ax.set_ylabel("latitude")
+            ax.tick_params(left=True, bottom=True, labelleft=True, labelbottom=True, labelsize=7)
+        else:
+            ax.axis("off")
     bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=scale, cmap=colours), ax=axes[0].tolist(), shrink=0.6)
     bar.set_label("peak utilization, busier direction (red: 100 % or more)")
     fig.suptitle("width: traffic (both directions); colour: peak utilization")
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def topology_layout(scenario: Scenario, graph: nx.Graph) -> tuple[dict, bool]:
+    """Where each super-peer is drawn, and whether that is geography: every super-peer at its (lon, lat)
+    when each has a position (a real network's); else a seeded spring layout (the same drawing every run)
+    holding the super-peers that have a position in place."""
+    position = scenario.position
+    if position and all(sp in position for sp in scenario.super_peers):
+        return {sp: position[sp] for sp in scenario.super_peers}, True
+    if position:
+        return nx.spring_layout(graph, pos=dict(position), fixed=list(position), seed=scenario.seed), False
+    return nx.spring_layout(graph, seed=scenario.seed), False
 
 
 def _edge_peaks(links: list[dict]) -> dict[frozenset, float]:
@@ -282,6 +302,40 @@ def _load_plot(path: str, report: dict) -> None:
     ax.invert_yaxis()
     ax.margins(x=0.15)
     ax.set_title(f"{report['scenario']}: super-peer load per strategy")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+STREAMS_SHOWN = 15  # streams at most in streams.png: the ones with the most backbone bytes
+
+
+def _streams_plot(path: str, report: dict) -> None:
+    """Per stream (the busiest :data:`STREAMS_SHOWN`), the backbone bytes each strategy's flows of it carry."""
+    names = list(report["strategies"])
+    per = {n: {s["id"]: s["backbone_bytes"] or 0 for s in report["strategies"][n].get("streams", ())} for n in names}
+    ids = sorted(per[names[0]], key=lambda i: (-max(per[n][i] for n in names), i))[:STREAMS_SHOWN] if names else []
+    fig, ax = plt.subplots(figsize=(8.5, min(12.0, 0.1 * len(ids) * max(1, len(names)) + 1.8)))
+    height = 0.8 / max(1, len(names))
+    y = np.arange(len(ids))
+    values = [per[n][i] / 1e6 for n in names for i in ids]
+    for k, name in enumerate(names):
+        ax.barh(
+            y + k * height, [per[name][i] / 1e6 for i in ids], height, label=name, color=plt.get_cmap("tab10")(k % 10)
+        )
+    ax.set_yticks(y + height * (len(names) - 1) / 2, ids, fontsize=8)
+    ax.invert_yaxis()
+    log = spans_orders(values)
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlabel("backbone traffic of the stream's flows (MB" + (", log scale)" if log else ")"))
+    shown = (
+        f"the {len(ids)} busiest of {len(per[names[0]])} streams"
+        if names and len(per[names[0]]) > len(ids)
+        else "every stream"
+    )
+    ax.set_title(f"{report['scenario']}: backbone bytes per stream ({shown})")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

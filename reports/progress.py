@@ -44,10 +44,20 @@ class Status:
     which parts are at work, :meth:`phase` starts a phase that has no count (writing files, computing the
     expected answers).  Use it as a context manager: the bar is closed and the thread ended on exit."""
 
-    def __init__(self, label: str, total: int, unit: str, progress: bool | str, *, stream: TextIO | None = None):
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        unit: str,
+        progress: bool | str,
+        *,
+        stream: TextIO | None = None,
+        of: str | None = None,
+    ):
         self.label = label
         self.total = max(total, 0)
         self.unit = unit
+        self.of = of  # the total as the user counts it (``6,000 tuples x 7 strategies``), else ``total units``
         self.stream = stream or sys.stderr
         self.mode = progress_mode(progress, self.stream)
         self.started = time.monotonic()
@@ -62,7 +72,7 @@ class Status:
         if self.mode == "bar":
             from tqdm import tqdm
 
-            self._bar = tqdm(total=self.total, unit=unit, unit_scale=True, file=self.stream, leave=False)
+            self._bar = tqdm(total=self.total, unit=unit, unit_scale=True, file=self.stream, leave=False, desc=of)
         elif self.mode == "lines":
             self._thread = threading.Thread(target=self._tick, name=f"{label}-progress", daemon=True)
             self._thread.start()
@@ -94,10 +104,13 @@ class Status:
                 self._write(f"{self.label}: {text} ({_duration(time.monotonic() - self.started)})")
 
     def text(self) -> str:
-        """The current state in words: ``45% of 560k tuples; sharing-em: planning 40%`` (or the phase)."""
+        """The current state in words: ``45% of 6,000 tuples x 7 strategies; sharing-em: planning 40%`` (or the
+        phase)."""
         if self.current:
             return self.current
-        share = f"{100 * self.done / self.total:.0f}% of {self.total:,} {self.unit}s" if self.total else ""
+        share = (
+            f"{100 * self.done / self.total:.0f}% of {self.of or f'{self.total:,} {self.unit}s'}" if self.total else ""
+        )
         return "; ".join(part for part in (share, self.detail) if part)
 
     def _line(self) -> None:

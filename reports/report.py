@@ -98,20 +98,22 @@ def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected | No
             subscriptions[-1]["missing_before_rejection"] = found.missing_before_rejection
     access = access_links(scenario, run, subscriptions)
     super_peers = super_peer_entries(scenario, run, links, access)
-    peaks = [link["peak_utilization"] for link in links if link["peak_utilization"] is not None]
     loads = [sp["peak_load"] for sp in super_peers if sp["peak_load"] is not None]
-    return {
+    lengths = [link.get("length_km") for link in links]
+    entry = {
         "backbone_bytes": sum(link["bytes"] for link in links),
         "backbone_tuples": sum(link["tuples"] for link in links),
         "access_bytes": int(run.access_bytes),
+        "network_usage": sum(link["bytes"] * link["latency"] for link in links),
+        "byte_km": None if None in lengths else sum(link["bytes"] * link["length_km"] for link in links),
+        "last_arrival_s": run.last_arrival,
         "exact": all(served_exactly(s) for s in subscriptions),
+        "streams": stream_entries(scenario, run),
         "links": links,
         "access_links": access,
         "subscriptions": subscriptions,
         "latency_s": latency.as_dict(),
         "super_peers": super_peers,
-        "peak_utilization": max(peaks, default=0.0),
-        "links_over_capacity": sum(1 for p in peaks if p > 1),
         "peak_load": max(loads, default=None),
         "dropped": sum(s["dropped"] for s in subscriptions),
         "link_drops": sum(link["dropped"] for link in links),
@@ -121,37 +123,72 @@ def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected | No
         "unreachable": sum(s["unreachable"] for s in subscriptions),
         "replans": [r.to_json() for r in run.replans],
     }
+    observe(entry, max(float(scenario.duration), run.last_arrival))  # alone; a report observes its whole span
+    return entry
+
+
+def stream_entries(scenario: Scenario, run: StrategyRun) -> list[dict]:
+    """Per stream, in the scenario's order, the bytes and tuples its flows put on backbone link directions
+    (every direction counted, as ``backbone_bytes`` counts them; the entries add up to it); null where the
+    engine does not count per stream (live mode's receivers count per link).  The one place a per-stream
+    entry is made: fields added to it belong here."""
+    counted = bool(run.stream_bytes) or not scenario.streams
+    return [
+        {
+            "id": stream.id,
+            "backbone_bytes": int(run.stream_bytes.get(stream.id, 0)) if counted else None,
+            "backbone_tuples": int(run.stream_tuples.get(stream.id, 0)) if counted else None,
+        }
+        for stream in scenario.streams
+    ]
 
 
 def link_entries(scenario: Scenario, run: StrategyRun) -> list[dict]:
-    """Every backbone link direction, sorted: its traffic, and how hard it was driven (docs/REPORT.md):
-    ``utilization`` over the run, ``peak_utilization`` of the offered load per bin of the report's
-    ``bin_s`` (null when the engine did not measure it), and the tuples its full buffer ``dropped``."""
+    """Every backbone link direction, sorted: its traffic, its latency (seconds) and length (km, where
+    known), and how hard it was driven (docs/REPORT.md): the busiest bin's offered load over the bandwidth
+    (``peak_offered``, null when the engine did not measure it; :func:`observe` adds ``utilization`` and
+    ``peak_utilization`` over the span observed), and the tuples its full buffer ``dropped``."""
     network = Network.of(scenario)
-    duration = scenario.duration
     found = []
     for a, b in sorted(run.link_bytes):
         sent = int(run.link_bytes[(a, b)])
-        bandwidth = network.link(a, b).bandwidth
+        link = network.link(a, b)
         offered = run.offered.get((a, b))
         if offered is not None:
-            peak = _rate(int(offered.max()) * 8 if len(offered) else 0, bandwidth * run.load_bin_s)
+            peak = (int(offered.max()) * 8 if len(offered) else 0) / (link.bandwidth * run.load_bin_s)
         else:
             peak = 0.0 if sent == 0 else None
-        found.append(
-            {
-                "from": a,
-                "to": b,
-                "bytes": sent,
-                "tuples": int(run.link_tuples[(a, b)]),
-                "bandwidth": _number(bandwidth),
-                "utilization": _rate(sent * 8, bandwidth * duration),
-                "peak_utilization": peak,
-                "dropped": int(run.link_dropped.get((a, b), 0)),
-                "lost": int(run.link_lost.get((a, b), 0)),
-            }
-        )
+        entry = {
+            "from": a,
+            "to": b,
+            "bytes": sent,
+            "tuples": int(run.link_tuples[(a, b)]),
+            "bandwidth": _number(link.bandwidth),
+            "latency": float(link.latency),
+            "peak_offered": peak,
+            "dropped": int(run.link_dropped.get((a, b), 0)),
+            "lost": int(run.link_lost.get((a, b), 0)),
+        }
+        if link.length is not None:
+            entry["length_km"] = link.length
+        found.append(entry)
     return found
+
+
+def observe(entry: dict, observed_s: float) -> None:
+    """A strategy entry's links over a span of ``observed_s`` seconds: each direction's ``utilization``
+    (bytes x 8 / (bandwidth x observed_s): never above 1, since a link sends at most its bandwidth over the
+    span) and ``peak_utilization``, its busiest bin's offered load (``peak_offered``) or the mean when that
+    is higher (a last bin cut short by the end of the emissions can hide a busier stretch than any whole
+    bin; the mean over the span bounds the busiest moment from below); the entry's highest peak and its
+    directions offered more than their bandwidth in some bin."""
+    for link in entry["links"]:
+        link["utilization"] = link["bytes"] * 8 / (link["bandwidth"] * observed_s)
+        peak = link["peak_offered"]
+        link["peak_utilization"] = None if peak is None else max(peak, link["utilization"])
+    peaks = [link["peak_utilization"] for link in entry["links"] if link["peak_utilization"] is not None]
+    entry["peak_utilization"] = max(peaks, default=0.0)
+    entry["links_over_capacity"] = sum(1 for p in peaks if p > 1)
 
 
 def super_peer_entries(scenario: Scenario, run: StrategyRun, links: list[dict], access: list[dict]) -> list[dict]:
@@ -195,10 +232,9 @@ def super_peer_entries(scenario: Scenario, run: StrategyRun, links: list[dict], 
 
 
 def _rate(amount: float, per: float) -> float:
-    """``amount / per``, rounded as the report's ratios are (a value of a few units of 1e-6 apart is one
-    number in every engine); 0 over a run of no time (a live run stopped before its clock started carried
-    nothing)."""
-    return round(amount / per, 6) if per else 0.0
+    """``amount / per``: the report keeps every ratio at full precision (tables round what they show); 0 over
+    a run of no time (a live run stopped before its clock started carried nothing)."""
+    return amount / per if per else 0.0
 
 
 def _number(value: float) -> int | float:
@@ -233,8 +269,12 @@ def build_report(scenario: Scenario, runs: dict[str, StrategyRun], expected: Exp
 
 def assemble_report(scenario: Scenario, strategies: dict[str, dict], engine: str) -> dict:
     """The report from each strategy's :func:`strategy_entry` (strategies in the order given): the entries
-    gain their savings against the baselines and their ratios to ``ideal``."""
+    gain their links' utilization over the span the report observes (``observed_s``: from 0 to the later of
+    the run's end and the last arrival of any of its tuples, in any strategy), their savings against the
+    baselines and their ratios to ``ideal``."""
+    observed_s = max([float(scenario.duration)] + [e.get("last_arrival_s", 0.0) for e in strategies.values()])
     for entry in strategies.values():
+        observe(entry, observed_s)
         entry["saving_vs"] = {
             base: _saving(entry["backbone_bytes"], strategies[base]["backbone_bytes"])
             for base in BASELINES
@@ -251,12 +291,14 @@ def assemble_report(scenario: Scenario, strategies: dict[str, dict], engine: str
         "scenario": scenario.name,
         "engine": engine,
         "duration": scenario.duration,
+        "observed_s": observed_s,
         "bin_s": load_bin(scenario.duration),
         "header_bytes": scenario.header_bytes,
         "seed": scenario.seed,
         "exact": exact,
         "warnings": list(scenario.warnings),
         "events": event_entries(scenario, strategies),
+        **({"positions": {sp: list(pos) for sp, pos in scenario.positions}} if scenario.positions else {}),
         "strategies": strategies,
     }
 
@@ -281,11 +323,11 @@ def event_entries(scenario: Scenario, strategies: dict[str, dict]) -> list[dict]
 
 def _saving(value: int, base: int) -> float | None:
     """Fraction of the baseline's backbone bytes saved (negative: more traffic than the baseline)."""
-    return None if base == 0 else round(1.0 - value / base, 6)
+    return None if base == 0 else 1.0 - value / base
 
 
 def _ratio(value: int, base: int) -> float | None:
-    return None if base == 0 else round(value / base, 6)
+    return None if base == 0 else value / base
 
 
 def report_json(report: dict) -> str:
@@ -332,7 +374,18 @@ def _fmt_pct(x: float | None) -> str:
 
 
 def _fmt_share(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
+    """A share as a percentage: one decimal, or two significant digits below 0.1 % (a 10 Gbit/s link
+    carrying a few Mbit/s is not at 0.0 %)."""
+    if x is None:
+        return "n/a"
+    return f"{100 * x:.1f}%" if x == 0 or x >= 0.001 else f"{100 * x:.2g}%"
+
+
+def _fmt_unit(x: float | None, unit: str) -> str:
+    """Bytes times ``unit`` with a decimal prefix, e.g. ``632.53 B*s`` or ``126.51 MB*km``."""
+    if x is None:
+        return "n/a"
+    return f"{_fmt_bytes(x)}*{unit}" if x == 0 or x >= 1 else f"{x:.2g} B*{unit}"
 
 
 def _fmt_ms(x: float | None) -> str:
@@ -346,6 +399,10 @@ COLUMNS = {
     "x ideal": "tuple-hops divided by ideal's; below 1 when the planner found shorter shared routes than the"
     " fixed least-latency routes the bound assumes",
     "access": "bytes on the thin-peers' access links: every upload plus every delivery",
+    "net usage": "network usage: bytes times latency summed over backbone link directions, in byte-seconds"
+    " (a byte held on the wire for a second; SBON's and iFogSim's measure)",
+    "byte-km": "bytes times link length summed over backbone link directions (shown when links have lengths: a"
+    " real network's)",
     "saved vs DS": "backbone bytes saved against data-shipping: + is less traffic",
     "saved vs QS": "backbone bytes saved against query-shipping: + is less traffic",
     "saved vs MC": "backbone bytes saved against multicast: + is less traffic",
@@ -364,8 +421,10 @@ COLUMNS = {
 
 
 def table_rows(report: dict) -> tuple[list[str], list[list[str]]]:
-    header = ["strategy", "backbone", "tuple-hops", "x ideal", "access", "saved vs DS", "saved vs QS"]
-    header += ["saved vs MC", "p50 ms", "p99 ms", "peak util", "links >100%", "peak load", "drops", "rejected"]
+    geographic = any(e.get("byte_km") is not None for e in report["strategies"].values())
+    header = ["strategy", "backbone", "tuple-hops", "x ideal", "access", "net usage", *(["byte-km"] * geographic)]
+    header += ["saved vs DS", "saved vs QS", "saved vs MC", "p50 ms", "p99 ms", "peak util", "links >100%"]
+    header += ["peak load", "drops", "rejected"]
     dynamic = bool(report.get("events"))
     if dynamic:
         header += ["lost", "unreachable"]
@@ -381,6 +440,8 @@ def table_rows(report: dict) -> tuple[list[str], list[list[str]]]:
                 str(e["backbone_tuples"]),
                 "n/a" if vs_ideal is None else f"{vs_ideal:.3f}",
                 _fmt_bytes(e["access_bytes"]),
+                _fmt_unit(e.get("network_usage"), "s"),
+                *([_fmt_unit(e.get("byte_km"), "km")] * geographic),
                 _fmt_pct(e["saving_vs"].get("data-shipping")),
                 _fmt_pct(e["saving_vs"].get("query-shipping")),
                 _fmt_pct(e["saving_vs"].get("multicast")),
@@ -452,6 +513,26 @@ def hottest_markdown(report: dict) -> list[str]:
     return lines
 
 
+def streams_markdown(report: dict, shown_at_most: int = 15) -> list[str]:
+    """summary.md's table of backbone bytes per stream and strategy, the busiest streams first (a scenario
+    of one stream: no lines; its figures are the table's)."""
+    names = list(report["strategies"])
+    per = {n: {s["id"]: s["backbone_bytes"] or 0 for s in report["strategies"][n].get("streams", ())} for n in names}
+    ids = list(per[names[0]]) if names else []
+    if len(ids) < 2:
+        return []
+    ids.sort(key=lambda i: (-max(per[n][i] for n in names), i))
+    more = (
+        f" ({shown_at_most} busiest of {len(ids)}; `run.py show DIR --streams` lists all)"
+        if len(ids) > shown_at_most
+        else ""
+    )
+    lines = ["", f"Backbone bytes per stream{more}:", "", "| stream | " + " | ".join(names) + " |"]
+    lines.append("|---|" + "---|" * len(names))
+    lines += [f"| {i} | " + " | ".join(_fmt_bytes(per[n][i]) for n in names) + " |" for i in ids[:shown_at_most]]
+    return lines
+
+
 def events_markdown(report: dict) -> list[str]:
     """summary.md's table of the backbone's events: per instant and strategy, the re-plan's wall time, the
     flows it moved and the subscriptions cut off and served again (none: no lines)."""
@@ -492,6 +573,7 @@ def summary_markdown(report: dict, plots: list[str]) -> str:
     if report.get("warnings"):
         lines += ["", "Warnings:", ""] + [f"- {warning}" for warning in report["warnings"]]
     lines += hottest_markdown(report)
+    lines += streams_markdown(report)
     lines += events_markdown(report)
     lines += ["", "Columns:", ""] + [f"- `{name}`: {text}" for name, text in COLUMNS.items()]
     for name in plots:

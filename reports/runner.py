@@ -11,11 +11,21 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from network.queues import kernels_cached
 from reports.progress import Status, progress_mode
-from reports.report import assemble_report, console_table, links_csv, report_json, summary_markdown, timeline_csv
+from reports.report import (
+    assemble_report,
+    console_table,
+    links_csv,
+    report_json,
+    strategy_entry,
+    summary_markdown,
+    timeline_csv,
+)
 from reports.simulate import Engine, simulate, simulate_parallel, simulate_spark
 from sharing import check_strategy, strategy_names
 from sharing.plan import Plan
@@ -63,7 +73,7 @@ def engine_for(name: str, master: str | None, conf: list[str] | None = None) -> 
     return spark_engine(master, parse_conf(conf))
 
 
-PLOTS = ("bytes.png", "timeline.png", "latency.png", "topology.png", "utilization.png", "load.png")
+PLOTS = ("bytes.png", "timeline.png", "latency.png", "topology.png", "utilization.png", "load.png", "streams.png")
 REPORT_FILES = frozenset(
     {"report.json", "report.html", "links.csv", "timeline.csv", "summary.md", "plans.json", *PLOTS}
 )
@@ -209,6 +219,47 @@ def peak_memory_bytes(children: bool = False) -> int:
     return resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+COMPILE_NOTE = "about 20 s on 2 cores, cached for every later run (make venv compiles them)"
+WARM_UP = {  # a run of a second touching every compiled path of the simulator: buffers, failures, sharing
+    "name": "warm-up",
+    "duration": 2,
+    "network": {
+        "defaults": {"latency": "1ms"},
+        "super_peers": ["A", "B", "C"],
+        "links": [["A", "B", {"bandwidth": "64Kbit", "buffer": "1KB"}], ["B", "C"], ["A", "C", {"latency": "3ms"}]],
+    },
+    "thin_peers": [{"id": "P0", "attach": "A"}, {"id": "P1", "attach": "C"}, {"id": "P2", "attach": "B"}],
+    "streams": [{"id": "s", "source": "P0", "rate": 200, "schema": {"x": {"distribution": {"uniform": [0, 1]}}}}],
+    "subscriptions": [
+        {"id": "Q1", "peer": "P1", "at": 0, "query": "SELECT x FROM s WHERE x < 0.5"},
+        {"id": "Q2", "peer": "P2", "at": 0.5, "until": 1.5, "query": "SELECT * FROM s WHERE x < 0.3"},
+    ],
+    "events": [{"at": 1, "fail": "link", "link": ["B", "C"]}],
+}
+
+
+def warm_up() -> float:
+    """Compile the simulator's kernels into numba's on-disk cache (what the first run would otherwise do,
+    and every worker process of it at once) by running a tiny scenario; returns the seconds it took."""
+    from peers.local import run_local
+    from sharing import make_plan
+    from topologies.loader import scenario_from_document
+
+    started = time.perf_counter()
+    scenario = scenario_from_document(WARM_UP, "<warm-up>")
+    expected = expected_results(scenario)
+    for name in ("data-shipping", "sharing-em"):
+        run = run_local(scenario, make_plan(scenario, name))
+        assemble_report(scenario, {name: strategy_entry(scenario, run, expected)}, "local")
+    return time.perf_counter() - started
+
+
+def _tuples_of(per_strategy: int, strategies: list[str]) -> str:
+    """What a run's progress counts, as a user counts it: the scenario's tuples, once per strategy."""
+    n = len(strategies)
+    return f"{per_strategy:,} tuples" + (f" x {n} strategies" if n > 1 else "")
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How :func:`run_scenario` runs a scenario and where it writes the report.
@@ -268,8 +319,12 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunResult:
 
     with (
         OutputDirectory(out_dir, options.force) as out,
-        Status("run", per_strategy * len(strategies), "tuple", mode) as status,
+        Status("run", per_strategy * len(strategies), "tuple", mode, of=_tuples_of(per_strategy, strategies)) as status,
     ):
+        if options.engine == "local" and not kernels_cached():
+            # once per installation (make venv does it): else each worker process would compile them at once
+            status.phase(f"compiling the simulator's kernels (numba), once: {COMPILE_NOTE}")
+            warm_up()
         # the Spark engine checks deliveries where they are; on the driver, expected tuples would be per-tuple data
         expected = None
         if options.engine != "spark":

@@ -16,7 +16,7 @@ from reports.report import console_table, served_exactly
 from topologies.errors import InputError, shown
 
 MAX_REPORT_BYTES = 256 * 2**20  # the report of 2,000 subscriptions over every strategy holds about 10 MB
-VIEWS = ("table", "links", "subscriptions")
+VIEWS = ("table", "links", "subscriptions", "streams")
 
 
 class _Shape:
@@ -71,7 +71,12 @@ class _Shape:
         self.numbers(
             entry, key, ("links_over_capacity", "link_drops", "rejected", "lost", "unreachable"), present=False
         )
-        self.numbers(entry, key, ("peak_utilization", "peak_load"), optional=True, present=False)
+        self.numbers(entry, key, ("peak_utilization", "peak_load", "network_usage", "byte_km"), True, present=False)
+        for k, stream in enumerate(self.items(entry.get("streams", []), f"{key}.streams")):
+            where = f"{key}.streams[{k}]"
+            stream = self.mapping(stream, where)
+            self.text(stream.get("id"), f"{where}.id")
+            self.numbers(stream, where, ("backbone_bytes", "backbone_tuples"), optional=True)
         for group in ("saving_vs", "vs_ideal"):
             found = self.mapping(entry.get(group, {}), f"{key}.{group}")
             self.numbers(found, f"{key}.{group}", tuple(found), optional=True)
@@ -203,17 +208,36 @@ def _delivered(sub: dict | None) -> object:
     return sub["delivered"] if served_exactly(sub) else f"{sub['delivered']} NOT EXACT"
 
 
+def streams_table(report: dict, strategy: str | None, sort: str | None, ascending: bool, top: int | None) -> str:
+    """Every stream: the backbone bytes of each strategy's flows of it, or the bytes and tuples of one."""
+    names = _strategies(report, strategy)
+    per = {n: {s["id"]: s for s in report["strategies"][n].get("streams", ())} for n in names}
+    ids = list(dict.fromkeys(i for n in names for i in per[n]))  # a report written by hand may list them apart
+    if strategy is not None:
+        header = ["stream", "backbone bytes", "backbone tuples"]
+        rows = [[i, per[strategy][i].get("backbone_bytes"), per[strategy][i].get("backbone_tuples")] for i in ids]
+    else:
+        header = ["stream", *names]
+        rows = [[i, *(per[n].get(i, {}).get("backbone_bytes") for n in names)] for i in ids]
+    return _table(header, rows, sort or header[1], ascending, top)
+
+
 def show(where: str, what: str, strategy: str | None, sort: str | None, ascending: bool, top: int | None) -> str:
     """``what`` (one of :data:`VIEWS`) of the report at ``where``.  Raises InputError for a report that is
     not one, and for options the view does not take: ``--top`` below 0, ``--sort``, ``--ascending`` or
-    ``--top`` on the table (whose rows are the strategies, in the report's order)."""
+    ``--top`` on the table (whose rows are the strategies, in the report's order).  Views: ``table``,
+    ``links``, ``subscriptions`` or ``streams``."""
     if what not in VIEWS:
         raise InputError(f"show: no view {shown(what)} (views: {', '.join(VIEWS)})")
     if top is not None and (not isinstance(top, int) or isinstance(top, bool) or top < 0):
         raise InputError(f"--top: expected a number of rows, 0 or more, got {shown(top)}")
     if what == "table" and (sort is not None or ascending or top is not None):
-        raise InputError("--sort, --ascending and --top apply to --links and --subscriptions, not to the table")
+        raise InputError(
+            "--sort, --ascending and --top apply to --links, --subscriptions and --streams, not to the table"
+        )
     report = read_report(where)
+    if what == "streams":
+        return streams_table(report, strategy, sort, ascending, top)
     if what == "links":
         return links_table(report, strategy, sort, ascending, top)
     if what == "subscriptions":

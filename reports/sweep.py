@@ -73,6 +73,12 @@ class SweepSpec:
     vary: tuple[tuple[str, tuple[object, ...]], ...]
     fixed: tuple[tuple[str, object], ...] = ()
     strategies: tuple[str, ...] = ()
+    x_key: str | None = None  # the key on the plots' x axis (None: the first varied key other than seed)
+
+    def __post_init__(self) -> None:
+        keys = [k for k, _ in self.vary]
+        if self.x_key is not None and self.x_key not in keys:
+            raise InputError(f"--x {_key_text(self.x_key)}: not a varied key (varied: {', '.join(keys) or 'none'})")
 
     def points(self) -> list[dict[str, object]]:
         """Every point of the grid, as key -> value in the order of :attr:`vary`.  Raises InputError, before
@@ -93,7 +99,10 @@ class SweepSpec:
 
     @property
     def x(self) -> str:
-        """The key plots put on the x axis: the first varied key other than ``seed`` (``seed`` alone)."""
+        """The key plots put on the x axis: :attr:`x_key`, or the first varied key other than ``seed``
+        (``seed`` alone).  Every other varied key but ``seed`` gives the plots a panel per value."""
+        if self.x_key is not None:
+            return self.x_key
         keys = [k for k, _ in self.vary]
         return next((k for k in keys if k != "seed"), keys[0])
 
@@ -175,10 +184,15 @@ def vary_option(text: str) -> tuple[str, tuple[object, ...]]:
     return key, parse_values(key, values)
 
 
+def _key_text(key: object) -> str:
+    """A key as an error message writes it: bare when it reads as a key path, else quoted and cut short."""
+    return key if isinstance(key, str) and re.fullmatch(r"[A-Za-z0-9_.\[\]-]{1,200}", key) else shown(key)
+
+
 def read_sweep_file(path: str) -> SweepSpec:
     """A sweep file: ``scenario`` (a path relative to the file), ``vary`` (key -> a list, or a text as
-    ``--vary`` takes it), optional ``set`` (key -> value) and ``strategies`` (a list).  Raises InputError
-    naming the file and the key."""
+    ``--vary`` takes it), optional ``set`` (key -> value), ``strategies`` (a list) and ``x`` (the varied key
+    on the plots' x axis).  Raises InputError naming the file and the key."""
     return sweep_file_spec(read_yaml(path), path)
 
 
@@ -194,9 +208,11 @@ def sweep_file_spec(doc: object, path: str) -> SweepSpec:
     """The sweep the parsed sweep file ``doc`` (read from ``path``) describes."""
     if not is_sweep_document(doc):
         raise InputError(f"{path}: a sweep file is a mapping with 'scenario' and 'vary'")
-    unknown = sorted(set(doc) - {"scenario", "vary", "set", "strategies"})
+    unknown = sorted(set(doc) - {"scenario", "vary", "set", "strategies", "x"})
     if unknown:
-        raise InputError(f"{path}: unknown key {unknown[0]!r} (expected one of: scenario, set, strategies, vary)")
+        raise InputError(f"{path}: unknown key {unknown[0]!r} (expected one of: scenario, set, strategies, vary, x)")
+    if "x" in doc and not isinstance(doc["x"], str):
+        raise InputError(f"{path}: x: expected a varied key, got {shown(doc['x'])}")
     if not isinstance(doc["vary"], dict) or not doc["vary"]:
         raise InputError(f"{path}: vary: expected a mapping of keys to their values, got {shown(doc['vary'])}")
     vary = [(str(key), grid_values(str(key), values, path)) for key, values in doc["vary"].items()]
@@ -207,7 +223,9 @@ def sweep_file_spec(doc: object, path: str) -> SweepSpec:
     if not isinstance(strategies, list):
         raise InputError(f"{path}: strategies: expected a list of strategy names")
     scenario = os.path.join(os.path.dirname(os.path.abspath(path)), str(doc["scenario"]))
-    return SweepSpec(scenario, tuple(vary), tuple((str(k), v) for k, v in fixed.items()), tuple(strategies))
+    return SweepSpec(
+        scenario, tuple(vary), tuple((str(k), v) for k, v in fixed.items()), tuple(strategies), doc.get("x")
+    )
 
 
 def is_sweep_document(doc: object) -> bool:
@@ -378,7 +396,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepResult:
     _make_out_dir(out_dir)
     with open(os.path.join(out_dir, "sweep.json"), "w", encoding="utf-8") as fh:
         design = {"scenario": spec.scenario, "vary": [[k, list(v)] for k, v in spec.vary], "set": list(spec.fixed)}
-        design.update(strategies=strategies, points=[_point_id(p) for p in points])
+        design.update(x=spec.x, strategies=strategies, points=[_point_id(p) for p in points])
         json.dump(design, fh, indent=1, default=str)
         fh.write("\n")
 

@@ -1,6 +1,6 @@
 """A sweep's table, its statistics and its plots: ``sweep.csv``, ``sweep.md`` and one PNG per metric.
 
-Each metric is drawn against the sweep's x key (the first varied key other than ``seed``), one line per
+Each metric is drawn against the sweep's x key (``--x``, else the first varied key other than ``seed``), one line per
 strategy through the mean over the points that differ only in ``seed`` (and in any other varied key
 folded into the same x), with a band of its 95 % confidence interval: Student's t over the repetitions,
 ``mean +- t(0.975, n - 1) * s / sqrt(n)``; a single repetition has no band.  Other varied keys than x and
@@ -22,6 +22,7 @@ matplotlib.use("Agg")  # files only, no display; must precede pyplot
 import matplotlib.pyplot as plt
 
 from reports.plots import spans_orders
+from reports.report import _fmt_bytes
 from sharing import strategy_names
 
 TITLES = {
@@ -33,15 +34,33 @@ TITLES = {
     "saving_vs_multicast": "backbone bytes saved vs multicast (+ is less traffic)",
     "vs_ideal_bytes": "backbone bytes / ideal's",
     "vs_ideal_tuple_hops": "tuple-hops / ideal's (x ideal)",
-    "latency_p50_s": "delivery latency p50 (s)",
-    "latency_p99_s": "delivery latency p99 (s)",
-    "latency_mean_s": "delivery latency mean (s)",
+    "latency_p50_s": "delivery latency p50 (ms)",
+    "latency_p99_s": "delivery latency p99 (ms)",
+    "latency_mean_s": "delivery latency mean (ms)",
     "exact": "exact (1: every subscription got its centralized result)",
     "plan_s": "planning time (wall s)",
     "run_s": "simulation time (wall s)",
 }
 SAVING_FLOOR = -1.0  # savings below -100 % (twice the baseline's traffic) are drawn below the axis
 SUMMARY_METRICS = ("backbone_bytes", "saving_vs_query_shipping", "vs_ideal_tuple_hops", "latency_p99_s")
+
+
+def shown(metric: str, mean: float, half: float) -> str:
+    """A mean and its half-width as the console table shows the metric: savings as signed percentages,
+    latencies in milliseconds, bytes with decimal units, the rest to four significant digits."""
+    if metric.startswith("saving_vs_"):
+        return f"{100 * mean:+.1f}% ± {100 * half:.1f}%"
+    if metric.startswith("latency_"):
+        return f"{1000 * mean:.2f} ± {1000 * half:.2g}"
+    if metric in ("backbone_bytes", "access_bytes"):
+        return f"{_fmt_bytes(mean)} ± {_fmt_bytes(half)}"
+    return f"{mean:.4g} ± {half:.2g}"
+
+
+def scale(metric: str) -> float:
+    """What a metric's sweep.csv value (SI units, fractions) is multiplied by where it is shown: latencies in
+    ms (savings are drawn as percentages by the axis's formatter)."""
+    return 1000.0 if metric.startswith("latency_") else 1.0
 
 
 def write_sweep_csv(path: str, spec, rows: list[dict]) -> None:
@@ -146,11 +165,12 @@ def _panel(ax, spec, per_strategy: dict, metric: str, inexact: Counter) -> None:
     colours = _colours(_order(per_strategy))
     saving = metric.startswith("saving_vs_")
     means = []
+    factor = scale(metric)
     for name in _order(per_strategy):
         per_x = per_strategy[name]
         xs = [xv for xv in order if xv in per_x]
-        mean = [per_x[xv][0] for xv in xs]
-        half = [per_x[xv][1] for xv in xs]
+        mean = [factor * per_x[xv][0] for xv in xs]
+        half = [factor * per_x[xv][1] for xv in xs]
         where = [position[xv] for xv in xs]
         label = name if not inexact[name] else f"{name} (NOT EXACT at {inexact[name]} points)"
         if saving and max(mean) < SAVING_FLOOR:  # a baseline far dearer than this one would squash the rest
@@ -194,7 +214,9 @@ def sweep_markdown(spec, rows: list[dict], plots: list[str], scenario: str) -> s
     if spec.fixed:
         lines.append("Set at every point: " + "; ".join(f"`{k}` = `{json.dumps(v)}`" for k, v in spec.fixed) + ".")
     lines += ["", f"Means over the repetitions against `{spec.x}`, with the half-width of the 95 % confidence"
-              " interval (Student's t); every row of every point is in sweep.csv.", ""]  # fmt: skip
+              " interval (Student's t), in the console table's units (savings in percent, + is less traffic;"
+              " latencies in milliseconds); every row of every point is in sweep.csv, in seconds and"
+              " fractions.", ""]  # fmt: skip
     others = [k for k, _ in spec.vary if k not in (spec.x, "seed")]
     for (panel, metric), per_strategy in sorted(stats.items(), key=lambda item: repr(item[0])):
         if metric not in SUMMARY_METRICS:
@@ -206,7 +228,7 @@ def sweep_markdown(spec, rows: list[dict], plots: list[str], scenario: str) -> s
             cells = []
             for name in names:
                 found = per_strategy[name].get(xv)
-                cells.append("" if found is None else f"{found[0]:.4g} ± {found[1]:.2g}")
+                cells.append("" if found is None else shown(metric, found[0], found[1]))
             lines.append(f"| {xv} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += [f"![{name}]({name})" for name in plots]

@@ -5,9 +5,13 @@ joins to its source, docs/DYNAMICS.md) is delivered from a flow that is availabl
 carries everything it needs: each flow on the chain from the raw stream down to the delivering flow keeps
 every tuple the subscription's WHERE accepts (the WHERE implies each flow's predicate), each flow is
 produced where its parent is available and crosses only backbone links, and the flows carry the
-attributes their own filters and the delivery need.  If all of that holds, every engine delivers exactly
-the centralized result (the exactness of docs/ACCOUNTING.md) whatever the tuples are, so a violation
-found here is a planner bug, named by epoch, flow and subscription.
+attributes their own filters and the delivery need.  A flow of need classes (``trim`` entries,
+docs/PLANNER.md) decides each tuple's class where its stream enters the network, so its filters read what
+its parent could carry; what it must hold instead is every attribute for the tuples that need it: each
+subscription's WHERE implies, on every such flow of its chain, the class of every attribute it selects,
+and a class of a child implies its parent's.  If all of that holds, every engine delivers exactly the
+centralized result (the exactness of docs/ACCOUNTING.md) whatever the tuples are, so a violation found
+here is a planner bug, named by epoch, flow and subscription.
 
 The check is cheap enough for any user scenario (``run.py run --check-plans``): frozen flows and
 deliveries are mostly the same objects from one epoch to the next, so each implication is decided once
@@ -47,7 +51,6 @@ class _Checker:
         self.at = np.array([s.at for s in subs], dtype=np.float64)
         self.until = np.array([np.inf if s.until is None else s.until for s in subs], dtype=np.float64)
         self.links = set(network.directions)
-        self.oracle = plan.strategy == "ideal"  # the ideal bound's trimmed flows are an accounting bound
         self.nested = plan.strategy.startswith("sharing-")  # the planner keeps each flow within its parent
         self.boxsets: dict[Predicate, frozenset] = {}
         self.seen: set[tuple[int, ...]] = set()  # ids of (delivery, *its chain) already checked
@@ -101,8 +104,10 @@ class _Checker:
                 break
         return self.problems
 
-    def _flow(self, f: Flow, parent: Flow | None) -> list[str]:
-        """The problems of flow ``f`` read from ``parent`` (None: the raw stream), independent of the epoch."""
+    def _flow(self, f: Flow, parent: Flow | None, above: frozenset[str]) -> list[str]:
+        """The problems of flow ``f`` read from ``parent`` (None: the raw stream), which carries ``above``
+        there (for need classes, what the parent could carry: docs/PLANNER.md), independent of the
+        epoch."""
         key = (id(f), id(parent) if parent is not None else None)
         found = self.flow_ok.get(key)
         if found is not None:
@@ -121,27 +126,27 @@ class _Checker:
         if len(set(f.path)) != len(f.path):
             found.append(f"{f.id}: path {' -> '.join(f.path)} visits a super-peer twice")
         if parent is None:
-            parent_attrs = stream.attribute_names
             source = self.homes[stream.source]
             if f.origin != source:
                 found.append(f"{f.id}: reads the raw stream at {f.origin}, away from its source {source}")
         else:
-            parent_attrs = parent.attrs
             if parent.stream != f.stream:
                 found.append(f"{f.id}: parent {parent.id} carries another stream")
             if f.origin not in parent.path:
                 found.append(f"{f.id}: parent {parent.id} is not available at {f.origin}")
-        if not self.oracle:
-            if not set(f.attrs) <= set(parent_attrs):
-                found.append(f"{f.id}: carries {sorted(set(f.attrs) - set(parent_attrs))} its parent lacks")
-            if not set(f.predicate.dims) <= set(parent_attrs) and not (
-                parent is not None and parent.predicate.implies(f.predicate)
-            ):
-                found.append(f"{f.id}: its filter needs attributes its parent lacks")
-            if parent is not None and self.nested and not f.predicate.implies(parent.predicate):
-                # not a loss by itself (deliveries are checked against the whole chain), but the planner
-                # then believes the flow holds tuples its parent never forwards
-                found.append(f"{f.id}: its predicate reaches past its parent {parent.id}'s")
+        if not set(f.attrs) <= above:
+            found.append(f"{f.id}: carries {sorted(set(f.attrs) - above)} its parent lacks")
+        if not set(f.predicate.dims) <= above and not (parent is not None and parent.predicate.implies(f.predicate)):
+            found.append(f"{f.id}: its filter needs attributes its parent lacks")
+        if parent is not None and self.nested and not f.predicate.implies(parent.predicate):
+            # not a loss by itself (deliveries are checked against the whole chain), but the planner
+            # then believes the flow holds tuples its parent never forwards
+            found.append(f"{f.id}: its predicate reaches past its parent {parent.id}'s")
+        if f.trim and parent is not None and parent.trim:
+            mine, theirs = _classes(f), _classes(parent)
+            for a, boxes in mine.items():
+                if a not in theirs or not self._implies(boxes, theirs[a]):
+                    found.append(f"{f.id}: tuples carrying {a} here lack it in its parent {parent.id}")
         self.flow_ok[key] = found
         return found
 
@@ -149,22 +154,26 @@ class _Checker:
         where = f"epoch [{epoch.start:g}, {epoch.end:g})"
         flows: dict[str, Flow] = {}
         chains: dict[str, tuple[Flow, ...]] = {}  # flow id -> its chain from the root's first child
+        carried: dict[str, frozenset[str]] = {}  # flow id -> what its filters' readers find in it
         for f in epoch.flows:
             if f.id in flows:
                 self.add(f"{where} {f.id}: duplicate flow id")
                 continue
             if f.parent is None:
                 parent, chain = None, ()
+                above = frozenset(self.streams[f.stream].attribute_names) if f.stream in self.streams else frozenset()
             elif f.parent not in flows:
                 self.add(f"{where} {f.id}: parent {f.parent} is not listed before it")
                 continue
             else:
                 parent = flows[f.parent]
                 chain = chains[f.parent]
-            for line in self._flow(f, parent):
+                above = carried[f.parent]
+            for line in self._flow(f, parent, above):
                 self.add(f"{where} {line}")
             flows[f.id] = f
             chains[f.id] = (*chain, f)
+            carried[f.id] = above if f.trim else frozenset(f.attrs)
         delivered = [d.subscription for d in epoch.deliveries]
         active = self.sub_ids[(self.at <= epoch.start) & (self.until >= epoch.end)].tolist()  # sharing.epochs
         if self.plan.rejected:  # they receive nothing from their rejection on
@@ -178,9 +187,16 @@ class _Checker:
             twice = sorted({s for s in delivered if delivered.count(s) > 1}) if not (lacking or surplus) else []
             self.add(f"{where}: not delivered {lacking[:5]}, delivered while inactive {surplus[:5]}, twice {twice[:5]}")
         for d in epoch.deliveries:
-            self._delivery(where, d, flows, chains)
+            self._delivery(where, d, flows, chains, carried)
 
-    def _delivery(self, where: str, d, flows: dict[str, Flow], chains: dict[str, tuple[Flow, ...]]) -> None:
+    def _delivery(
+        self,
+        where: str,
+        d,
+        flows: dict[str, Flow],
+        chains: dict[str, tuple[Flow, ...]],
+        carried: dict[str, frozenset[str]],
+    ) -> None:
         flow = flows.get(d.flow) if d.flow is not None else None
         if flow is not None:
             # the same delivery over the same chain of flow objects as in an earlier epoch: checked there
@@ -208,9 +224,33 @@ class _Checker:
         for f in chains[flow.id]:  # nothing the subscription needs is filtered away upstream
             if not self._implies(wanted, f.predicate):
                 self.add(f"{where} {d.subscription}: its WHERE does not imply {f.id}'s predicate (tuples lost)")
+            if f.trim:  # nor any attribute it selects, for its tuples
+                classes = _classes(f)
+                for a in select:
+                    if a not in classes or not self._implies(wanted, classes[a]):
+                        self.add(f"{where} {d.subscription}: its tuples cross {f.id} without attribute {a}")
         if d.predicate != wanted and not (d.predicate.is_true() and self._implies(flow.predicate, wanted)):
             self.add(f"{where} {d.subscription}: the delivery's filter is not its WHERE")
-        if not self.oracle:
-            needed = set(select) | (set(wanted.dims) if d.predicate == wanted else set())
-            if not needed <= set(flow.attrs):
-                self.add(f"{where} {d.subscription}: {flow.id} lacks attributes {sorted(needed - set(flow.attrs))}")
+        needed = set(select) | (set(wanted.dims) if d.predicate == wanted else set())
+        if not needed <= carried[flow.id]:
+            self.add(f"{where} {d.subscription}: {flow.id} lacks attributes {sorted(needed - carried[flow.id])}")
+
+
+_CLASSES: dict[int, tuple[Flow, dict[str, Predicate]]] = {}
+
+
+def _classes(flow: Flow) -> dict[str, Predicate]:
+    """Per attribute of a flow of need classes, the tuples carrying it: the OR of its ``trim`` entries
+    naming the attribute (cached per flow object while it lives)."""
+    hit = _CLASSES.get(id(flow))
+    if hit is not None and hit[0] is flow:
+        return hit[1]
+    boxes: dict[str, list] = {}
+    for predicate, attrs in flow.trim:
+        for a in attrs:
+            boxes.setdefault(a, []).extend(predicate.boxes)
+    classes = {a: Predicate.from_nonempty(b) for a, b in boxes.items()}
+    if len(_CLASSES) > 100_000:
+        _CLASSES.clear()
+    _CLASSES[id(flow)] = (flow, classes)
+    return classes

@@ -122,11 +122,31 @@ class CostModel:
         return tuple_bytes(self.header_bytes, n_attributes)
 
     def flow_cost(self, stream: str, selectivity: float, n_attributes: int, hops: int) -> float:
-        """Bytes per second a flow adds to the backbone (see the module docstring)."""
+        """Bytes per second a flow whose tuples all carry ``n_attributes`` adds to the backbone."""
         return self._rates[stream] * selectivity * self.tuple_bytes(n_attributes) * hops
 
-    def cost_of(self, stream: str, predicate: Predicate, n_attributes: int, hops: int) -> float:
-        return self.flow_cost(stream, self.selectivity(stream, predicate), n_attributes, hops)
+    def bundle_cost(self, stream: str, selectivity: float, attribute_sel: float, hops: int) -> float:
+        """Bytes per second of a flow of need classes (sharing.needs): each tuple its header, each
+        attribute as often as its need class holds a tuple (``attribute_sel``: the sum of their
+        selectivities)."""
+        return self._rates[stream] * (self.header_bytes * selectivity + 8 * attribute_sel) * hops
+
+    def attribute_sel(self, flow, sel: float) -> float:
+        """The expected number of attributes a tuple of ``flow``'s stream takes on it (a
+        :class:`sharing.plan.Flow` of selectivity ``sel``): per attribute, the selectivity of the OR of the
+        ``trim`` entries carrying it, or its attributes on every tuple it keeps."""
+        if not flow.trim:
+            return sel * len(flow.attrs)
+        carrying: dict[str, list] = {}
+        for predicate, attrs in flow.trim:
+            for a in attrs:
+                carrying.setdefault(a, []).extend(predicate.boxes)
+        return sum(self.selectivity(flow.stream, Predicate(boxes)) for boxes in carrying.values())
+
+    def plan_flow_cost(self, flow) -> float:
+        """Estimated bytes per second of a :class:`sharing.plan.Flow` (trimmed or not)."""
+        sel = self.selectivity(flow.stream, flow.predicate)
+        return self.bundle_cost(flow.stream, sel, self.attribute_sel(flow, sel), len(flow.path) - 1)
 
     def _compute(self, stream: str, predicate: Predicate) -> float:
         # the pieces matcher.selectivity.selectivity adds up (it then clamps the sum to 1), taken through
@@ -230,4 +250,4 @@ def added_boxes(widened: Predicate, before: Predicate) -> Predicate:
 
 def epoch_cost(model: CostModel, flows: Iterable) -> float:
     """Estimated backbone bytes per second of an epoch's flows (``sharing.plan.Flow`` objects)."""
-    return sum(model.cost_of(f.stream, f.predicate, len(f.attrs), len(f.path) - 1) for f in flows)
+    return sum(model.plan_flow_cost(f) for f in flows)

@@ -1,9 +1,9 @@
-"""What a flow must be for the consumers it has left: its predicate, attributes and path, recomputed.
+"""What a flow must be for the consumers it has left: its predicate and path, recomputed.
 
-After a departure (and for the downstream part of a split) a flow may carry more than its consumers
-need.  Its predicate is folded from the consumers' predicates with the strategy's matcher (each
-consumer not covered yet relaxes the fold, as it would relax a stream predicate on arrival), its
-attributes are the union of their needs, and its path ends at the last super-peer where one reads it.
+After a departure a flow may keep more tuples than its consumers need.  Its predicate is folded from the
+consumers' predicates with the strategy's matcher (each consumer not covered yet relaxes the fold, as it
+would relax a stream predicate on arrival), and its path ends at the last super-peer where one reads it.
+What its tuples carry follows the subscriptions it serves by itself (:mod:`sharing.needs`).
 
 **Narrowing never widens.**  HCR folds the consumers' predicates into interval hulls, and a hull can
 reach past the flow's old predicate, and so past its parent's: the flow would then claim tuples its
@@ -19,7 +19,7 @@ from typing import NamedTuple
 from matcher import Predicate
 from sharing.cost import BoxBounds, CostModel, added_boxes
 from sharing.search import Matcher
-from sharing.state import AttributeMasks, InstalledFlow, holds_exactly
+from sharing.state import InstalledFlow
 
 
 class Consumer(NamedTuple):
@@ -27,18 +27,14 @@ class Consumer(NamedTuple):
 
     predicate: Predicate
     sel: float
-    attrs: int  # the attributes it needs when the flow holds exactly its result
-    full_needs: int  # the attributes it needs when it must filter
     at: str  # the super-peer where it reads the flow
 
 
 class FlowShape(NamedTuple):
-    """A flow's predicate (and selectivity), attributes, the union of its consumers' full needs and path."""
+    """A flow's predicate (and selectivity) and path."""
 
     predicate: Predicate
     sel: float
-    attrs: int
-    full_needs: int
     path: tuple[str, ...]
 
 
@@ -47,34 +43,29 @@ class ConsumerFold:
     folds a flow's consumers again after each departure below it, and all but the departed consumer's
     steps are the ones folded before."""
 
-    def __init__(self, cost: CostModel, masks: AttributeMasks, match: Matcher):
+    def __init__(self, cost: CostModel, match: Matcher):
         self._cost = cost
-        self._masks = masks
         self._match = match
         # (stream, predicate, consumer predicate) -> (the relaxation, or None when the predicate covers
         # the consumer, and the selectivity it adds)
         self._steps: dict[tuple[str, Predicate, Predicate], tuple[Predicate | None, float]] = {}
 
-    def consumers(self, flow: InstalledFlow) -> list[Consumer]:
+    @staticmethod
+    def consumers(flow: InstalledFlow) -> list[Consumer]:
         """``flow``'s child flows, then its deliveries."""
-        stream = flow.stream
-        mask = self._masks.mask
-        # a child flow filters by its predicate: it needs the predicate's attributes either way
-        found = [
-            Consumer(c.predicate, c.sel, needs, needs, c.origin)
-            for c in flow.children
-            for needs in [c.attrs | mask(stream, c.predicate.dims)]
-        ]
-        found += [Consumer(s.where, s.sel, s.select, s.select | s.where_attrs, s.home) for s in flow.deliveries]
+        found = [Consumer(c.predicate, c.sel, c.origin) for c in flow.children]
+        found += [Consumer(s.where, s.sel, s.home) for s in flow.deliveries]
         return found
 
     def shape(self, flow: InstalledFlow, keep_predicate: bool = False) -> FlowShape:
         """What ``flow`` must be for its consumers (it has at least one); with ``keep_predicate``, only its
-        attributes and path are recomputed (its predicate covers every consumer already: folding the
-        consumers again is what costs)."""
+        path is recomputed (its predicate covers every consumer already: folding the consumers again is
+        what costs)."""
         consumers = self.consumers(flow)
+        last = max(flow.path.index(consumer.at) for consumer in consumers)
+        path = flow.path[: last + 1]
         if keep_predicate:
-            return self._fit(flow, consumers, flow.predicate, flow.sel)
+            return FlowShape(flow.predicate, flow.sel, path)
         stream = flow.stream
         pred, sel = consumers[0].predicate, consumers[0].sel
         bounds = None  # of ``pred``, built only when a fold step is not remembered
@@ -99,15 +90,4 @@ class ConsumerFold:
             pred = Predicate(pred.boxes)
         if pred != flow.predicate and not pred.implies(flow.predicate):  # narrowing never widens
             pred, sel = flow.predicate, flow.sel
-        return self._fit(flow, consumers, pred, sel)
-
-    @staticmethod
-    def _fit(flow: InstalledFlow, consumers: list[Consumer], pred: Predicate, sel: float) -> FlowShape:
-        """``flow`` with predicate ``pred``: the attributes and path its ``consumers`` need."""
-        attrs = full = 0
-        for consumer in consumers:
-            full |= consumer.full_needs
-            exact = holds_exactly(pred, sel, consumer.predicate, consumer.sel)
-            attrs |= consumer.attrs if exact else consumer.full_needs
-        last = max(flow.path.index(consumer.at) for consumer in consumers)
-        return FlowShape(pred, sel, attrs, full, flow.path[: last + 1])
+        return FlowShape(pred, sel, path)

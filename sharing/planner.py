@@ -35,7 +35,7 @@ is cut off until a recovery gives it one.  Every other flow keeps its object (do
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from itertools import count
 
 from network.routing import Network
@@ -73,16 +73,15 @@ class Planner:
         self.rejected: dict[str, str] = {}  # subscription -> why no option fits the network limits
         self.cut_off: dict[str, ActiveSubscription] = {}  # active, but no path joins it to its source
         self._placed_down: dict[str, None] = {}  # placed while an element was down, in placement order
-        self.fold = ConsumerFold(cost, self.masks, self.matcher.match)
+        self.fold = ConsumerFold(cost, self.matcher.match)
         self.subs: dict[str, ActiveSubscription] = {}
         self._arrivals = count()
         self._homes = scenario.homes
         self._position = {s.id: k for k, s in enumerate(scenario.subscriptions)}
         self._shipping = dict.fromkeys(self.trees.roots, 0.0)  # stream -> bytes/s of query-shipping its subs
-        self._shipping_tuples = dict.fromkeys(self.trees.roots, 0.0)  # stream -> the same in tuple-hops/s
-        # subscription -> what it added to those totals: routes change with the backbone, so it is taken
-        # out as it was put in
-        self._shipped: dict[str, tuple[float, float]] = {}
+        # subscription -> what it added to that total: routes change with the backbone, so it is taken out
+        # as it was put in
+        self._shipped: dict[str, float] = {}
         self._hop_order: dict[str, list[tuple[int, str]]] = {}
 
     # -- the bound: query-shipping ---------------------------------------------------------------------
@@ -93,22 +92,16 @@ class Planner:
 
     def _ship(self, sub: ActiveSubscription, sign: int) -> None:
         """Count ``sub``'s query-shipping flow in (+1, over the current routes) or out (-1, what it added)
-        of the stream's shipping totals."""
-        stream = sub.stream
+        of the stream's shipping total."""
         if sign > 0:
-            hops = len(self.network.route(self.trees.roots[stream].origin, sub.home)) - 1
-            added = self._shipped[sub.spec.id] = (self._shipping_cost(sub), self.cost.tuple_hops(stream, sub.sel, hops))
+            added = self._shipped[sub.spec.id] = self._shipping_cost(sub)
         else:
             added = self._shipped.pop(sub.spec.id)
-        self._shipping[stream] += sign * added[0]
-        self._shipping_tuples[stream] += sign * added[1]
+        self._shipping[sub.stream] += sign * added
 
     def _dearer_than_shipping(self, stream: str) -> bool:
-        """The bound the planner keeps: bytes when capped, tuple-hops otherwise."""
-        if self.capped:
-            mine, shipping = self.trees.bytes_per_s[stream], self._shipping[stream]
-        else:
-            mine, shipping = self.trees.tuple_hops[stream], self._shipping_tuples[stream]
+        """The bound the planner keeps: the stream's flows cost no more bytes than query-shipping."""
+        mine, shipping = self.trees.bytes_per_s[stream], self._shipping[stream]
         return mine > shipping * (1 + RELATIVE_SLACK) + 1e-9
 
     @property
@@ -132,7 +125,6 @@ class Planner:
             where,
             self.cost.selectivity(stream, where),
             masks.mask(stream, spec.query.attributes(masks.schema(stream))),
-            masks.mask(stream, where.dims),
             next(self._arrivals),
             self._position[spec.id],
         )
@@ -209,12 +201,14 @@ class Planner:
         )
         root = self.trees.roots[stream]
         source_hops = len(self.network.route(root.origin, sub.home)) - 1
-        search = OptionSearch(sub, self.cost, self.masks, self.matcher)
+        search = OptionSearch(sub, self.cost, self.matcher)
         admit = None
         if self.loads is not None:
-            rates = self.loads.rates(stream, sub.sel, sub.select.bit_count())
-            per_hop = self.cost.flow_cost(stream, sub.sel, sub.select.bit_count(), 1)
-            admit = Admission(self.loads, stream, sub.home, rates, self.cost.tuple_hops(stream, sub.sel, 1), per_hop)
+            n = sub.select.bit_count()
+            rates = self.loads.rates(stream, sub.sel, sub.sel * n)
+            per_hop = self.cost.flow_cost(stream, sub.sel, n, 1)
+            unit = self.cost.tuple_hops(stream, sub.sel, 1)
+            admit = Admission(self.loads, stream, sub.home, rates, unit, per_hop, sub.select)
         routes = None if admit is None else self.network.routes_from(sub.home)
         return search.best(
             root, self.trees.available[stream], self._hops_from(sub.home), source_hops, cap, admit, routes
@@ -225,38 +219,46 @@ class Planner:
         """Why ``sub`` fits nowhere, in one line: its query-shipping flow on the route from the source
         breaks a limit there (and every other route and option broke one too)."""
         origin = self.trees.roots[sub.stream].origin
-        bits, tuples = self.loads.rates(sub.stream, sub.sel, sub.select.bit_count())
-        binding = self.loads.path_excess(self.network.route(origin, sub.home), bits, tuples)
+        n = sub.select.bit_count()
+        bits, tuples = self.loads.rates(sub.stream, sub.sel, sub.sel * n)
+        binding = self.loads.path_excess(self.network.route(origin, sub.home), bits, tuples, self.loads.width(n))
         return f"no route from {origin} to {sub.home} within the network limits: {binding}"
 
     def _apply(
         self, sub: ActiveSubscription, option: Option
     ) -> tuple[list[str], list[InstalledFlow], InstalledFlow | None]:
-        """Make ``option``'s changes, then its branch; the flows widened, the parts split off and the branch."""
+        """Make ``option``'s changes, serve ``sub`` through every flow from the raw stream down to its
+        tap, then add its branch; the flows widened, the parts split off and the branch."""
         widened, split = [], []
+        changes = {}
         for change in option.changes:
             node = change.flow
-            if (change.predicate, change.attrs) != (node.predicate, node.attrs):
-                widened.append(node.id)
-                if change.cut < node.hops:
-                    split.append(self.trees.split(node, change.cut))
-                self.snapshots.flow_changed(node)
-            elif change.predicate is not node.predicate:  # an equal predicate, but deliveries compare by identity
-                self.snapshots.recheck(node.deliveries)
-            self.trees.reshape(node, change.predicate, change.sel, change.attrs, change.full_needs, node.path)
+            changes[id(node)] = change
+            if change.cut < node.hops:  # its consumers read it at its end: the part beyond the tap goes on
+                split.append(self.trees.split(node, change.cut))
+            if change.predicate is not node.predicate:
+                if change.predicate != node.predicate:
+                    widened.append(node.id)
+                self.trees.reshape(node, change.predicate, change.sel, node.path)
+                self.snapshots.flow_changed(node)  # and deliveries compare predicates by identity
+        none = (0.0,) * sub.select.bit_count()
+        node = option.flow
+        while node.id is not None:  # above the last change the classes hold the query already
+            change = changes.get(id(node))
+            self.trees.serve(node, sub, none if change is None else change.gains)
+            node = node.parent
         branch = None
         host = option.flow
         if option.tap != sub.home:
             path = option.route or self.network.route(option.tap, sub.home)
-            branch = self.trees.install(host, path, sub.where, sub.sel, sub.select, sub.select | sub.where_attrs)
+            branch = self.trees.install(host, path, sub.where, sub.sel)
+            self.trees.serve(branch, sub)
             host = branch
         host.deliveries.append(sub)
         sub.flow = host
         self.snapshots.recheck((sub,))
         if not self.outage.intact:
             self._placed_down[sub.spec.id] = None
-        for part in split:  # its consumers are a part of the old flow's: it may narrow
-            self._narrow(part)
         return widened, split, branch
 
     def _describe(
@@ -270,23 +272,20 @@ class Planner:
         stream = sub.stream
         host = option.flow
         source = f"{host.id}" if host.id is not None else f"raw {stream}"
+        parts = []
         if widened:
-            parts = [
+            parts.append(
                 f"widens {', '.join(widened)} (now WHERE {host.predicate.to_text()}"
                 f" SELECT {','.join(self.masks.names(stream, host.attrs))})"
-            ]
-            parts += [f"{p.id} keeps {p.parent.id}'s former stream from {p.origin}" for p in split]
-            verb = "taps"
-        else:
-            parts = []
-            verb = "reuses"
-        parts.append(f"{verb} {source} at {option.tap}")
+            )
+        parts.append(f"{'taps' if widened else 'reuses'} {source} at {option.tap}")
+        parts += [f"{p.id} carries {p.parent.id}'s former stream on from {p.origin}" for p in split]
         if branch is not None:
             around = " (routed around a hot link)" if option.route is not None else ""
             parts.append(f"new flow {branch.id} {' -> '.join(branch.path)}{around}")
         else:
             parts.append("delivers there")
-        return "; ".join(parts) + f" (+{option.bytes_per_s:.6g} B/s, +{option.rank.tuple_hops:.6g} tuple-hops/s)"
+        return "; ".join(parts) + f" (+{option.bytes_per_s:.6g} B/s, +{option.tuple_hops:.6g} tuple-hops/s)"
 
     # -- departures ------------------------------------------------------------------------------------
     def unsubscribe(self, spec: SubscriptionSpec, time: float) -> Decision:
@@ -312,22 +311,32 @@ class Planner:
         return Decision(time, "unsubscribe", spec.id, summary + f" ({added:+.6g} B/s)", None, (), tuple(changed), added)
 
     def _detach(self, sub: ActiveSubscription, keep_predicate: bool = False) -> tuple[list[str], list[str]]:
-        """Take ``sub`` (no longer in :attr:`subs`) off its flow, as a departure does: the flows removed
-        and narrowed (:meth:`_trim`)."""
+        """Take ``sub`` (no longer in :attr:`subs`) off its flow and the need classes of every flow above,
+        as a departure does: the flows removed and narrowed (:meth:`_trim`)."""
         self._placed_down.pop(sub.spec.id, None)
         self.snapshots.forget(sub)
         self._ship(sub, -1)
         node = sub.flow
         node.deliveries.remove(sub)
         sub.flow = None
+        self._unserve(node, sub)
         return self._trim(node, keep_predicate=keep_predicate)
+
+    def _unserve(self, node: InstalledFlow, sub: ActiveSubscription, skip: Container[int] = ()) -> None:
+        """Take ``sub`` off the need classes of ``node`` and every flow above it (but those in ``skip``,
+        by object id)."""
+        while node.id is not None:
+            if id(node) not in skip:
+                self.trees.unserve(node, sub)
+            node = node.parent
 
     def _trim(
         self, node: InstalledFlow, gone: set[int] | None = None, keep_predicate: bool = False
     ) -> tuple[list[str], list[str]]:
-        """Walk up from ``node``, which lost a consumer: remove the flows nobody reads (adding their
-        object ids to ``gone``), narrow the others (``keep_predicate``: to their consumers' attributes and
-        path only), until one stays as it was.  The flows removed and narrowed."""
+        """Walk up from ``node``, which lost a consumer: remove the flows nobody reads and make a flow
+        that feeds one other alone one flow with it (adding the object ids of the flows gone to
+        ``gone``), narrow the others (``keep_predicate``: to their consumers' path only), until one stays
+        as it was.  The flows removed and narrowed."""
         removed, narrowed = [], []
         while node.id is not None:
             parent = node.parent
@@ -336,6 +345,13 @@ class Planner:
                 removed.append(node.id)
                 if gone is not None:
                     gone.add(id(node))
+            elif not node.deliveries and len(node.children) == 1:
+                child = node.children[0]
+                self.trees.absorb(node, child)
+                removed.append(child.id)
+                narrowed.append(node.id)
+                if gone is not None:
+                    gone.add(id(child))
             elif self._narrow(node, keep_predicate):
                 narrowed.append(node.id)
             else:
@@ -347,10 +363,9 @@ class Planner:
         """Recompute ``flow`` from its consumers (``keep_predicate``: its attributes and path only); True
         if anything changed."""
         shape = self.fold.shape(flow, keep_predicate)
-        if (shape.predicate, shape.attrs, shape.path) == (flow.predicate, flow.attrs, flow.path):
-            flow.full_needs = shape.full_needs
+        if (shape.predicate, shape.path) == (flow.predicate, flow.path):
             return False
-        self.trees.reshape(flow, shape.predicate, shape.sel, shape.attrs, shape.full_needs, shape.path)
+        self.trees.reshape(flow, shape.predicate, shape.sel, shape.path)
         self.snapshots.flow_changed(flow)
         return True
 
@@ -469,6 +484,7 @@ class Planner:
             self._placed_down.pop(sub_id, None)
             self.snapshots.forget(sub)
             self._ship(sub, -1)
+            self._unserve(sub.flow, sub, skip=hit)  # the flows hit go whole
             sub.flow = None
         for root in failed_roots:
             root.deliveries.clear()

@@ -4,25 +4,27 @@ A subscription ``S`` (stream ``X``, WHERE ``q``, SELECT attributes ``A``) at sup
 every flow ``F`` of ``X`` at every super-peer ``v`` of ``F``'s path but its origin (where tapping ``F`` is
 tapping its parent), or the raw stream at its source:
 
-* reuse: the strategy's matcher says ``q => F.predicate`` and ``F`` carries the attributes ``S`` needs
-  (``A``, plus ``q``'s attributes unless ``F`` holds exactly ``q``'s result);
-* widen: relax ``F.predicate`` with the strategy's matching algorithm (Kuntschke & Kemper's HSR, HCR or
-  EM, TUM-I0615), add the missing attributes, and propagate upward: each ancestor that no longer covers
-  its widened child (by the same matcher's verdict) is relaxed in turn, up to the raw stream, which
-  covers everything.  A widened flow is split where its new consumer attaches: only the part upstream of
-  ``v`` (of the child's origin, for an ancestor) widens; downstream, the old flow goes on unchanged as a
-  child of the widened part, so consumers further down do not receive the widening.
+* the tuples: the strategy's matcher says whether ``q => F.predicate``; if not, ``F``'s predicate is
+  relaxed with the strategy's matching algorithm (Kuntschke & Kemper's HSR, HCR or EM, TUM-I0615), and
+  each ancestor that no longer covers its widened child (by the same matcher's verdict) is relaxed in
+  turn, up to the raw stream, which covers everything;
+* the attributes: ``S`` joins the need class of each attribute of ``A`` on every flow from the raw stream
+  down to ``F`` (:mod:`sharing.needs`): the tuples of ``q`` that none of those flows' subscriptions
+  selecting ``a`` wanted take ``a`` from now on.
 
-Then a branch flow ``v -> home`` with predicate ``q`` and attributes ``A`` (none when ``v == home``).
+A flow tapped before its last super-peer is split there: the part upstream takes the change, the part
+downstream goes on unchanged as its child.  Then a branch flow ``v -> home`` with predicate ``q`` follows
+(none when ``v == home``).
+
 An :class:`Option` is such a choice with the :class:`FlowChange` s it makes, ranked by the estimated
-tuple-hops per second it adds (:mod:`sharing.cost`): ties go to the shorter branch, then the smaller
-super-peer id, then the older flow.
+backbone bytes per second it adds (:mod:`sharing.needs` gives a flow's cost): ties go to the shorter
+branch, then the smaller super-peer id, then the older flow.
 
 The search returns the least option but prunes with lower bounds (docs/PLANNER.md): candidates are
-visited nearest first and the search stops once the branch alone adds more tuple-hops than the best
-option found; a flow whose least possible change already loses is not matched at all.  The flows do not
-change during one search, so an :class:`OptionSearch` remembers matcher verdicts, widenings and bounds
-for its own duration: ancestors and taps along one flow share them.
+visited nearest first and the search stops once the branch alone adds more bytes than the best option
+found; a flow whose least possible change already loses is not matched at all.  The flows do not change
+during one search, so an :class:`OptionSearch` remembers matcher verdicts, widenings, need-class gains and
+bounds for its own duration: ancestors and taps along one flow share them.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import NamedTuple
 from matcher import Box, Predicate
 from sharing.cost import CostModel, added_boxes
 from sharing.limits import Admission
-from sharing.state import RELATIVE_SLACK, ActiveSubscription, AttributeMasks, InstalledFlow, holds_exactly
+from sharing.state import RELATIVE_SLACK, ActiveSubscription, InstalledFlow, bits_of
 
 Matcher = Callable[[Predicate, Predicate], tuple[bool, Predicate]]
 
@@ -67,20 +69,21 @@ def strategy_matcher(strategy: str) -> StrategyMatcher:
 
 class FlowChange(NamedTuple):
     """What an option makes of one installed flow: the part of its path that takes the change is the first
-    ``cut`` hops, the rest is split off unchanged (``cut == flow.hops``: no split)."""
+    ``cut`` hops, the rest is split off unchanged (``cut == flow.hops``: no split); its predicate becomes
+    ``predicate`` (selectivity ``sel``), and the need class of each attribute the subscription selects
+    grows by ``gains`` (in attribute order)."""
 
     flow: InstalledFlow
     predicate: Predicate
     sel: float
-    attrs: int
-    full_needs: int
     cut: int
+    gains: tuple[float, ...]
 
 
 class OptionRank(NamedTuple):
     """Smaller is better, compared field by field."""
 
-    tuple_hops: float  # added tuple-hops per second
+    bytes_per_s: float  # added backbone bytes per second
     branch_hops: int
     tap: str
     flow_seq: int
@@ -91,29 +94,53 @@ class Option(NamedTuple):
     along ``route`` (None: the route between them, docs/ACCOUNTING.md)."""
 
     rank: OptionRank
-    bytes_per_s: float  # added
+    tuple_hops: float  # added tuple-hops per second
     flow: InstalledFlow
     tap: str
     changes: tuple[FlowChange, ...]
     route: tuple[str, ...] | None = None
 
+    @property
+    def bytes_per_s(self) -> float:
+        return self.rank.bytes_per_s
+
+
+class _Step(NamedTuple):
+    """One flow of the chain an option changes, independent of where the chain's first flow is tapped:
+    its new predicate, the gains of its need classes, and what it adds per hop it takes the change on."""
+
+    flow: InstalledFlow
+    predicate: Predicate
+    sel: float
+    gains: tuple[float, ...]
+    bytes_per_hop: float
+    tuples_per_hop: float
+
 
 class OptionSearch:
     """One arriving subscription's search, and what it remembers while the flows stand still."""
 
-    def __init__(self, sub: ActiveSubscription, cost: CostModel, masks: AttributeMasks, matcher: StrategyMatcher):
+    def __init__(self, sub: ActiveSubscription, cost: CostModel, matcher: StrategyMatcher):
         self.sub = sub
         self._cost = cost
-        self._masks = masks
         self._match = matcher.match
         self._whole_predicate = matcher.whole_predicate
+        self._selects = bits_of(sub.select)
+        rate = cost.rate(sub.stream)
+        self._rate = rate
+        self._header = cost.header_bytes
+        # bytes per second per hop of each unit of selectivity the query adds: its tuples with its attributes
+        self._per_sel = rate * (cost.header_bytes + 8 * len(self._selects))
+        self._unit = self._per_sel * sub.sel  # a branch's bytes and tuples per second per hop
+        self._unit_tuples = rate * sub.sel
         # keyed by the flow's seq: (flow, query boxes left uncovered) -> the matcher's verdict
         self._verdicts: dict[tuple[int, Predicate], tuple[bool, Predicate]] = {}
         # (flow, relaxed predicate) -> the boxes it adds and its selectivity
         self._widenings: dict[tuple[int, Predicate], tuple[Predicate, float]] = {}
+        self._gains: dict[tuple[int, int], float] = {}  # (flow, attribute bit) -> sel(query outside its class)
         self._nearby: dict[tuple[int, Box], list[Box]] = {}  # (flow, box) -> the flow's boxes that may overlap it
         self._outside: dict[int, float] = {}  # flow -> lower bound of sel(query outside it)
-        self._terms: dict[int, tuple[float, float]] = {}  # flow -> its tuple_terms
+        self._chains: dict[int, tuple[_Step, ...]] = {}  # tapped flow -> the chain its options change
 
     def best(
         self,
@@ -128,12 +155,12 @@ class OptionSearch:
         """The least option among the flows of the subscription's stream: ``root`` the raw stream,
         ``source_hops`` the route hops from its source to the subscriber's super-peer, ``available`` the
         flows at each super-peer, ``nearest_first`` every super-peer as (route hops to the subscriber's
-        super-peer, id), nearest first.  Every option but reusing the raw stream adds at most ``cap`` bytes
-        per second.  With ``admit`` (the network limits, :class:`sharing.limits.Admission`), only the
-        options it admits count (maybe with their branch rerouted), and None means that none fits;
-        ``routes`` are then the routes from the subscriber's super-peer to every super-peer."""
-        sub = self.sub
-        unit = self._cost.tuple_hops(sub.stream, sub.sel, 1)  # a branch's tuple-hops per hop
+        super-peer, id), nearest first.  Every option but a branch from the raw stream at the source adds
+        at most ``cap`` bytes per second.  With ``admit`` (the network limits,
+        :class:`sharing.limits.Admission`), only the options it admits count (maybe with their branch
+        rerouted), and None means that none fits; ``routes`` are then the routes from the subscriber's
+        super-peer to every super-peer."""
+        unit = self._unit
         # the raw stream first: its query-shipping cost bounds every other candidate from the start
         best = self._evaluate(root, root.origin, source_hops, None)
         if admit is not None:
@@ -142,16 +169,16 @@ class OptionSearch:
             flows = available.get(node)
             if not flows:
                 continue
-            if best is not None and (unit * hops, hops) > (best.rank.tuple_hops, best.rank.branch_hops):
+            if best is not None and (unit * hops, hops) > (best.rank.bytes_per_s, best.rank.branch_hops):
                 break
             for flow in flows:
                 if flow is root or node == flow.origin:  # tapping a flow at its origin is tapping its parent there
                     continue
                 if admit is not None and not admit.reaches(node, routes[node]):  # no branch from here fits
                     break
-                # the tuple-hops of every tap along a flow follow from two numbers: skip the hopeless
+                # the bytes of every tap along a flow follow from two numbers: skip the hopeless
                 cut = flow.path.index(node)
-                limit = best.rank.tuple_hops * (1 + RELATIVE_SLACK) if best is not None else float("inf")
+                limit = best.rank.bytes_per_s * (1 + RELATIVE_SLACK) if best is not None else float("inf")
                 if unit * hops + self._least_change(flow, cut) > limit:
                     continue
                 if (
@@ -160,7 +187,7 @@ class OptionSearch:
                     and not admit.may_grow(flow, cut, self._outside[flow.seq])
                 ):
                     continue  # the flow itself cannot grow by what it lacks
-                per_hop, fixed = self._tuple_terms(flow)
+                per_hop, fixed = self._terms(flow)
                 if unit * hops + per_hop * cut + fixed > limit:
                     continue
                 option = self._evaluate(flow, node, hops, best)
@@ -177,98 +204,93 @@ class OptionSearch:
                 best = option
         return best
 
-    def _tuple_terms(self, flow: InstalledFlow) -> tuple[float, float]:
-        """The tuple-hops/s tapping ``flow`` adds besides the branch, as (per hop between ``flow``'s origin
-        and the tap, fixed): only relaxed flows add tuples, and which flows relax (``flow`` and the chain
-        of ancestors that no longer cover their widened child) does not depend on the tap, nor does
-        where an ancestor is cut (at its child's origin)."""
-        terms = self._terms.get(flow.seq)
-        if terms is None:
-            per_hop = fixed = 0.0
-            node, at, uncovered = flow, None, self.sub.where
-            while node.id is not None:
-                matched, relaxed = self._verdict(node, uncovered)
-                if matched:
-                    break
-                uncovered, sel = self._widening(node, relaxed)
-                if at is None:
-                    per_hop = self._cost.tuple_hops(flow.stream, sel - node.sel, 1)
-                else:
-                    fixed += self._cost.tuple_hops(flow.stream, sel - node.sel, node.path.index(at) or node.hops)
-                node, at = node.parent, node.origin
-            terms = self._terms[flow.seq] = (per_hop, fixed)
-        return terms
-
-    def _evaluate(self, flow: InstalledFlow, tap: str, hops: int, best: Option | None) -> Option | None:
-        """The option of tapping ``flow`` at ``tap``, ``hops`` route hops from the subscriber's super-peer,
-        or None when it cannot beat ``best``.
-
-        A flow that must change is split where its new consumer attaches (``tap`` for ``flow``, the
-        child's origin for an ancestor): only the part upstream of that super-peer is widened; the part
-        downstream, when consumers sit there, stays as it was, as a child flow filtering by the old
-        predicate (so the upstream part also carries that predicate's attributes).
-        """
-        sub = self.sub
-        cost = self._cost
-        stream = sub.stream
-        limit = best.rank.tuple_hops * (1 + RELATIVE_SLACK) if best is not None else float("inf")
-        total = cost.tuple_hops(stream, sub.sel, hops)  # the branch
-        added = cost.flow_cost(stream, sub.sel, sub.select.bit_count(), hops)
-        changes: list[FlowChange] = []
-        # The consumer added to ``node`` (first the branch flow or the delivery, then the widened child):
-        # its predicate and selectivity, the part of it ``node`` may not cover yet (``node`` covered the
-        # child before it was widened), the attributes it needs and would need if it had to filter.
-        child_pred, child_sel, uncovered = sub.where, sub.sel, sub.where
-        child_attrs, child_full = sub.select, sub.select | sub.where_attrs
-        if tap != sub.home:  # a branch flow always filters by its predicate: it needs WHERE's attributes
-            child_attrs = child_full
-        node, at = flow, tap
-        if flow.id is not None and total + self._least_change(flow, flow.path.index(tap)) > limit:
-            return None
+    def _chain(self, flow: InstalledFlow) -> tuple[_Step, ...]:
+        """The flows an option tapping ``flow`` changes, ``flow`` first, and how: each is relaxed when it
+        no longer covers the query (``flow``) or its widened child (an ancestor), and each takes the query
+        into the need classes of the attributes it selects.  The walk stops at the first flow that needs
+        neither: its ancestors already cover it and hold the query's tuples in those classes."""
+        chain = self._chains.get(flow.seq)
+        if chain is not None:
+            return chain
+        steps = []
+        node, uncovered, below = flow, self.sub.where, None
         while node.id is not None:
-            cut = node.path.index(at) or node.hops  # a child at its parent's origin: widen the parent whole
             matched, relaxed = self._verdict(node, uncovered)
             if matched:
                 pred, sel, fresh = node.predicate, node.sel, Predicate.FALSE
-                need = child_attrs
-                if not holds_exactly(pred, sel, child_pred, child_sel):
-                    need |= child_full
-                attrs, full = node.attrs | need, node.full_needs | child_full
             else:
                 pred = relaxed
                 fresh, sel = self._widening(node, relaxed)
-                # a relaxed predicate no longer holds any consumer's exact result: all need their filters
-                full = node.full_needs | child_full
-                attrs = full
-            if matched and attrs == node.attrs:
-                if full != node.full_needs:
-                    changes.append(FlowChange(node, pred, sel, attrs, full, node.hops))
+            gains = self._class_gains(node, below)
+            if matched and not any(gains):
                 break
-            if cut < node.hops:  # the downstream part keeps filtering by the old predicate
-                kept = node.attrs | self._dims_mask(node, node.predicate, Predicate.FALSE)
-                attrs, full = attrs | kept, full | kept
-            # linear in hops: the downstream part costs what it cost before
-            total += cost.tuple_hops(stream, sel - node.sel, cut)
-            added += cost.flow_cost(stream, sel, attrs.bit_count(), cut) - cost.flow_cost(
-                stream, node.sel, node.attrs.bit_count(), cut
-            )
-            if total > limit:
+            tuples = self._rate * (sel - node.sel)
+            steps.append(_Step(node, pred, sel, gains, self._header * tuples + 8 * self._rate * sum(gains), tuples))
+            uncovered, below = fresh, gains
+            node = node.parent
+        chain = self._chains[flow.seq] = tuple(steps)
+        return chain
+
+    def _class_gains(self, flow: InstalledFlow, below: tuple[float, ...] | None) -> tuple[float, ...]:
+        """Per attribute the subscription selects, sel(q outside ``flow``'s need class of it); ``below``
+        are the same for the flow under it on the chain (a class holds its children's: no larger there)."""
+        gains = []
+        for k, bit in enumerate(self._selects):
+            if below is not None and below[k] == 0.0:
+                gains.append(0.0)
+                continue
+            key = (flow.seq, bit)
+            gain = self._gains.get(key)
+            if gain is None:
+                union = flow.unions.get(bit)
+                gain = self.sub.sel if union is None else union.gain(self._cost, flow.stream, self.sub.where)
+                if gain <= RELATIVE_SLACK * self.sub.sel:
+                    gain = 0.0
+                self._gains[key] = gain
+            gains.append(gain)
+        return tuple(gains)
+
+    def _terms(self, flow: InstalledFlow) -> tuple[float, float]:
+        """The bytes/s tapping ``flow`` adds besides the branch, as (per hop between ``flow``'s origin and
+        the tap, fixed): which flows change, and how, does not depend on the tap, and each ancestor
+        takes the change on its whole path (its children read it at its end)."""
+        chain = self._chain(flow)
+        if not chain:
+            return 0.0, 0.0
+        return chain[0].bytes_per_hop, sum(step.bytes_per_hop * step.flow.hops for step in chain[1:])
+
+    def _evaluate(self, flow: InstalledFlow, tap: str, hops: int, best: Option | None) -> Option | None:
+        """The option of tapping ``flow`` at ``tap``, ``hops`` route hops from the subscriber's super-peer,
+        or None when it cannot beat ``best``."""
+        total = self._unit * hops  # the branch
+        tuples = self._unit_tuples * hops
+        limit = best.rank.bytes_per_s * (1 + RELATIVE_SLACK) if best is not None else float("inf")
+        changes = []
+        if flow.id is not None:
+            cut = flow.path.index(tap)
+            if total + self._least_change(flow, cut) > limit:
                 return None
-            changes.append(FlowChange(node, pred, sel, attrs, full, cut))
-            child_pred, child_sel, uncovered = pred, sel, fresh
-            child_full = attrs | self._dims_mask(node, pred, fresh)
-            child_attrs = child_full  # flows filter by their predicate even when it equals the parent's
-            node, at = node.parent, node.origin
-        return Option(OptionRank(total, hops, tap, flow.seq), added, flow, tap, tuple(changes))
+            chain = self._chain(flow)
+            if not chain:  # nothing changes but where it is read
+                changes.append(FlowChange(flow, flow.predicate, flow.sel, cut, (0.0,) * len(self._selects)))
+            for step in chain:
+                span = cut if step.flow is flow else step.flow.hops
+                total += step.bytes_per_hop * span
+                tuples += step.tuples_per_hop * span
+                if total > limit:
+                    return None
+                changes.append(FlowChange(step.flow, step.predicate, step.sel, span, step.gains))
+        return Option(OptionRank(total, hops, tap, flow.seq), tuples, flow, tap, tuple(changes))
 
     def _least_change(self, flow: InstalledFlow, cut: int) -> float:
-        """A lower bound of the tuple-hops per second that serving the subscription from ``flow`` tapped
-        ``cut`` hops downstream of its origin adds to ``flow``'s own.
+        """A lower bound of the bytes per second that serving the subscription from ``flow`` tapped ``cut``
+        hops downstream of its origin adds to ``flow``'s own.
 
         Any relaxation covers the query and the flow, so the selectivity grows at least by the
         probability of the query outside the flow, which is at least ``sel(box) - sum sel(box AND b)``
         over the flow's boxes ``b`` near a query box (Bonferroni), or ``sel(box)`` for a box missing the
-        flow's hull.  The bound does not depend on ``cut``: it is computed once per flow.
+        flow's hull; those tuples take every attribute the query selects.  The probability does not
+        depend on ``cut``: it is computed once per flow.
         """
         outside = self._outside.get(flow.seq)
         if outside is None:
@@ -283,7 +305,7 @@ class OptionSearch:
             if outside <= RELATIVE_SLACK * flow.sel:
                 outside = 0.0
             self._outside[flow.seq] = outside
-        return self._cost.tuple_hops(flow.stream, outside, cut)
+        return self._per_sel * outside * cut
 
     def _near(self, flow: InstalledFlow, box: Box) -> list[Box]:
         """The boxes of ``flow``'s predicate that may overlap ``box``."""
@@ -329,14 +351,3 @@ class OptionSearch:
             cached = (fresh, flow.sel + self._cost.added_selectivity(flow.stream, fresh, near))
             self._widenings[key] = cached
         return cached
-
-    def _dims_mask(self, flow: InstalledFlow, pred: Predicate, fresh: Predicate) -> int:
-        """The attributes ``pred`` (``flow``'s predicate, or its relaxation adding ``fresh``) constrains."""
-        masks = self._masks
-        if flow.where_dims is None or flow.where_dims[0] is not flow.predicate:
-            flow.where_dims = (flow.predicate, masks.mask(flow.stream, flow.predicate.dims))
-        if pred is flow.predicate:
-            return flow.where_dims[1]
-        if pred.boxes[: len(flow.predicate.boxes)] == flow.predicate.boxes:  # appended: the union
-            return flow.where_dims[1] | masks.mask(flow.stream, fresh.dims)
-        return masks.mask(flow.stream, pred.dims)  # HCR's hulls may drop a dimension

@@ -82,8 +82,14 @@ class Snapshots:
         return sub.delivery
 
     def freeze(self, flow: InstalledFlow) -> Flow:
-        """``flow``'s snapshot: the one of the epoch before unless ``flow`` changed since."""
+        """``flow``'s snapshot: the one of the epoch before unless ``flow`` changed since.  Its ``trim``
+        entries are its need classes (:mod:`sharing.needs`), one per distinct class, with the attributes
+        sharing it, in schema order."""
         if flow.frozen is None:
+            schema = self._masks.schema(flow.stream)
+            classes: dict[Predicate, list[str]] = {}
+            for bit in sorted(flow.unions):
+                classes.setdefault(flow.unions[bit].predicate(), []).append(schema[bit])
             flow.frozen = Flow(
                 flow.id,
                 flow.stream,
@@ -92,5 +98,6 @@ class Snapshots:
                 flow.path,
                 flow.predicate,
                 self._masks.names(flow.stream, flow.attrs),
+                tuple((predicate, tuple(names)) for predicate, names in classes.items()),
             )
         return flow.frozen

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from matcher import Predicate
 from sharing.cost import BoxBounds
+from sharing.needs import NeedUnion
 from sharing.plan import Delivery, Flow
 from topologies.model import Scenario, SubscriptionSpec
 
@@ -40,8 +41,12 @@ class AttributeMasks:
 class InstalledFlow:
     """A flow as the planner edits it; ``id`` None is the raw stream at its source (selectivity 1, cost 0).
 
+    Its consumers (child flows and deliveries) all read it at the last super-peer of its path.  ``below``
+    holds the subscriptions served through it, ``unions`` per attribute (bit number) the need class of
+    the tuples carrying that attribute (:mod:`sharing.needs`), and ``attrs`` the attributes with one.
+
     It keeps the snapshots of the epoch before (``frozen``, ``subtree``) until something changes it, and
-    derived values of its current predicate (``bounds``, ``where_dims``) until the predicate changes.
+    derived values of its current predicate (``bounds``) until the predicate changes.
     """
 
     id: str | None
@@ -51,19 +56,29 @@ class InstalledFlow:
     path: tuple[str, ...]
     predicate: Predicate
     sel: float
-    attrs: int  # bit mask over the stream's schema
-    full_needs: int  # attributes the consumers would need if none could skip its filter
+    attrs: int  # bit mask over the stream's schema: the attributes some subscription below selects
     seq: int  # creation order, the last tie-breaker
     children: list[InstalledFlow] = field(default_factory=list)
     deliveries: list[ActiveSubscription] = field(default_factory=list)
+    below: dict[ActiveSubscription, None] = field(default_factory=dict)  # served through it, in arrival order
+    unions: dict[int, NeedUnion] = field(default_factory=dict)  # attribute bit -> its need class
     frozen: Flow | None = None
     subtree: tuple[Flow, ...] | None = None  # the frozen flows of this flow's tree, see sharing.snapshots
     bounds: BoxBounds | None = None  # of ``predicate``, refreshed lazily when the predicate changes
-    where_dims: tuple[Predicate, int] | None = None  # a predicate and the mask of its dimensions, lazily
 
     @property
     def hops(self) -> int:
         return len(self.path) - 1
+
+    @property
+    def end(self) -> str:
+        """The super-peer where its consumers read it."""
+        return self.path[-1]
+
+    def attribute_sel(self) -> float:
+        """The sum over attributes of the selectivity of their need classes: the expected number of
+        attributes a tuple of the stream takes on this flow."""
+        return sum(u.sel for u in self.unions.values())
 
     def box_bounds(self) -> BoxBounds:
         """The bounds of the current predicate's boxes; rows are reused when the predicate only appended."""
@@ -83,7 +98,6 @@ class ActiveSubscription:
     where: Predicate
     sel: float
     select: int  # bit mask of SELECT attributes
-    where_attrs: int  # bit mask of the attributes WHERE mentions
     arrival: int  # arrival order, for re-planning a stream
     position: int  # in the scenario's subscriptions: the order of an epoch's deliveries
     flow: InstalledFlow | None = None
@@ -93,6 +107,16 @@ class ActiveSubscription:
     @property
     def stream(self) -> str:
         return self.spec.stream
+
+
+def bits_of(mask: int) -> list[int]:
+    """The bit numbers set in ``mask``, ascending (attributes in schema order)."""
+    bits = []
+    while mask:
+        low = mask & -mask
+        bits.append(low.bit_length() - 1)
+        mask ^= low
+    return bits
 
 
 def holds_exactly(pred: Predicate, sel: float, target: Predicate, target_sel: float) -> bool:

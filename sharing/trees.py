@@ -1,21 +1,24 @@
 """Every stream's tree of installed flows, where each flow is available, and what the flows cost.
 
 A tree is rooted at the raw stream, available at its source's super-peer; a flow is available at every
-super-peer of its path.  :class:`FlowTrees` installs, splits, reshapes and removes flows, keeping each
-stream's estimated bytes and tuple-hops per second (:mod:`sharing.cost`) and telling the snapshots what
-changed (:mod:`sharing.snapshots`); which flows to install or change is the planner's business.
+super-peer of its path.  :class:`FlowTrees` installs, splits, reshapes and removes flows and adds or takes
+subscriptions off their need classes (:mod:`sharing.needs`), keeping each stream's estimated bytes and
+tuple-hops per second (:mod:`sharing.cost`) and telling the snapshots what changed
+(:mod:`sharing.snapshots`); which flows to install or change is the planner's business.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import count
 from typing import NamedTuple
 
 from matcher import Predicate
 from sharing.cost import CostModel
 from sharing.limits import NetworkLoads
+from sharing.needs import NeedUnion
 from sharing.snapshots import Snapshots
-from sharing.state import InstalledFlow
+from sharing.state import ActiveSubscription, InstalledFlow, bits_of
 from topologies.model import Scenario
 
 
@@ -36,7 +39,7 @@ class FlowTrees:
         for s in scenario.streams:
             source = scenario.home(s.source)
             everything = (1 << len(s.attributes)) - 1
-            root = InstalledFlow(None, s.id, None, source, (source,), Predicate.TRUE, 1.0, everything, everything, -1)
+            root = InstalledFlow(None, s.id, None, source, (source,), Predicate.TRUE, 1.0, everything, -1)
             self.roots[s.id] = root
             self.available[s.id] = {source: [root]}
             self.bytes_per_s[s.id] = self.tuple_hops[s.id] = 0.0
@@ -44,25 +47,17 @@ class FlowTrees:
     def _count(self, flow: InstalledFlow, sign: int) -> None:
         """Count ``flow`` as it is now in (+1) or out (-1) of its stream's totals."""
         stream = flow.stream
-        self.bytes_per_s[stream] += sign * self._cost.flow_cost(stream, flow.sel, flow.attrs.bit_count(), flow.hops)
+        attribute_sel = flow.attribute_sel()
+        self.bytes_per_s[stream] += sign * self._cost.bundle_cost(stream, flow.sel, attribute_sel, flow.hops)
         self.tuple_hops[stream] += sign * self._cost.tuple_hops(stream, flow.sel, flow.hops)
         if self.loads is not None:
-            self.loads.add(stream, flow.sel, flow.attrs.bit_count(), flow.path, sign)
+            self.loads.add(stream, flow.sel, attribute_sel, flow.attrs.bit_count(), flow.path, sign)
 
-    def install(
-        self,
-        parent: InstalledFlow,
-        path: tuple[str, ...],
-        predicate: Predicate,
-        sel: float,
-        attrs: int,
-        full_needs: int,
-    ) -> InstalledFlow:
-        """A new flow reading ``parent`` at ``path[0]`` and carried along ``path``."""
+    def install(self, parent: InstalledFlow, path: tuple[str, ...], predicate: Predicate, sel: float) -> InstalledFlow:
+        """A new flow reading ``parent`` at ``path[0]`` (its end) and carried along ``path``; it serves no
+        subscription yet (:meth:`serve`)."""
         stream = parent.stream
-        flow = InstalledFlow(
-            f"F{next(self._ids)}", stream, parent, path[0], path, predicate, sel, attrs, full_needs, next(self._seq)
-        )
+        flow = InstalledFlow(f"F{next(self._ids)}", stream, parent, path[0], path, predicate, sel, 0, next(self._seq))
         parent.children.append(flow)
         self.moves += 1
         self._snapshots.tree_changed(parent)
@@ -70,6 +65,40 @@ class FlowTrees:
             self.available[stream].setdefault(node, []).append(flow)
         self._count(flow, +1)
         return flow
+
+    def serve(self, flow: InstalledFlow, sub: ActiveSubscription, gains: Sequence[float] | None = None) -> None:
+        """``sub`` is served through ``flow``: its WHERE joins the need class of each attribute it selects,
+        each growing by ``gains`` (in attribute order; computed here when None)."""
+        self._count(flow, -1)
+        flow.below[sub] = None
+        changed = False
+        for k, bit in enumerate(bits_of(sub.select)):
+            union = flow.unions.get(bit)
+            if union is None:
+                union = flow.unions[bit] = NeedUnion()
+            gain = union.gain(self._cost, flow.stream, sub.where) if gains is None else gains[k]
+            changed |= union.add(sub.where, gain)
+        if sub.select & ~flow.attrs:
+            flow.attrs |= sub.select
+            changed = True
+        self._count(flow, +1)
+        if changed:
+            self._snapshots.flow_changed(flow)
+
+    def unserve(self, flow: InstalledFlow, sub: ActiveSubscription) -> None:
+        """``sub`` is no longer served through ``flow``: the inverse of :meth:`serve`."""
+        self._count(flow, -1)
+        del flow.below[sub]
+        changed = False
+        for bit in bits_of(sub.select):
+            union = flow.unions[bit]
+            changed |= union.remove(self._cost, flow.stream, sub.where)
+            if not union:
+                del flow.unions[bit]
+                flow.attrs &= ~(1 << bit)
+        self._count(flow, +1)
+        if changed:
+            self._snapshots.flow_changed(flow)
 
     def uninstall(self, flow: InstalledFlow) -> None:
         """Remove ``flow``, which nothing reads any more."""
@@ -81,29 +110,21 @@ class FlowTrees:
             self.available[stream][node].remove(flow)
         self._count(flow, -1)
 
-    def reshape(
-        self,
-        flow: InstalledFlow,
-        predicate: Predicate,
-        sel: float,
-        attrs: int,
-        full_needs: int,
-        path: tuple[str, ...],
-    ) -> None:
-        """Give ``flow`` a new predicate, attributes and path; the path may only be cut short.  The caller
-        tells the snapshots what the change means for them."""
+    def reshape(self, flow: InstalledFlow, predicate: Predicate, sel: float, path: tuple[str, ...]) -> None:
+        """Give ``flow`` a new predicate and path; the path may only be cut short.  The caller tells the
+        snapshots what the change means for them."""
         self._count(flow, -1)
         for node in flow.path[len(path) :]:
             self.available[flow.stream][node].remove(flow)
-        flow.predicate, flow.sel, flow.attrs, flow.full_needs, flow.path = predicate, sel, attrs, full_needs, path
+        flow.predicate, flow.sel, flow.path = predicate, sel, path
         self._count(flow, +1)
 
     def split(self, flow: InstalledFlow, cut: int) -> InstalledFlow:
-        """Cut ``flow`` after ``cut`` hops; the rest becomes a child flow with the same predicate and
-        attributes that takes over the consumers downstream of the cut.  The total cost is unchanged."""
+        """Cut ``flow`` after ``cut`` hops; the rest becomes a child flow with the same predicate and need
+        classes that takes over its consumers (they all read it at its end).  The total cost is
+        unchanged."""
         stream = flow.stream
         tail = flow.path[cut:]
-        downstream = set(tail[1:])
         part = InstalledFlow(
             f"F{next(self._ids)}",
             stream,
@@ -113,21 +134,20 @@ class FlowTrees:
             flow.predicate,
             flow.sel,
             flow.attrs,
-            flow.full_needs,  # an upper bound until the planner narrows the part to its consumers
             next(self._seq),
         )
-        part.children = [c for c in flow.children if c.origin in downstream]
-        part.deliveries = [s for s in flow.deliveries if s.home in downstream]
-        flow.children = [c for c in flow.children if c.origin not in downstream] + [part]
+        part.children, part.deliveries = flow.children, flow.deliveries
+        part.below = dict(flow.below)
+        part.unions = {bit: union.copy() for bit, union in flow.unions.items()}
+        flow.children, flow.deliveries = [part], []
         self.moves += 1
-        flow.deliveries = [s for s in flow.deliveries if s.home not in downstream]
         for child in part.children:
             child.parent = part
             self._snapshots.flow_changed(child)  # its snapshot names its parent
         for s in part.deliveries:
             s.flow = part
         self._snapshots.recheck(part.deliveries)
-        self._snapshots.tree_changed(flow)
+        self._snapshots.flow_changed(flow)
         flow.path = flow.path[: cut + 1]
         at = self.available[stream]
         at[tail[0]].append(part)
@@ -135,6 +155,31 @@ class FlowTrees:
             flows = at[node]
             flows[flows.index(flow)] = part
         return part
+
+    def absorb(self, flow: InstalledFlow, child: InstalledFlow) -> None:
+        """``flow`` feeds ``child`` alone: make them one flow, ``flow`` carried on along ``child``'s path
+        with ``child``'s predicate (which implies its own) and need classes (the same subscriptions are
+        below both), reading nothing else; ``child`` goes."""
+        stream = flow.stream
+        self._count(flow, -1)
+        self._count(child, -1)
+        at = self.available[stream]
+        at[child.origin].remove(child)
+        for node in child.path[1:]:
+            flows = at[node]
+            flows[flows.index(child)] = flow
+        flow.path = flow.path + child.path[1:]
+        flow.predicate, flow.sel, flow.bounds = child.predicate, child.sel, child.bounds
+        flow.attrs, flow.below, flow.unions = child.attrs, child.below, child.unions
+        flow.children, flow.deliveries = child.children, child.deliveries
+        for grandchild in flow.children:
+            grandchild.parent = flow
+            self._snapshots.flow_changed(grandchild)  # its snapshot names its parent
+        for s in flow.deliveries:
+            s.flow = flow
+        self._snapshots.flow_changed(flow)
+        self.moves += 1
+        self._count(flow, +1)
 
     def clear(self, stream: str) -> list[str]:
         """Uninstall every flow of ``stream``; their ids in creation order.  The flows themselves are left
@@ -144,7 +189,7 @@ class FlowTrees:
         for flow in self._flows(root):
             replaced.append(flow.id)
             if self.loads is not None:
-                self.loads.add(stream, flow.sel, flow.attrs.bit_count(), flow.path, -1)
+                self.loads.add(stream, flow.sel, flow.attribute_sel(), flow.attrs.bit_count(), flow.path, -1)
         root.children = []
         self._snapshots.tree_changed(root)
         root.deliveries = []
@@ -178,7 +223,7 @@ class FlowTrees:
         self.bytes_per_s[stream], self.tuple_hops[stream] = kept.bytes_per_s, kept.tuple_hops
         if self.loads is not None:
             for flow in self._flows(root):
-                self.loads.add(stream, flow.sel, flow.attrs.bit_count(), flow.path, +1)
+                self.loads.add(stream, flow.sel, flow.attribute_sel(), flow.attrs.bit_count(), flow.path, +1)
         self._snapshots.tree_changed(root)
 
 

@@ -24,6 +24,7 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 
+from matcher import Box, Interval, Predicate, Query
 from network.meter import StrategyRun
 from network.routing import Network
 from reports.objects import Latency, LinkTraffic, Report, StrategyResult, SubscriptionResult
@@ -49,15 +50,19 @@ from topologies.model import Scenario, SubscriptionSpec
 
 __all__ = [
     "STRATEGIES",
+    "Box",
     "Delivery",
     "EmulatorError",
     "Epoch",
     "Flow",
     "InputError",
+    "Interval",
     "Latency",
     "LinkTraffic",
     "Network",
     "Plan",
+    "Predicate",
+    "Query",
     "Report",
     "Scenario",
     "StrategyResult",

@@ -237,3 +237,37 @@ def test_argument_errors_are_the_librarys_own():
     assert list(report.strategies) == ["ideal"]
     with pytest.raises(sg.InputError, match="no strategy 'sharing-em' in this report"):
         report["sharing-em"]
+
+
+def _documented_planner():
+    """The union-per-home planner of docs/API.md, run as the page gives it."""
+    page = (ROOT / "docs" / "API.md").read_text()
+    code = page[page.index("```python\nimport functools") + len("```python\n") :]
+    namespace: dict = {}
+    exec(code[: code.index("```")], namespace)
+    return namespace["union_per_home"]
+
+
+def test_the_documented_union_planner_is_exact_and_carries_the_union_of_what_is_wanted():
+    """Per link direction, its tuples are those of the union of the subscriptions' answers of each group
+    (stream, super-peer) whose route crosses it: computed here from the centralized answers alone."""
+    from topologies.expected import expected_results
+
+    sg.register_strategy("union-per-home", _documented_planner())
+    try:
+        scenario = sg.load(ROOT / "topologies" / "germany50.yaml", changes={"subscriptions": 40})
+        run = sg.simulate(scenario, sg.plan(scenario, "union-per-home"))
+        assert sg.check(scenario, run).exact
+    finally:
+        sg.unregister_strategy("union-per-home")
+    expected = expected_results(scenario)
+    network = sg.Network.of(scenario)
+    groups: dict = {}
+    for sub in scenario.subscriptions:
+        key = (sub.stream, scenario.home(sub.peer))
+        groups[key] = groups.get(key, set()) | set(expected.indices[sub.id].tolist())
+    tuples: Counter = Counter()
+    for (stream, home), indices in groups.items():
+        for hop in pairwise(network.route(scenario.home(scenario.stream(stream).source), home)):
+            tuples[hop] += len(indices)
+    assert {d: n for d, n in run.link_tuples.items() if n} == dict(tuples)

@@ -47,6 +47,7 @@ def test_run_writes_the_report_and_prints_the_comparison(figure1_out):
             "topology.png",
             "utilization.png",
             "load.png",
+            "streams.png",
         ]
     )
     for name in ("data-shipping", "query-shipping", "multicast", "ideal", "sharing-em"):

@@ -126,3 +126,69 @@ def test_links_are_read_as_a_reader_would_follow_them(text: str, targets: list[s
 )
 def test_outside_references_are_recognised(line: str, outside: bool):
     assert bool(OUTSIDE_REFERENCE.search(line)) is outside
+
+
+# --- README.md: short, and every figure it shows is what the code prints ---------------------------------
+
+
+def _readme() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _blocks(text: str) -> list[str]:
+    return [m.group(0).split("\n", 1)[1].rsplit("```", 1)[0] for m in FENCE.finditer(text)]
+
+
+def _console(scenario: str, tmp_path: Path, *strategies: str) -> list[str]:
+    import sys
+
+    command = [sys.executable, str(ROOT / "run.py"), "run", scenario, "--out", str(tmp_path / "o"), "--no-plots"]
+    command += ["--quiet", "--force", *(f"--strategy={s}" for s in strategies)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return [line.rstrip() for line in done.stdout.splitlines()]
+
+
+def test_the_readme_starts_with_the_two_commands_and_stays_short():
+    text = _readme()
+    assert len(text.splitlines()) <= 200
+    first = _blocks(text)[0].splitlines()
+    assert [line.split("#")[0].strip() for line in first] == ["make run", "make test"]
+    assert "docs/BENCHMARKS.md" in text and "| benchmark |" not in text  # the figures live there
+
+
+def test_the_readme_figure1_table_is_what_make_run_prints(tmp_path):
+    table = next(b for b in _blocks(_readme()) if b.startswith("figure1: 3 subscriptions"))
+    printed = _console("topologies/figure1.yaml", tmp_path)
+    assert table.splitlines() == printed[: len(table.splitlines())]
+
+
+def test_the_readme_real_network_is_the_shipped_file_and_its_figures(tmp_path):
+    blocks = _blocks(_readme())
+    shown = next(b for b in blocks if "import: {topohub: sndlib/germany50}" in b)
+    shipped = (ROOT / "topologies" / "germany50.yaml").read_text().splitlines()
+    assert shown.splitlines() == [line for line in shipped if not line.startswith("#")]
+    table = next(b for b in blocks if b.startswith("strategy        backbone  tuple-hops")).splitlines()
+    printed = {line.split()[0]: line for line in _console("topologies/germany50.yaml", tmp_path)[1:]}
+    for row in table:  # each row's figures as printed, up to the columns the README leaves out
+        kept = row.removesuffix("...").split()
+        assert printed[kept[0]].split()[: len(kept)] == kept, row
+    from topologies.importing import topohub_keys
+
+    assert f"Any of the {len(topohub_keys())} topologies the" in _readme()
+
+
+def test_the_readme_command_lines_name_real_commands_and_options():
+    from run import build_parser
+
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # the subcommands argparse knows
+    block = next(b for b in _blocks(_readme()) if b.startswith("python run.py validate FILE"))
+    for line in block.splitlines():
+        words = line.split("#")[0].split()
+        assert words[:2] == ["python", "run.py"] and words[2] in commands, line
+        known = {o for action in commands[words[2]]._actions for o in action.option_strings}
+        for word in words[3:]:
+            option = word.strip("[]").split("=")[0]
+            if option.startswith("--"):
+                assert option in known, f"{line}: {option}"

@@ -61,7 +61,9 @@ def test_utilization_load_and_exactness_follow_from_the_counts(strategy):
     for link in entry["links"]:
         bandwidth = network.link(link["from"], link["to"]).bandwidth
         assert link["bandwidth"] == bandwidth
-        assert link["utilization"] == round(link["bytes"] * 8 / (bandwidth * scenario.duration), 6)
+        observed = max(scenario.duration, run.last_arrival)  # the queues drain after the run
+        assert link["utilization"] == link["bytes"] * 8 / (bandwidth * observed) <= 1
+        assert link["peak_utilization"] == max(link["peak_offered"], link["utilization"])
     assert entry["links_over_capacity"] == sum(1 for link in entry["links"] if link["peak_utilization"] > 1)
     assert entry["peak_utilization"] == max(link["peak_utilization"] for link in entry["links"])
     uploads = dict.fromkeys(scenario.super_peers, 0)
@@ -75,7 +77,7 @@ def test_utilization_load_and_exactness_follow_from_the_counts(strategy):
         assert sp["tuples_in"] == into + uploads[sp["id"]] == int(run.landed[sp["id"]].sum())  # as metered
         assert sp["tuples_out"] == out + down
         capacity = scenario.capacity[sp["id"]]
-        assert sp["load"] == round(sp["tuples_in"] / (capacity * scenario.duration), 6)
+        assert sp["load"] == sp["tuples_in"] / (capacity * scenario.duration)
     for sub in entry["subscriptions"]:
         assert sub["delivered"] + sub["dropped"] == sub["expected"]
         assert sub["missing"] == sub["extra"] == 0 and sub["rejected"] is None

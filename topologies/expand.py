@@ -5,7 +5,9 @@ The text loads to a scenario equal to the generated one: the same thin-peers, st
 events, every generated entry as written by its generator (one line each; the events in time order, each
 as one written entry), every other value as the file (and its ``--set`` changes) gave it.  Comments and
 YAML anchors do not survive; a header says where the file came from.  A topology generator
-(``network.generate``) stays as it is: it is as explicit as a list of links, and much shorter.
+(``network.generate``) stays as it is: it is as explicit as a list of links, and much shorter.  An
+imported network (``network.import``) is written out as super-peers with their positions and links with
+their latency, bandwidth and length: the file no longer depends on the data it was read from.
 """
 
 from __future__ import annotations
@@ -41,10 +43,16 @@ def _block(key: str, value: object, indent: str = "") -> list[str]:
     return [f"{indent}{_flow({key: value})[1:-1]}"]
 
 
-def render(doc: dict, source: str, overrides: Sequence[tuple[str, object]] = (), into: str | None = None) -> str:
+def render(
+    doc: dict,
+    source: str,
+    overrides: Sequence[tuple[str, object]] = (),
+    into: str | None = None,
+    notes: Sequence[str] = (),
+) -> str:
     """The explicit file's text from the expanded document ``doc`` (:func:`read_scenario`) of the file
     ``source``, to be written into the directory ``into`` (default: beside ``source``; a replayed
-    stream's CSV path is rewritten relative to it)."""
+    stream's CSV path is rewritten relative to it), ``notes`` as comment lines after the header."""
     here = os.path.dirname(os.path.abspath(source))
     there = os.path.abspath(into) if into is not None else here
     if there != here and isinstance(doc.get("streams"), list):
@@ -53,12 +61,19 @@ def render(doc: dict, source: str, overrides: Sequence[tuple[str, object]] = (),
     changed = "".join(f" --set {key}={json.dumps(value)}" for key, value in overrides)
     lines = [
         f"# Written by `python run.py expand {os.path.basename(source)}{changed}`: the scenario with every",
-        "# generator of thin-peers, subscriptions or events replaced by the entries it made (docs/SCENARIOS.md).",
+        "# generator of thin-peers, streams, subscriptions or events replaced by the entries it made, and an",
+        "# imported network by its super-peers and links (docs/SCENARIOS.md).",
+        *(f"#   {_one_line(note)}" for note in notes),
         "",
     ]
     for key, value in doc.items():
         lines += _block(key, value)
     return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str) -> str:
+    """``text`` safe inside a comment line: a name read from a graph file may hold a line break."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _moved(stream: object, here: str, there: str) -> object:
@@ -71,8 +86,8 @@ def expand(path: str, overrides: Sequence[tuple[str, object]] = (), into: str | 
     """The scenario at ``path`` (with ``overrides``) and its explicit text, to be written into the
     directory ``into`` (default: beside ``path``).  Raises ScenarioError as
     :func:`topologies.loader.load_scenario` does."""
-    scenario, doc = read_scenario(path, overrides)
-    return scenario, render(doc, path, overrides, into)
+    scenario, doc, notes = read_scenario(path, overrides)
+    return scenario, render(doc, path, overrides, into, notes)
 
 
 def check_out_file(path: str, force: bool) -> None:

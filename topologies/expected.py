@@ -15,7 +15,7 @@ import numpy as np
 from matcher import Predicate
 from topologies.model import Scenario
 from topologies.outages import Reachability, in_spans
-from topologies.workload import columns, emission_times, tuple_count
+from topologies.workload import columns, emission_times, emission_times_of, tuple_count
 
 
 @dataclass(frozen=True)
@@ -147,12 +147,12 @@ class Unreachable:
         spans = self.spans.get(sub_id)
         if not spans or not len(expected):
             return expected[:0]
-        rate = self.scenario.stream(self.scenario.subscription(sub_id).stream).rate
-        return expected[in_spans(expected.astype(np.float64) / rate, spans)]
+        stream = self.scenario.stream(self.scenario.subscription(sub_id).stream)
+        return expected[in_spans(emission_times_of(stream, expected), spans)]
 
 
 def emitted_before(scenario: Scenario, sub_id: str, indices: np.ndarray, when: float) -> np.ndarray:
     """The entries of ``indices`` (tuple indices of subscription ``sub_id``'s stream) emitted before
     ``when``: what a subscription rejected at ``when`` should have received (docs/DYNAMICS.md)."""
-    rate = scenario.stream(scenario.subscription(sub_id).stream).rate
-    return indices[indices.astype(np.float64) / rate < when]
+    stream = scenario.stream(scenario.subscription(sub_id).stream)
+    return indices[emission_times_of(stream, indices) < when]

@@ -21,9 +21,11 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any, NoReturn
 
+import numpy as np
+
 from matcher import Choice, Distribution, Empirical, Normal, Query, QueryError, Uniform
 from matcher.text import is_keyword
-from topologies import generators, workload_generators
+from topologies import generators, importing, stream_generator, workload_generators
 from topologies.bounds import cap, check_value
 from topologies.errors import ScenarioError, shown
 from topologies.events_loader import event_entry, read_events
@@ -37,14 +39,17 @@ from topologies.model import (
     ThinPeerSpec,
 )
 from topologies.replay import ATTRIBUTE_NAME, ReplayFileError, read_replay
-from topologies.units import as_float, parse_bandwidth, parse_latency, parse_size
+from topologies.units import as_float, latency_text, parse_bandwidth, parse_latency, parse_size
 from topologies.yaml_files import read_yaml
 
 PEER_ID = re.compile(r"[A-Za-z0-9_-]+")
+SUPER_PEER_ID = re.compile(r"[A-Za-z0-9_.-]+")  # a real network's node names keep their dots (St.Gallen)
 DEFAULT_BANDWIDTH = 100e6
 DEFAULT_LATENCY = Fraction(0)
 DEFAULT_HEADER_BYTES = 16
 DEFAULT_MAX_UTILIZATION = 0.8
+DEFAULT_PEAK_SD = 3.0
+MAX_PEAK_SD = 10.0
 MAX_CAPACITY = 1e12  # tuples per second
 MAX_HEADER_BYTES = 65_535
 MAX_REPLAY_BYTES = 2**30
@@ -60,13 +65,16 @@ MAX_NODE_PAIRS = ("STREAMGLOBE_MAX_NODE_PAIRS", 2_000_000)  # pairs a generator 
 
 TOP_KEYS = {"name": True, "seed": False, "duration": True, "header_bytes": False, "network": True}
 TOP_KEYS |= {"thin_peers": True, "streams": True, "subscriptions": False, "planner": False, "events": False}
-NETWORK_KEYS = {"defaults": False, "super_peers": False, "links": False, "generate": False}
-LINK_KEYS = {"bandwidth": False, "latency": False, "buffer": False}
-DEFAULTS_KEYS = LINK_KEYS | {"capacity": False}
-SUPER_PEER_KEYS = {"id": True, "capacity": False}
-PLANNER_KEYS = {"max_utilization": False}
+NETWORK_KEYS = {"defaults": False, "super_peers": False, "links": False, "generate": False, "import": False}
+NETWORK_KEYS |= {"propagation_km_per_s": False, "min_latency": False}
+LINK_KEYS = {"bandwidth": False, "latency": False, "buffer": False, "length": False}
+DEFAULTS_KEYS = {"bandwidth": False, "latency": False, "buffer": False, "capacity": False}
+SUPER_PEER_KEYS = {"id": True, "capacity": False, "pos": False}
+MAX_LENGTH_KM = 1e6  # a link longer than 25 times round the Earth is a unit mistake
+PLANNER_KEYS = {"max_utilization": False, "peak_sd": False}
 THIN_PEER_KEYS = {"id": True, "attach": True, "bandwidth": False, "latency": False}
-STREAM_KEYS = {"id": True, "source": True, "rate": True, "schema": False, "replay": False}
+STREAM_KEYS = {"id": True, "source": True, "rate": False, "schema": False, "replay": False, "time": False}
+STREAM_KEYS |= {"time_start": False}
 ATTRIBUTE_KEYS = {"type": False, "distribution": True}
 SUBSCRIPTION_KEYS = {"id": True, "peer": True, "at": True, "until": False, "query": True}
 DISTRIBUTION_KINDS = ("uniform", "normal", "choice")
@@ -95,6 +103,13 @@ class _Reader:
         self.generated: list[str] = []  # what each workload generator made, one line each
         self.expanded: dict[str, list] = {}  # thin_peers and subscriptions as written out (run.py expand)
         self.transit: int | None = None  # a generated transit-stub backbone's transit nodes
+        # an imported network's node weights (by name, per super-peer) and demand matrix, for the generators
+        self.weights: Mapping[str, Mapping[str, float]] = {}
+        self.demands: Mapping[tuple[str, str], float] = {}
+        self.positions: dict[str, tuple[float, float]] = {}  # (lon, lat) of super-peers, by id
+        self.km_per_s: float = importing.DEFAULT_PROPAGATION_KM_PER_S  # latency from a link's length
+        self.min_latency = Fraction(0)
+        self.notes: list[str] = []  # for the explicit file's header (run.py expand)
 
     def fail(self, path: str, message: str) -> NoReturn:
         raise ScenarioError(f"{self.file}: {path}: {message}" if path else f"{self.file}: {message}")
@@ -130,15 +145,17 @@ class _Reader:
             self.fail(path, f"bad id {value!r} (a query keyword)")
         return value
 
-    def node_id(self, value: object, path: str) -> str:
+    def node_id(self, value: object, path: str, pattern: re.Pattern = PEER_ID) -> str:
         """A super-peer's or thin-peer's id: an :meth:`identifier` that is none of :data:`RESERVED_IDS`."""
-        node = self.identifier(value, path)
+        node = self.identifier(value, path, pattern)
         if node in RESERVED_IDS:
             self.fail(path, f"{node!r} is reserved (the live mode's own identities: {', '.join(RESERVED_IDS)})")
         return node
 
     def reference(self, value: object, known: set[str] | dict[str, Any], path: str, what: str) -> str:
         """``value`` if it names one of ``known`` (ids of ``what``)."""
+        if isinstance(value, bool):  # YAML 1.1 reads a bare NO (Norway's code in a real network) as false
+            self.fail(path, f"unknown {what} {shown(value)} (a name such as NO, YES, ON or OFF must be quoted)")
         if not isinstance(value, str) or value not in known:
             self.fail(path, f"unknown {what} {shown(value)}")
         return value
@@ -192,13 +209,24 @@ class _Reader:
             self.fail(f"{path}.capacity", f"must be at most {MAX_CAPACITY:g} tuples/s, got {shown(spec['capacity'])}")
         return capacity
 
-    def planner(self, value: object) -> float:
-        """The planner's settings: ``max_utilization``, the share of a bandwidth or capacity it plans for."""
+    def length(self, spec: dict[str, Any], path: str) -> float:
+        """``spec["length"]``: km, a number >= 0."""
+        length = self.number(spec["length"], f"{path}.length", minimum=0)
+        if length > MAX_LENGTH_KM:
+            self.fail(f"{path}.length", f"must be at most {MAX_LENGTH_KM:g} km, got {shown(spec['length'])}")
+        return length
+
+    def planner(self, value: object) -> tuple[float, float]:
+        """The planner's settings: ``max_utilization``, the share of a bandwidth or capacity it plans for,
+        and ``peak_sd``, the standard deviations of a second's load it keeps within the whole of it."""
         spec = self.mapping(value, "planner", PLANNER_KEYS)
         share = self.number(spec.get("max_utilization", DEFAULT_MAX_UTILIZATION), "planner.max_utilization")
         if not 0 < share <= 1:
             self.fail("planner.max_utilization", f"must lie in (0, 1], got {shown(spec['max_utilization'])}")
-        return share
+        peak_sd = self.number(spec.get("peak_sd", DEFAULT_PEAK_SD), "planner.peak_sd")
+        if not 0 <= peak_sd <= MAX_PEAK_SD:
+            self.fail("planner.peak_sd", f"must lie in [0, {MAX_PEAK_SD:g}], got {shown(spec['peak_sd'])}")
+        return share, peak_sd
 
     def unique(self, seen: dict[str, str], value: str, path: str, what: str) -> None:
         if value in seen:
@@ -218,13 +246,14 @@ class _Reader:
             self.fail("name", f"longer than {MAX_ID_LENGTH} characters, got {_describe(name)}")
         seed = self.integer(doc.get("seed", 0), "seed")
         duration = self.number(doc["duration"], "duration", positive=True)
+        self.duration = duration  # a timed replay's mean rate is over the run
         header_bytes = self.integer(
             doc.get("header_bytes", DEFAULT_HEADER_BYTES), "header_bytes", maximum=MAX_HEADER_BYTES
         )
-        max_utilization = self.planner(doc.get("planner", {}))
+        max_utilization, peak_sd = self.planner(doc.get("planner", {}))
         bandwidth, latency, super_peers, links, capacities = self.network(doc["network"], seed)
         thin_peers = self.thin_peers(doc["thin_peers"], super_peers, links, bandwidth, latency, seed)
-        streams = self.streams(doc["streams"], {p.id for p in thin_peers})
+        streams = self.streams(doc["streams"], {p.id: p.attach for p in thin_peers}, seed)
         self.tuples(streams, duration)
         subscriptions = self.subscriptions(doc.get("subscriptions", []), thin_peers, streams, duration, seed)
         self.replays_exhausted(streams, subscriptions, duration)
@@ -241,7 +270,9 @@ class _Reader:
             subscriptions=subscriptions,
             capacities=capacities,
             max_utilization=max_utilization,
+            peak_sd=peak_sd,
             events=events,
+            positions=tuple((sp, self.positions[sp]) for sp in super_peers if sp in self.positions),
             path=os.path.abspath(self.file),
             warnings=tuple(self.warnings),
             generated=tuple(self.generated),
@@ -276,22 +307,124 @@ class _Reader:
         latency = self.latency(defaults, "network.defaults", DEFAULT_LATENCY)
         buffer = self.buffer(defaults, "network.defaults", None)
         capacity = self.capacity(defaults, "network.defaults", None)
+        self.km_per_s = self.number(
+            net.get("propagation_km_per_s", importing.DEFAULT_PROPAGATION_KM_PER_S),
+            "network.propagation_km_per_s",
+            positive=True,
+        )
+        self.min_latency = (
+            self.unit(parse_latency, net["min_latency"], "network.min_latency") if "min_latency" in net else Fraction(0)
+        )
+        sources = [key for key in ("generate", "import", "super_peers") if key in net]
+        if len(sources) > 1:
+            self.fail(f"network.{sources[1]}", f"not allowed together with network.{sources[0]}")
+        if not sources:
+            self.fail("network", "missing required key 'super_peers' (or 'generate' or 'import')")
         if "generate" in net:
-            for key in ("super_peers", "links"):
-                if key in net:
-                    self.fail(f"network.{key}", "not allowed together with network.generate")
+            if "links" in net:
+                self.fail("network.links", "not allowed together with network.generate")
             super_peers, links = self.generate(net["generate"], seed, bandwidth, latency)
             if buffer is not None:
                 links = tuple(replace(link, buffer=buffer) if link.buffer is None else link for link in links)
             capacities = {sp: capacity for sp in super_peers}
+        elif "import" in net:
+            super_peers, links = self.imported(net, bandwidth, buffer)
+            capacities = {sp: capacity for sp in super_peers}
         else:
-            if "super_peers" not in net:
-                self.fail("network", "missing required key 'super_peers' (or 'generate')")
             super_peers, capacities = self.super_peers(net["super_peers"], capacity)
             links = self.links(net.get("links", []), super_peers, bandwidth, latency, buffer)
         self.connected(super_peers, links)
         limited = tuple((sp, c) for sp, c in capacities.items() if c is not None)
         return bandwidth, latency, super_peers, links, limited
+
+    def imported(
+        self, net: dict[str, Any], bandwidth: float, buffer: float | None
+    ) -> tuple[tuple[str, ...], tuple[LinkSpec, ...]]:
+        """A real network's super-peers and links (topologies/importing.py), the overrides of
+        ``network.links`` applied; what it made goes to ``run.py validate`` and its explicit form to
+        ``run.py expand``."""
+        found = importing.read_import(self, net["import"], "network.import", MAX_ID_LENGTH)
+        name, default = MAX_SUPER_PEERS
+        limit = cap(name, default)
+        if len(found.super_peers) > limit:
+            self.fail(
+                "network.import",
+                f"{found.source}: {len(found.super_peers):,} super-peers exceed the cap of {limit:,} (set {name} to"
+                " change it)",
+            )
+        overrides = self.link_overrides(net.get("links", []), found)
+        links = importing.resolve_links(
+            self, found, overrides, bandwidth=bandwidth, buffer=buffer, km_per_s=self.km_per_s, minimum=self.min_latency
+        )
+        self.positions = dict(found.positions)
+        self.weights, self.demands = found.weights, found.demands
+        notes = [f"{len(found.positions)} positioned"] if found.positions else []
+        if found.dropped:
+            notes.append(found.dropped)
+        if found.parallel:
+            notes.append(f"{found.parallel} parallel edge{'s' * (found.parallel > 1)} merged")
+        if found.self_loops:
+            notes.append(f"{found.self_loops} self-loop{'s' * (found.self_loops > 1)} ignored")
+        if found.demands:
+            notes.append(f"a demand matrix of {len(found.demands):,} pairs")
+        self.generated.append(
+            f"network.import: {found.source}: {len(found.super_peers)} super-peers, {len(links)} links"
+            + (f" ({', '.join(notes)})" if notes else "")
+            + (f"; {len(found.renamed)} ids differ from the names given:" if found.renamed else "")
+        )
+        shown_at_most = importing.SHOWN_RENAMES
+        self.generated += [f"  {line}" for line in found.renamed[:shown_at_most]]
+        if len(found.renamed) > shown_at_most:
+            self.generated.append(f"  and {len(found.renamed) - shown_at_most} more (run.py expand lists them all)")
+        if found.renamed:
+            self.notes += [f"{found.source}: ids that differ from the names given:", *found.renamed]
+        explicit = {k: net[k] for k in ("defaults", "propagation_km_per_s", "min_latency") if k in net}
+        explicit["super_peers"] = [
+            {"id": sp, "pos": list(self.positions[sp])} if sp in self.positions else sp for sp in found.super_peers
+        ]
+        explicit["links"] = [self.explicit_link(link, buffer) for link in links]
+        self.expanded["network"] = explicit
+        return found.super_peers, links
+
+    def explicit_link(self, link: LinkSpec, buffer: float | None) -> list:
+        """``[a, b, {latency, bandwidth[, length][, buffer]}]``, loading back to ``link`` exactly: the length
+        is written unless it is the one the ends' positions give."""
+        options: dict[str, Any] = {"latency": latency_text(link.latency), "bandwidth": _whole(link.bandwidth)}
+        if link.length is not None and link.length != self.span(link.a, link.b):
+            options["length"] = link.length
+        if link.buffer != buffer:
+            options["buffer"] = _whole(link.buffer)
+        return [link.a, link.b, options]
+
+    def span(self, a: str, b: str) -> float | None:
+        """km between the positions of super-peers ``a`` and ``b``, or None when either has none."""
+        if a in self.positions and b in self.positions:
+            return importing.great_circle_km(self.positions[a], self.positions[b])
+        return None
+
+    def link_overrides(
+        self, value: object, found: importing.ImportedNetwork
+    ) -> dict[frozenset, tuple[str, dict[str, Any]]]:
+        """``network.links`` beside an import: options overriding imported links, by unordered pair of ends
+        (the key path of the options, and the options).  A pair the data does not join is an error:
+        nothing is added."""
+        known = set(found.super_peers)
+        joined = {frozenset((edge.a, edge.b)) for edge in found.edges}
+        seen: dict[frozenset, str] = {}
+        overrides = {}
+        for i, item in enumerate(self.sequence(value, "network.links")):
+            path = f"network.links[{i}]"
+            if not isinstance(item, list) or len(item) != 3:
+                self.fail(path, f"expected [a, b, {{bandwidth, latency, buffer, length}}], got {shown(item)}")
+            a, b = (self.reference(item[end], known, f"{path}[{end}]", "super-peer") for end in (0, 1))
+            key = frozenset((a, b))
+            if key not in joined:
+                self.fail(path, f"{found.source} has no link {a}-{b} (links beside an import only override its links)")
+            if key in seen:
+                self.fail(path, f"duplicate link {a}-{b} (also {seen[key]})")
+            seen[key] = path
+            overrides[key] = (f"{path}[2]", self.mapping(item[2], f"{path}[2]", LINK_KEYS))
+        return overrides
 
     def super_peers(self, value: object, capacity: float | None) -> tuple[tuple[str, ...], dict[str, float | None]]:
         """The ids, and each one's capacity (``capacity`` unless its mapping gives one)."""
@@ -302,14 +435,26 @@ class _Reader:
         capacities: dict[str, float | None] = {}
         for i, sp in enumerate(items):
             path = f"network.super_peers[{i}]"
-            own = capacity
+            own, pos = capacity, None
             if isinstance(sp, dict):
                 spec = self.mapping(sp, path, SUPER_PEER_KEYS)
                 own = self.capacity(spec, path, capacity)
+                pos = self.position(spec["pos"], f"{path}.pos") if "pos" in spec else None
                 path, sp = f"{path}.id", spec["id"]
-            self.unique(seen, self.node_id(sp, path), path, "super-peer")
+            self.unique(seen, self.node_id(sp, path, SUPER_PEER_ID), path, "super-peer")
             capacities[sp] = own
+            if pos is not None:
+                self.positions[sp] = pos
         return tuple(capacities), capacities
+
+    def position(self, value: object, path: str) -> tuple[float, float]:
+        """``[lon, lat]`` in degrees."""
+        if not isinstance(value, list) or len(value) != 2:
+            self.fail(path, f"expected [longitude, latitude] in degrees, got {shown(value)}")
+        lon, lat = (self.number(x, f"{path}[{k}]") for k, x in enumerate(value))
+        if not (-180 <= lon <= 180 and -90 <= lat <= 90):
+            self.fail(path, f"expected longitude in [-180, 180] and latitude in [-90, 90], got {shown(value)}")
+        return lon, lat
 
     def links(
         self,
@@ -334,13 +479,16 @@ class _Reader:
                 self.fail(path, f"duplicate link {a}-{b} (also {seen[key]})")
             seen[key] = path
             options = self.mapping(item[2], f"{path}[2]", LINK_KEYS) if len(item) == 3 else {}
+            length = self.length(options, f"{path}[2]") if "length" in options else self.span(a, b)
+            own = latency if length is None else importing.latency_of_length(length, self.km_per_s, self.min_latency)
             links.append(
                 LinkSpec(
                     a,
                     b,
                     self.bandwidth(options, f"{path}[2]", bandwidth),
-                    self.latency(options, f"{path}[2]", latency),
+                    self.latency(options, f"{path}[2]", own),
                     self.buffer(options, f"{path}[2]", buffer),
+                    length,
                 )
             )
         return tuple(links)
@@ -435,7 +583,7 @@ class _Reader:
                 path = f"thin_peers[{i}].generate"
                 entries, told = workload_generators.thin_peers(
                     self, item["generate"], path, seed=seed, position=i, super_peers=super_peers,
-                    degrees=degrees, transit=self.transit, made=made,
+                    degrees=degrees, transit=self.transit, weights=self.weights, made=made,
                 )  # fmt: skip
                 made += len(entries)
                 self.generated.append(told)
@@ -459,24 +607,64 @@ class _Reader:
         attach = self.reference(spec["attach"], super_peers, f"{path}.attach", "super-peer")
         return ThinPeerSpec(peer_id, attach, self.bandwidth(spec, path, bandwidth), self.latency(spec, path, latency))
 
-    def streams(self, value: object, thin_peers: set[str]) -> tuple[StreamSpec, ...]:
+    def streams(self, value: object, homes: dict[str, str], seed: int) -> tuple[StreamSpec, ...]:
+        """The streams, a generator's (topologies/stream_generator.py) among them; ``homes``: each
+        thin-peer's super-peer."""
         streams = []
         seen: dict[str, str] = {}
+        written: list = []
         for i, item in enumerate(self.sequence(value, "streams")):
-            path = f"streams[{i}]"
-            spec = self.mapping(item, path, STREAM_KEYS)
-            stream_id = self.identifier(spec["id"], f"{path}.id", ATTRIBUTE_NAME)
-            self.unique(seen, stream_id, f"{path}.id", "stream")
-            source = self.reference(spec["source"], thin_peers, f"{path}.source", "thin-peer")
-            rate = self.number(spec["rate"], f"{path}.rate", positive=True)
-            if ("schema" in spec) == ("replay" in spec):
-                self.fail(path, "expected exactly one of 'schema' and 'replay'")
-            if "replay" in spec:
-                replay, attributes = self.replay(spec["replay"], f"{path}.replay")
+            if workload_generators.is_generator(item):
+                path = f"streams[{i}].generate"
+                entries, told = stream_generator.streams(
+                    self, item["generate"], path, seed=seed, position=i, homes=homes, weights=self.weights,
+                    id_pattern=ATTRIBUTE_NAME,
+                )  # fmt: skip
+                self.generated.append(told)
+                items = [(f"{path}[{k}]", entry) for k, entry in enumerate(entries)]
             else:
-                replay, attributes = None, self.schema(spec["schema"], f"{path}.schema")
-            streams.append(StreamSpec(stream_id, source, rate, attributes, replay))
+                items = [(f"streams[{i}]", item)]
+            for path, entry in items:
+                written.append(entry)
+                streams.append(self.stream(entry, path, homes, seen))
+        self.expanded["streams"] = written
         return tuple(streams)
+
+    def stream(self, item: object, path: str, thin_peers: dict[str, str], seen: dict[str, str]) -> StreamSpec:
+        spec = self.mapping(item, path, STREAM_KEYS)
+        stream_id = self.identifier(spec["id"], f"{path}.id", ATTRIBUTE_NAME)
+        self.unique(seen, stream_id, f"{path}.id", "stream")
+        source = self.reference(spec["source"], thin_peers, f"{path}.source", "thin-peer")
+        if ("schema" in spec) == ("replay" in spec):
+            self.fail(path, "expected exactly one of 'schema' and 'replay'")
+        time = None
+        if "time" in spec:
+            time = spec["time"]
+            if "replay" not in spec:
+                self.fail(f"{path}.time", "a time column needs a replayed CSV file (replay)")
+            if not isinstance(time, str) or not time:
+                self.fail(f"{path}.time", f"expected the name of a column of the CSV file, got {_describe(time)}")
+            if "rate" in spec:
+                self.fail(f"{path}.rate", "not allowed with a time column: the timestamps give the emission times")
+        elif "rate" not in spec:
+            self.fail(path, "missing required key 'rate' (or 'time' for a replay timed by a column)")
+        start = None
+        if "time_start" in spec:
+            if time is None:
+                self.fail(f"{path}.time_start", "needs a time column (time)")
+            start = spec["time_start"]
+            if isinstance(start, bool) or not isinstance(start, str | int | float):
+                self.fail(f"{path}.time_start", f"expected seconds or an ISO 8601 date-time, got {_describe(start)}")
+            start = str(start)
+        if "replay" in spec:
+            replay, attributes = self.replay(spec["replay"], f"{path}.replay", time, start)
+        else:
+            replay, attributes = None, self.schema(spec["schema"], f"{path}.schema")
+        if time is None:
+            rate = self.number(spec["rate"], f"{path}.rate", positive=True)
+        else:  # the mean over the run, for the planner's cost model: the rows emitted before the end
+            rate = max(1, int(np.searchsorted(read_replay(replay, time, start).times, self.duration))) / self.duration
+        return StreamSpec(stream_id, source, rate, attributes, replay, time, start)
 
     def tuples(self, streams: tuple[StreamSpec, ...], duration: float) -> None:
         """Refuse a run emitting more tuples than the cap (every engine holds each stream's emission times)."""
@@ -499,11 +687,38 @@ class _Reader:
             self.identifier(name, attr_path, ATTRIBUTE_NAME)
             spec = self.mapping(item, attr_path, ATTRIBUTE_KEYS)
             kind = spec.get("type", "float")
-            if kind not in ("float", "int"):
-                self.fail(f"{attr_path}.type", f"expected 'float' or 'int', got {shown(kind)}")
+            if kind not in ("float", "int", "string"):
+                self.fail(f"{attr_path}.type", f"expected 'float', 'int' or 'string', got {shown(kind)}")
+            if kind == "string":
+                dist, values = self.texts(spec["distribution"], f"{attr_path}.distribution")
+                attributes.append(AttributeSpec(name, kind, dist, values))
+                continue
             dist = self.distribution(spec["distribution"], f"{attr_path}.distribution", kind == "int")
             attributes.append(AttributeSpec(name, kind, dist))
         return tuple(attributes)
+
+    def texts(self, value: object, path: str) -> tuple[Choice, tuple[str, ...]]:
+        """A string attribute's ``{choice: [texts]}`` (or ``{choice: {values, weights}}``): the choice of
+        their codes (positions in the list), and the texts."""
+        if not isinstance(value, dict) or list(value) != ["choice"]:
+            self.fail(path, f"a string attribute takes {{choice: ['a', 'b', ...]}}, got {shown(value)}")
+        spec = value["choice"]
+        inner = f"{path}.choice"
+        values_path = f"{inner}.values" if isinstance(spec, dict) else inner
+        if isinstance(spec, dict):
+            spec = self.mapping(spec, inner, {"values": True, "weights": False})
+        texts = self.sequence(spec["values"] if isinstance(spec, dict) else spec, values_path)
+        seen: dict[str, str] = {}
+        for k, text in enumerate(texts):
+            if not isinstance(text, str) or not text or len(text) > MAX_ID_LENGTH or not text.isprintable():
+                self.fail(
+                    f"{values_path}[{k}]",
+                    f"expected a printable text of 1 to {MAX_ID_LENGTH} characters, got {shown(text)}",
+                )
+            self.unique(seen, text, f"{values_path}[{k}]", "value")
+        codes = list(range(len(texts)))
+        choice = self.choice({**spec, "values": codes} if isinstance(spec, dict) else codes, inner, True)
+        return choice, tuple(texts)
 
     def distribution(self, value: object, path: str, integer: bool) -> Distribution:
         if not isinstance(value, dict) or len(value) != 1:
@@ -562,7 +777,9 @@ class _Reader:
             self.fail(weights_path, f"weights must have a finite sum, got {shown(raw)}")
         return Choice(numbers, weights)
 
-    def replay(self, value: object, path: str) -> tuple[str, tuple[AttributeSpec, ...]]:
+    def replay(
+        self, value: object, path: str, time: str | None = None, start: str | None = None
+    ) -> tuple[str, tuple[AttributeSpec, ...]]:
         if not isinstance(value, str) or not value:
             self.fail(path, f"expected a CSV file path, got {_describe(value)}")
         if "\0" in value:  # no file has one; os.stat would raise ValueError
@@ -579,7 +796,7 @@ class _Reader:
                 path, f"replay file {shown(value)}: {info.st_size:,} bytes, over the limit of {MAX_REPLAY_BYTES:,}"
             )
         try:
-            table = read_replay(full)
+            table = read_replay(full, time, start)
         except FileNotFoundError:
             self.fail(path, f"replay file not found: {shown(value)}")
         except OSError as err:
@@ -593,7 +810,14 @@ class _Reader:
                 self.fail(
                     path, f"{value}: row 1: attribute name {shown(name)} is longer than {MAX_ID_LENGTH} characters"
                 )
-        return full, tuple(AttributeSpec(n, "float", Empirical.of(table.columns[n])) for n in table.names)
+        if not table.names:
+            self.fail(path, f"{value}: no attribute besides the time column {shown(time)}")
+        return full, tuple(
+            AttributeSpec(n, "string", Empirical.of(table.columns[n]), table.texts[n])
+            if n in table.texts
+            else AttributeSpec(n, "float", Empirical.of(table.columns[n]))
+            for n in table.names
+        )
 
     def subscriptions(
         self,
@@ -616,6 +840,7 @@ class _Reader:
                 entries, told = workload_generators.subscriptions(
                     self, item["generate"], path, seed=seed, position=i, duration=duration,
                     thin_peers=[p.id for p in thin_peers], sources=set(sources.values()), streams=streams,
+                    homes={p.id: p.attach for p in thin_peers}, weights=self.weights, demands=self.demands,
                     made=made,
                 )  # fmt: skip
                 made += len(entries)
@@ -674,7 +899,7 @@ class _Reader:
         from topologies.workload import tuple_count
 
         for i, stream in enumerate(streams):
-            if stream.replay is None:
+            if stream.replay is None or stream.time is not None:  # a timed replay ends when its recording does
                 continue
             rows = read_replay(stream.replay).rows
             due = tuple_count(replace(stream, replay=None), duration)
@@ -694,7 +919,7 @@ class _Reader:
         if not isinstance(value, str):
             self.fail(path, f"expected a query string, got {_describe(value)}")
         try:
-            query = parse_query(value)
+            query = parse_query(value, lambda stream: streams[stream].texts if stream in streams else {})
         except QueryError as err:
             message = str(err)
             if len(err.token) > 60:  # the parser quotes the offending token whole: cut it as any echoed value
@@ -704,6 +929,11 @@ class _Reader:
         if problem is not None:
             self.fail(path, problem)
         return query
+
+
+def _whole(value: float) -> int | float:
+    """A whole float as an int (``10000000000``, not ``1e10``): how a written file gives a bandwidth."""
+    return int(value) if float(value).is_integer() else value
 
 
 def _listed(ids: list[str], shown_at_most: int = 5) -> str:
@@ -739,9 +969,10 @@ def load_scenario(path: str | os.PathLike, overrides: Sequence[tuple[str, object
 
 def read_scenario(
     path: str | os.PathLike, overrides: Sequence[tuple[str, object]] = ()
-) -> tuple[Scenario, dict[str, Any]]:
-    """:func:`load_scenario`, and the document it was read from with every workload generator replaced by
-    the entries it made (what ``run.py expand`` writes)."""
+) -> tuple[Scenario, dict[str, Any], tuple[str, ...]]:
+    """:func:`load_scenario`, the document it was read from with every generator replaced by the entries it
+    made and an imported network by its explicit super-peers and links (what ``run.py expand`` writes),
+    and lines to keep beside it as comments (every imported node whose id is not its name)."""
     from topologies.overrides import apply_overrides
 
     if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
@@ -750,7 +981,7 @@ def read_scenario(
     doc = apply_overrides(read_yaml(file), _changes(overrides, file), file)
     reader = _Reader(file)
     scenario = reader.scenario(doc)
-    return scenario, {**doc, **reader.expanded}
+    return scenario, {**doc, **reader.expanded}, tuple(reader.notes)
 
 
 def scenario_from_document(

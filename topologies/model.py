@@ -33,26 +33,36 @@ class LinkSpec:
     bandwidth: float  # bit/s
     latency: Fraction  # seconds, exact so that route ties are decided exactly
     buffer: float | None = None  # bytes each direction holds waiting for the wire (None: unlimited)
+    length: float | None = None  # km, where known: the data's, or between its ends' positions (byte-km)
 
 
 @dataclass(frozen=True)
 class AttributeSpec:
     name: str
-    type: str  # "float" or "int"
+    type: str  # "float", "int" or "string"
     distribution: Distribution | None  # for a replayed stream, the empirical distribution of its column
+    # a string attribute's values: it holds (and travels as) the position of its value in this list, its code
+    values: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class StreamSpec:
     id: str
     source: str  # thin-peer id
-    rate: float  # tuples per second; tuple i is emitted at i / rate
+    rate: float  # tuples per second; tuple i is emitted at i / rate (a timed replay: its mean rate)
     attributes: tuple[AttributeSpec, ...]  # in declaration (or CSV header) order
     replay: str | None = None  # absolute path of the CSV replayed, if any
+    time: str | None = None  # the replayed CSV's time column, whose timestamps give the emission times
+    time_start: str | None = None  # the timestamp emission time 0 stands for (None: the earliest row's)
 
     @property
     def attribute_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.attributes)
+
+    @property
+    def texts(self) -> dict[str, tuple[str, ...]]:
+        """Each string attribute's values, by name (what a query's quoted texts are read against)."""
+        return {a.name: a.values for a in self.attributes if a.type == "string"}
 
 
 @dataclass(frozen=True)
@@ -118,11 +128,16 @@ class Scenario:
     # limited ones; the share of a bandwidth or capacity the network-aware planner may plan for
     capacities: tuple[tuple[str, float], ...] = ()
     max_utilization: float = 0.8
+    # how many standard deviations of a second's load above its mean the planner keeps within the
+    # bandwidth or capacity (docs/PLANNER.md, "Bursts"); 0: the mean alone
+    peak_sd: float = 3.0
     # failures and recoveries of backbone elements, in time order (docs/DYNAMICS.md); none: a static network
     events: tuple[NetworkEvent, ...] = ()
     path: str | None = field(default=None, compare=False)  # the file it was loaded from
     warnings: tuple[str, ...] = field(default=(), compare=False)  # e.g. contradictory queries
     generated: tuple[str, ...] = field(default=(), compare=False)  # what each workload generator made
+    # (lon, lat) in degrees of the super-peers that have a position (a real network's), in super-peer order
+    positions: tuple[tuple[str, tuple[float, float]], ...] = ()
 
     # The lookups by id every layer needs, built once per scenario on first use (a frozen dataclass keeps
     # them in its instance dictionary: `dataclasses.replace` starts a new scenario with none).
@@ -143,6 +158,11 @@ class Scenario:
     def homes(self) -> Mapping[str, str]:
         """Each thin-peer's super-peer (the one it is attached to), by thin-peer id."""
         return {p.id: p.attach for p in self.thin_peers}
+
+    @cached_property
+    def position(self) -> Mapping[str, tuple[float, float]]:
+        """(lon, lat) of each super-peer that has a position, by id."""
+        return dict(self.positions)
 
     @cached_property
     def capacity(self) -> Mapping[str, float]:

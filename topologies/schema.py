@@ -8,8 +8,8 @@ are the loader's alone.
 from __future__ import annotations
 
 from matcher.text import KEYWORDS
-from topologies import events_loader, generators, workload_generators
-from topologies.loader import MAX_CAPACITY, MAX_HEADER_BYTES, MAX_ID_LENGTH
+from topologies import events_loader, generators, stream_generator, workload_generators
+from topologies.loader import MAX_CAPACITY, MAX_HEADER_BYTES, MAX_ID_LENGTH, MAX_LENGTH_KM
 from topologies.units import MAX_BUFFER, NUMBER_PATTERN
 
 _NUMBER_TEXT = NUMBER_PATTERN.replace("(?P<number>", "(?:")
@@ -36,6 +36,18 @@ SIZE = {
 }
 CAPACITY = {"description": "tuples per second", "type": "number", "exclusiveMinimum": 0, "maximum": MAX_CAPACITY}
 PEER_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": MAX_ID_LENGTH}
+SUPER_PEER_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.-]+$", "maxLength": MAX_ID_LENGTH}
+POSITION = {
+    "description": "[longitude, latitude] in degrees",
+    "type": "array",
+    "prefixItems": [
+        {"type": "number", "minimum": -180, "maximum": 180},
+        {"type": "number", "minimum": -90, "maximum": 90},
+    ],
+    "minItems": 2,
+    "maxItems": 2,
+}
+LENGTH = {"description": "km", "type": "number", "minimum": 0, "maximum": MAX_LENGTH_KM}
 _ANY_CASE_KEYWORD = "|".join("".join(f"[{c}{c.lower()}]" for c in word) for word in sorted(KEYWORDS))
 NAME = {
     "type": "string",
@@ -46,7 +58,7 @@ NAME = {
 NUMBER = {"type": "number"}
 LINK_OPTIONS = {
     "type": "object",
-    "properties": {"bandwidth": BANDWIDTH, "latency": LATENCY, "buffer": SIZE},
+    "properties": {"bandwidth": BANDWIDTH, "latency": LATENCY, "buffer": SIZE, "length": LENGTH},
     "additionalProperties": False,
 }
 DEFAULTS = {
@@ -56,10 +68,10 @@ DEFAULTS = {
 }
 SUPER_PEER = {
     "oneOf": [
-        PEER_ID,
+        SUPER_PEER_ID,
         {
             "type": "object",
-            "properties": {"id": PEER_ID, "capacity": CAPACITY},
+            "properties": {"id": SUPER_PEER_ID, "capacity": CAPACITY, "pos": POSITION},
             "required": ["id"],
             "additionalProperties": False,
         },
@@ -99,7 +111,8 @@ def _generate() -> dict:
 
 
 def _distribution() -> dict:
-    choice_values = {"type": "array", "items": NUMBER, "minItems": 1}
+    # numbers, or a string attribute's texts
+    choice_values = {"type": "array", "items": {"type": ["number", "string"]}, "minItems": 1}
     forms = {
         "uniform": _pair(),
         "normal": _pair(minimum_second=0),
@@ -143,18 +156,36 @@ def _generator(parameters: dict) -> dict:
     return _object({"generate": _object(parameters, ("count",))}, ("generate",))
 
 
+WEIGHT = _object({"weight": {"type": "string", "minLength": 1}}, ("weight",))  # a node weight, by name
+
+
 def _thin_peer_generator() -> dict:
     rules = {"enum": list(workload_generators.ATTACH_RULES)}
     return _generator(
         {
             "count": COUNT,
             "prefix": PREFIX,
-            "attach": {"oneOf": [rules, {"type": "array", "items": PEER_ID, "minItems": 1}]},
+            "attach": {"oneOf": [rules, WEIGHT, {"type": "array", "items": SUPER_PEER_ID, "minItems": 1}]},
             "seed": {"type": "integer", "minimum": 0},
             "bandwidth": BANDWIDTH,
             "latency": LATENCY,
         }
     )
+
+
+def _stream_generator(stream: dict) -> dict:
+    rules = {"enum": list(stream_generator.SOURCE_RULES)}
+    parameters = {
+        "count": COUNT,
+        "prefix": {**NAME, "maxLength": MAX_ID_LENGTH - 7},
+        "seed": {"type": "integer", "minimum": 0},
+        "sources": {"oneOf": [rules, WEIGHT, {"type": "array", "items": PEER_ID, "minItems": 1}]},
+        "rate": {"oneOf": [{"type": "number", "exclusiveMinimum": 0}, _range(0)["oneOf"][1]]},
+        "schema": stream["properties"]["schema"],
+        "replay": stream["properties"]["replay"],
+    }
+    inner = {**_object(parameters, ("count", "rate")), "oneOf": [{"required": ["schema"]}, {"required": ["replay"]}]}
+    return _object({"generate": inner}, ("generate",))
 
 
 def _subscription_generator() -> dict:
@@ -203,6 +234,13 @@ def _subscription_generator() -> dict:
             "arrivals": {
                 "oneOf": [_object({"process": {"const": p}, **q}, ("process",)) for p, q in processes.items()],
             },
+            "popularity": {
+                "oneOf": [
+                    {"enum": list(workload_generators.POPULARITY_RULES)},
+                    _object({"zipf": {"type": "number", "minimum": 0}}, ("zipf",)),
+                    WEIGHT,
+                ]
+            },
             "holding": {
                 **_object(holding),
                 "oneOf": [{"required": [form]} for form in workload_generators.HOLDING_FORMS],
@@ -214,7 +252,10 @@ def _subscription_generator() -> dict:
 def _events() -> dict:
     """An ``events`` entry: one failure or recovery of a link or a super-peer, or a generator."""
     at = {"type": "number", "minimum": 0, "description": "seconds, in [0, duration)"}
-    targets = {"link": {"type": "array", "items": PEER_ID, "minItems": 2, "maxItems": 2}, "super_peer": PEER_ID}
+    targets = {
+        "link": {"type": "array", "items": SUPER_PEER_ID, "minItems": 2, "maxItems": 2},
+        "super_peer": SUPER_PEER_ID,
+    }
     written = [
         _object({"at": at, action: {"const": element}, key: targets[element]}, ("at", action, key))
         for action in events_loader.ACTIONS
@@ -240,7 +281,7 @@ def json_schema() -> dict:
     """The schema as a plain dict (JSON-serialisable)."""
     attribute = {
         "type": "object",
-        "properties": {"type": {"enum": ["float", "int"]}, "distribution": _distribution()},
+        "properties": {"type": {"enum": ["float", "int", "string"]}, "distribution": _distribution()},
         "required": ["distribution"],
         "additionalProperties": False,
     }
@@ -257,14 +298,19 @@ def json_schema() -> dict:
                 "minProperties": 1,
             },
             "replay": {"type": "string", "minLength": 1, "description": "CSV path relative to this file"},
+            "time": {"type": "string", "minLength": 1, "description": "the CSV column whose timestamps drive emission"},
+            "time_start": {"type": ["number", "string"], "description": "the timestamp emission time 0 stands for"},
         },
-        "required": ["id", "source", "rate"],
-        "oneOf": [{"required": ["schema"]}, {"required": ["replay"]}],
+        "required": ["id", "source"],
+        "allOf": [
+            {"oneOf": [{"required": ["schema"]}, {"required": ["replay"]}]},
+            {"oneOf": [{"required": ["rate"]}, {"required": ["time", "replay"]}]},
+        ],
         "additionalProperties": False,
     }
     link = {
         "type": "array",
-        "prefixItems": [PEER_ID, PEER_ID, LINK_OPTIONS],
+        "prefixItems": [SUPER_PEER_ID, SUPER_PEER_ID, LINK_OPTIONS],
         "minItems": 2,
         "maxItems": 3,
     }
@@ -275,16 +321,44 @@ def json_schema() -> dict:
             "super_peers": {"type": "array", "items": SUPER_PEER, "minItems": 1, "uniqueItems": True},
             "links": {"type": "array", "items": link},
             "generate": _generate(),
+            "import": {
+                "description": "a real network: a topology topohub ships, or a GraphML, GML or node-link JSON file",
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "properties": {"topohub": {"type": "string", "pattern": "^[A-Za-z0-9_-]+(/[A-Za-z0-9_.-]+)*$"}},
+                        "required": ["topohub"],
+                        "additionalProperties": False,
+                    },
+                    {
+                        "type": "object",
+                        "properties": {
+                            "file": {
+                                "type": "string",
+                                "pattern": "[.]([Gg][Rr][Aa][Pp][Hh][Mm][Ll]|[Gg][Mm][Ll]|[Jj][Ss][Oo][Nn])$",
+                            }
+                        },
+                        "required": ["file"],
+                        "additionalProperties": False,
+                    },
+                ],
+            },
+            "propagation_km_per_s": {"type": "number", "exclusiveMinimum": 0},
+            "min_latency": LATENCY,
         },
         "oneOf": [
-            {"required": ["super_peers"], "not": {"required": ["generate"]}},
-            {"required": ["generate"], "not": {"anyOf": [{"required": ["super_peers"]}, {"required": ["links"]}]}},
+            {"required": ["super_peers"], "not": {"anyOf": [{"required": ["generate"]}, {"required": ["import"]}]}},
+            {
+                "required": ["generate"],
+                "not": {"anyOf": [{"required": ["super_peers"]}, {"required": ["links"]}, {"required": ["import"]}]},
+            },
+            {"required": ["import"], "not": {"anyOf": [{"required": ["super_peers"]}, {"required": ["generate"]}]}},
         ],
         "additionalProperties": False,
     }
     thin_peer = {
         "type": "object",
-        "properties": {"id": PEER_ID, "attach": PEER_ID, "bandwidth": BANDWIDTH, "latency": LATENCY},
+        "properties": {"id": PEER_ID, "attach": SUPER_PEER_ID, "bandwidth": BANDWIDTH, "latency": LATENCY},
         "required": ["id", "attach"],
         "additionalProperties": False,
     }
@@ -312,12 +386,15 @@ def json_schema() -> dict:
             "header_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_HEADER_BYTES},
             "network": network,
             "thin_peers": {"type": "array", "items": {"oneOf": [thin_peer, _thin_peer_generator()]}},
-            "streams": {"type": "array", "items": stream},
+            "streams": {"type": "array", "items": {"oneOf": [stream, _stream_generator(stream)]}},
             "subscriptions": {"type": "array", "items": {"oneOf": [subscription, _subscription_generator()]}},
             "events": {"type": "array", "items": _events()},
             "planner": {
                 "type": "object",
-                "properties": {"max_utilization": {"type": "number", "exclusiveMinimum": 0, "maximum": 1}},
+                "properties": {
+                    "max_utilization": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                    "peak_sd": {"type": "number", "minimum": 0, "maximum": 10},
+                },
                 "additionalProperties": False,
             },
         },

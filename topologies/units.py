@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 from topologies.errors import shown
@@ -103,6 +104,19 @@ def parse_latency(value: object) -> Fraction:
     if latency > MAX_LATENCY:
         raise ValueError(f"latency must be at most {MAX_LATENCY:,} s, got {shown(value)}")
     return latency
+
+
+def latency_text(seconds: Fraction) -> str:
+    """``seconds`` as the exact text :func:`parse_latency` reads back to the same fraction, in ms
+    (``"0.30815ms"``).  Raises ValueError for a fraction with no finite decimal expansion (a latency read
+    from decimal text, or rounded to nanoseconds, always has one)."""
+    places = next((k for k in range(64) if (seconds * 10**k).denominator == 1), None)
+    if places is None:
+        raise ValueError(f"{seconds} s has no short finite decimal expansion")
+    with localcontext(prec=200):  # the default 28 digits would round a long expansion
+        millis = Decimal(int(seconds * 10**places)).scaleb(3 - places)
+    text = format(millis, "f")
+    return (text.rstrip("0").rstrip(".") if "." in text else text) + "ms"
 
 
 def parse_size(value: object) -> float:

@@ -1,7 +1,8 @@
 """The tuples of a scenario's streams, identical for every strategy and engine (docs/ARCHITECTURE.md).
 
 Tuple ``i`` of a stream is emitted at ``i / rate`` (a float64 division; every comparison with ``at``,
-``until`` or an epoch bound uses exactly these floats).  Values are generated in fixed blocks of
+``until`` or an epoch bound uses exactly these floats), or, for a replay with a time column, at its row's
+timestamp less the first one (topologies/replay.py).  Values are generated in fixed blocks of
 :data:`BLOCK` tuples: block ``b`` of attribute ``k`` (schema order) is drawn from
 ``np.random.default_rng([seed, crc32(stream id), k, b])``, so any engine can produce any range of tuples
 alone and get the same values.  Replayed streams read rows of their CSV instead.
@@ -22,9 +23,18 @@ from topologies.replay import read_replay
 BLOCK = 65536
 
 
+def _timed(stream: StreamSpec) -> np.ndarray | None:
+    """The emission times of every row of a replay with a time column (None: tuple i at i / rate)."""
+    return None if stream.time is None else read_replay(stream.replay, stream.time, stream.time_start).times
+
+
 def tuple_count(stream: StreamSpec, duration: float) -> int:
-    """How many tuples the stream emits: the ``i >= 0`` with ``i / rate < duration`` (float64, as
-    :func:`emission_times` computes them), and no more than the replay file's rows."""
+    """How many tuples the stream emits before ``duration``: the ``i >= 0`` with ``i / rate < duration``
+    (float64, as :func:`emission_times` computes them), and no more than the replay file's rows; for a
+    timed replay, the rows whose emission time is before ``duration``."""
+    times = _timed(stream)
+    if times is not None:
+        return int(np.searchsorted(times, duration, side="left"))
     count = max(0, math.ceil(duration * stream.rate))
     # duration * rate is rounded; step to the exact boundary of the float division
     while count > 0 and (count - 1) / stream.rate >= duration:
@@ -38,7 +48,19 @@ def tuple_count(stream: StreamSpec, duration: float) -> int:
 
 def emission_times(stream: StreamSpec, start: int, stop: int) -> np.ndarray:
     """Emission times (seconds, float64) of tuples ``start..stop-1``."""
+    times = _timed(stream)
+    if times is not None:
+        return times[start:stop].copy()
     return np.arange(start, stop, dtype=np.float64) / stream.rate
+
+
+def emission_times_of(stream: StreamSpec, indices: np.ndarray) -> np.ndarray:
+    """Emission times (seconds, float64) of the tuples numbered ``indices`` (any order), the very floats
+    :func:`emission_times` gives them."""
+    times = _timed(stream)
+    if times is not None:
+        return times[np.asarray(indices, dtype=np.int64)]
+    return np.asarray(indices, dtype=np.int64).astype(np.float64) / stream.rate
 
 
 def run_emission_times(scenario: Scenario) -> dict[str, np.ndarray]:
@@ -66,7 +88,7 @@ def columns(scenario: Scenario, stream_id: str, start: int, stop: int) -> dict[s
         raise ValueError(f"bad tuple range [{start}, {stop}) of stream {stream_id!r}")
     stream = scenario.stream(stream_id)
     if stream.replay is not None:
-        table = read_replay(stream.replay)
+        table = read_replay(stream.replay, stream.time, stream.time_start)
         if stop > table.rows:
             raise ValueError(f"tuple range [{start}, {stop}) beyond the {table.rows} rows of {stream.replay}")
         return {name: table.columns[name][start:stop].copy() for name in stream.attribute_names}

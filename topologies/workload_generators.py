@@ -23,7 +23,10 @@ time after which it leaves.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import numpy as np
@@ -36,7 +39,8 @@ from topologies.errors import shown
 from topologies.model import StreamSpec
 
 THIN_PEER_KIND, SUBSCRIPTION_KIND = 1, 2
-ATTACH_RULES = ("random", "stub", "degree", "spread")
+ATTACH_RULES = ("random", "stub", "degree", "spread", "demand")
+POPULARITY_RULES = ("uniform", "demand")
 INTEREST_MODELS = ("hot-spots", "uniform", "zipf")
 ARRIVAL_PROCESSES = ("poisson", "waves")
 HOLDING_FORMS = ("exponential", "uniform", "fixed")
@@ -45,7 +49,7 @@ THIN_PEER_GENERATOR_KEYS = {"count": True, "prefix": False, "attach": False, "se
 THIN_PEER_GENERATOR_KEYS |= {"bandwidth": False, "latency": False}
 SUBSCRIPTION_GENERATOR_KEYS = {"count": True, "prefix": False, "seed": False, "peers": False, "streams": False}
 SUBSCRIPTION_GENERATOR_KEYS |= {"interests": False, "overlap": False, "predicate": False, "select": False}
-SUBSCRIPTION_GENERATOR_KEYS |= {"arrivals": False, "holding": False}
+SUBSCRIPTION_GENERATOR_KEYS |= {"arrivals": False, "holding": False, "popularity": False}
 INTEREST_KEYS = {
     "hot-spots": {"model": True, "spots": False, "spread": False},
     "uniform": {"model": True},
@@ -70,7 +74,7 @@ class Reader(Protocol):
     def sequence(self, value: object, path: str) -> list: ...
     def number(self, value: object, path: str, *, minimum: float | None = None, positive: bool = False) -> float: ...
     def integer(self, value: object, path: str, *, minimum: int = 0, maximum: int = 2**63 - 1) -> int: ...
-    def identifier(self, value: object, path: str) -> str: ...
+    def identifier(self, value: object, path: str, pattern: re.Pattern = ...) -> str: ...
     def reference(self, value: object, known, path: str, what: str) -> str: ...
 
 
@@ -137,6 +141,30 @@ def _count(reader: Reader, spec: dict, path: str, list_name: str, made: int) -> 
     return count
 
 
+def node_weights(
+    reader: Reader, rule: object, path: str, weights: Mapping[str, Mapping[str, float]]
+) -> tuple[str, Mapping[str, float]]:
+    """The node weight ``rule`` names (``demand``, or ``{weight: NAME}``) among an imported network's
+    ``weights`` (topologies/importing.py), with its name."""
+    if isinstance(rule, dict):
+        rule = reader.mapping(rule, path, {"weight": True})["weight"]
+    if not isinstance(rule, str) or rule not in weights:
+        known = (
+            ", ".join(weights)
+            or "none: the network is not imported, or its data has no demands or numeric node attributes"
+        )
+        reader.fail(path, f"unknown node weight {shown(rule)} (the imported network's: {known})")
+    return ("demand" if rule == "demand" else f"{rule} weight"), weights[rule]
+
+
+def _chances(reader: Reader, weights: Sequence[float], path: str, name: str) -> np.ndarray:
+    """``weights`` scaled to probabilities; an error when they are all zero."""
+    array = np.asarray(weights, dtype=np.float64)
+    if not array.sum() > 0:
+        reader.fail(path, f"every candidate's {name} is zero: nothing to draw in proportion to")
+    return array / array.sum()
+
+
 def _span(prefix: str, count: int) -> str:
     return f"{prefix}0" if count == 1 else f"{prefix}0..{prefix}{count - 1}"
 
@@ -154,6 +182,7 @@ def thin_peers(
     super_peers: tuple[str, ...],
     degrees: dict[str, int],
     transit: int | None,
+    weights: Mapping[str, Mapping[str, float]] = MappingProxyType({}),
     made: int = 0,
 ) -> tuple[list[dict], str]:
     """The thin-peer entries ``{id, attach[, bandwidth, latency]}`` of the generator ``value`` at ``path``
@@ -162,8 +191,10 @@ def thin_peers(
     ``attach`` rules: ``random`` (uniform over every super-peer), ``stub`` (uniform over the stub-domain
     nodes of a transit-stub backbone, whose ``transit`` first nodes are the transit domain), ``degree``
     (probability proportional to a super-peer's number of links), ``spread`` (round robin over the
-    super-peers in order), or a list of super-peer ids (uniform over them).  ``made``: the thin-peers the
-    list's generators before this one made (they count toward the cap, :func:`_count`)."""
+    super-peers in order), ``demand`` or ``{weight: NAME}`` (probability proportional to an imported
+    network's node weight, ``weights``: its nodes' total demand, or a node attribute), or a list of
+    super-peer ids (uniform over them).  ``made``: the thin-peers the list's generators before this one made
+    (they count toward the cap, :func:`_count`)."""
     spec = reader.mapping(value, path, THIN_PEER_GENERATOR_KEYS)
     count = _count(reader, spec, path, "thin-peers", made)
     prefix = _prefix(reader, spec, path, "P")
@@ -192,6 +223,11 @@ def thin_peers(
     elif rule == "spread":
         homes = [super_peers[k % len(super_peers)] for k in range(count)]
         told = "round robin over the super-peers"
+    elif rule == "demand" or isinstance(rule, dict):
+        name, weight = node_weights(reader, rule, f"{path}.attach", weights)
+        chances = _chances(reader, [weight.get(sp, 0.0) for sp in super_peers], f"{path}.attach", name)
+        homes = [super_peers[int(k)] for k in rng.choice(len(super_peers), size=count, p=chances)]
+        told = f"to super-peers in proportion to their {name}"
     else:
         reader.fail(
             f"{path}.attach",
@@ -214,12 +250,15 @@ class _Dimension:
     hi: float
     values: tuple[float, ...] | None  # a choice attribute's values (constrained with IN)
     integer: bool
+    labels: tuple[str, ...] = ()  # a string attribute's texts, by code (its values are codes)
 
     @staticmethod
-    def of(name: str, distribution: Distribution, integer: bool) -> _Dimension:
+    def of(name: str, distribution: Distribution, integer: bool, labels: tuple[str, ...] = ()) -> _Dimension:
         if isinstance(distribution, Choice):
             values = tuple(sorted(set(distribution.values)))
-            return _Dimension(name, values[0], values[-1], values, integer)
+            return _Dimension(name, values[0], values[-1], values, integer, labels)
+        if labels:  # a replayed text column: its codes are its values
+            return _Dimension(name, 0.0, len(labels) - 1.0, tuple(map(float, range(len(labels)))), True, labels)
         if isinstance(distribution, Uniform):
             lo, hi = distribution.lo, distribution.hi
         elif isinstance(distribution, Normal):
@@ -250,7 +289,7 @@ class _Dimension:
         first = min(int(lo * n), n - 1)
         last = max(first + 1, min(n, math.ceil(hi * n)))
         chosen = self.values[first:last]
-        return f"{name_to_text(self.name)} IN ({', '.join(_value_text(v) for v in chosen)})"
+        return f"{name_to_text(self.name)} IN ({', '.join(self.value_text(v) for v in chosen)})"
 
     def cut(self, rng: np.random.Generator) -> str:
         """A cut on this attribute: ``> c`` in the middle half of its range, or IN about half its values."""
@@ -259,7 +298,13 @@ class _Dimension:
         n = len(self.values)
         size = max(1, n // 2) if n > 1 else 1
         chosen = sorted(rng.choice(n, size=size, replace=False).tolist())
-        return f"{name_to_text(self.name)} IN ({', '.join(_value_text(self.values[k]) for k in chosen)})"
+        return f"{name_to_text(self.name)} IN ({', '.join(self.value_text(self.values[k]) for k in chosen)})"
+
+    def value_text(self, v: float) -> str:
+        """A value as a query writes it: a string attribute's quoted text, else the number."""
+        if self.labels:
+            return "'" + self.labels[int(v)].replace("'", "''") + "'"
+        return _value_text(v)
 
 
 def _value_text(v: float) -> str:
@@ -349,9 +394,9 @@ def _dimensions(reader: Reader, stream: StreamSpec, names: list[str] | None, pat
             reader.fail(path, f"stream {stream.id!r} has none of the attributes {shown(names)}")
         chosen = [by_name[n] for n in names if n in by_name]
     else:
-        ranged = [a for a in stream.attributes if not isinstance(a.distribution, Choice)]
+        ranged = [a for a in stream.attributes if not isinstance(a.distribution, Choice) and a.type != "string"]
         chosen = (ranged or list(stream.attributes))[:2]
-    return [_Dimension.of(a.name, a.distribution, a.type == "int") for a in chosen]
+    return [_Dimension.of(a.name, a.distribution, a.type == "int", a.values) for a in chosen]
 
 
 def subscriptions(
@@ -365,11 +410,15 @@ def subscriptions(
     thin_peers: list[str],
     sources: set[str],
     streams: tuple[StreamSpec, ...],
+    homes: Mapping[str, str] = MappingProxyType({}),
+    weights: Mapping[str, Mapping[str, float]] = MappingProxyType({}),
+    demands: Mapping[tuple[str, str], float] = MappingProxyType({}),
     made: int = 0,
 ) -> tuple[list[dict], str]:
     """The subscription entries ``{id, peer, at[, until], query}`` of the generator ``value`` at ``path``
-    (``subscriptions[i].generate``), in arrival order, and one line saying what it made; ``made`` as for
-    :func:`thin_peers`."""
+    (``subscriptions[i].generate``), in arrival order, and one line saying what it made.  ``homes`` (each
+    thin-peer's super-peer) and an imported network's node ``weights`` and ``demands`` serve ``popularity``;
+    ``made`` as for :func:`thin_peers`."""
     spec = reader.mapping(value, path, SUBSCRIPTION_GENERATOR_KEYS)
     count = _count(reader, spec, path, "subscriptions", made)
     prefix = _prefix(reader, spec, path, "Q")
@@ -395,6 +444,8 @@ def subscriptions(
             reader.fail(path, "no stream to subscribe to (streams is empty)")
     interests = _interests(reader, spec.get("interests", {"model": "hot-spots"}), f"{path}.interests")
     overlap = _probability(reader, spec, "overlap", path, 0.0)
+    if not thin_peers:
+        reader.fail(path, "no thin-peer to subscribe (thin_peers is empty)")
     subscribers = _subscribers(reader, peers, thin_peers, chosen_streams, path)
     shape = reader.mapping(spec.get("predicate", {}), f"{path}.predicate", PREDICATE_KEYS)
     names = None
@@ -421,6 +472,16 @@ def subscriptions(
     arrivals = spec.get("arrivals", {"process": "poisson"})
     times, arrivals_told = _arrivals(reader, arrivals, f"{path}.arrivals", duration, count)
     leave, holding, holding_told = _holding(reader, spec.get("holding"), f"{path}.holding")
+    popularity = _popularity(
+        reader,
+        spec.get("popularity", "uniform"),
+        f"{path}.popularity",
+        chosen_streams,
+        subscribers,
+        homes,
+        weights,
+        demands,
+    )
 
     rng = np.random.default_rng([seed, SUBSCRIPTION_KIND, position])
     dims = {s.id: _dimensions(reader, s, names, f"{path}.predicate.attributes") for s in chosen_streams}
@@ -429,7 +490,11 @@ def subscriptions(
     earlier: dict[str, list[tuple[_Box, str | None]]] = {s.id: [] for s in chosen_streams}
     entries, leaving = [], 0
     for k in range(count):
-        stream = chosen_streams[int(rng.integers(0, len(chosen_streams)))]
+        if popularity is None:  # uniform: the draws of every file written before popularity existed
+            stream, subscriber = chosen_streams[int(rng.integers(0, len(chosen_streams)))], None
+        else:
+            pick, subscriber = popularity.draw(rng)
+            stream = chosen_streams[pick]
         box_dims = dims[stream.id]
         refine = earlier[stream.id] and rng.random() < overlap
         if refine:
@@ -441,15 +506,17 @@ def subscriptions(
             cut_text = None
             if others and rng.random() < cut:
                 other = others[int(rng.integers(0, len(others)))]
-                cut_text = _Dimension.of(other.name, other.distribution, other.type == "int").cut(rng)
+                cut_text = _Dimension.of(other.name, other.distribution, other.type == "int", other.values).cut(rng)
             second = _fresh_box(rng, interests, points[stream.id], width) if rng.random() < disjunction else None
         earlier[stream.id].append((box, cut_text))
         condition = box.text(box_dims) + (f" AND {cut_text}" if cut_text else "")
         if second is not None:
             condition = f"({condition}) OR ({second.text(box_dims)})"
         query = f"SELECT {_select(rng, stream, select)} FROM {name_to_text(stream.id)} WHERE {condition}"
-        candidates = subscribers[stream.id]
-        entry: dict[str, Any] = {"id": f"{prefix}{k}", "peer": candidates[int(rng.integers(0, len(candidates)))]}
+        if subscriber is None:
+            candidates = subscribers[stream.id]
+            subscriber = candidates[int(rng.integers(0, len(candidates)))]
+        entry: dict[str, Any] = {"id": f"{prefix}{k}", "peer": subscriber}
         entry["at"] = arrival_times[k]
         if holding is not None and rng.random() < leave:
             until = round(arrival_times[k] + max(holding(rng), 0.001), 3)
@@ -462,6 +529,7 @@ def subscriptions(
         f"{path}: {count} subscription{'s' * (count > 1)} {_span(prefix, count)} on {len(chosen_streams)} "
         f"stream{'s' * (len(chosen_streams) > 1)} from {_peer_count(subscribers)}, "
         f"{interests.model} interests, overlap {overlap:g}, {arrivals_told}"
+        + ("" if popularity is None else f", {popularity.told}")
         + (f", {leaving} leaving again ({holding_told})" if holding is not None else "")
     )
     return entries, told
@@ -489,6 +557,85 @@ def _subscribers(
 def _peer_count(subscribers: dict[str, list[str]]) -> str:
     peers = {p for chosen in subscribers.values() for p in chosen}
     return f"{len(peers)} peer{'s' * (len(peers) > 1)}"
+
+
+@dataclass(frozen=True)
+class _Popularity:
+    """How a subscription picks its stream, and maybe its subscriber: streams by ``chances``; then, when
+    ``homes`` is given (a stream's chances over the subscribers' super-peers), a super-peer by those and a
+    subscriber uniformly among the peers there (``at_home``) that may subscribe to the stream (all but
+    ``unlike[stream]``, its own source when every thin-peer publishes)."""
+
+    chances: np.ndarray
+    told: str
+    homes: np.ndarray | None = None  # streams x super-peers: probabilities of each row
+    at_home: tuple[tuple[str, ...], ...] = ()  # per column of ``homes``, its subscribers
+    unlike: tuple[tuple[int, int] | None, ...] = ()  # per stream, where in ``at_home`` its own source is
+
+    def draw(self, rng: np.random.Generator) -> tuple[int, str | None]:
+        pick = int(rng.choice(len(self.chances), p=self.chances))
+        if self.homes is None:
+            return pick, None
+        column = int(rng.choice(len(self.at_home), p=self.homes[pick]))
+        there = self.at_home[column]
+        if self.unlike and self.unlike[pick] is not None and self.unlike[pick][0] == column:
+            k = int(rng.integers(0, len(there) - 1))  # among the others (the column weighs them only)
+            return pick, there[k + (k >= self.unlike[pick][1])]
+        return pick, there[int(rng.integers(0, len(there)))]
+
+
+def _popularity(
+    reader: Reader,
+    value: object,
+    path: str,
+    streams: list[StreamSpec],
+    subscribers: dict[str, list[str]],
+    homes: Mapping[str, str],
+    weights: Mapping[str, Mapping[str, float]],
+    demands: Mapping[tuple[str, str], float],
+) -> _Popularity | None:
+    """The ``popularity`` rule: ``uniform`` (None: each stream and each subscriber equally likely),
+    ``{zipf: s}`` (the k-th listed stream with weight 1 / k^s), ``{weight: NAME}`` (a stream in proportion
+    to an imported node weight of its source's super-peer), or ``demand`` (a stream and a subscriber
+    together, in proportion to the demand between the source's super-peer and the subscriber's, either
+    way: an SNDlib matrix lists most pairs once)."""
+    if value == "uniform":
+        return None
+    if value == "demand":
+        if not demands:
+            reader.fail(path, "'demand' needs an imported network with a demand matrix (topohub's sndlib/...)")
+        peers = list(dict.fromkeys(p for chosen in subscribers.values() for p in chosen))
+        at_home: dict[str, list[str]] = {}
+        for peer in peers:
+            at_home.setdefault(homes[peer], []).append(peer)
+        columns = list(at_home)
+        where = {p: (c, k) for c, h in enumerate(columns) for k, p in enumerate(at_home[h])}
+        # a stream's own source is among the peers only when every thin-peer publishes: it may not take it
+        unlike = tuple(where.get(s.source) if len(subscribers[s.id]) < len(peers) else None for s in streams)
+        table = np.array(
+            [
+                [(demands.get((homes[s.source], h), 0.0) + demands.get((h, homes[s.source]), 0.0))
+                 * (len(at_home[h]) - (unlike[i] is not None and unlike[i][0] == c))
+                 for c, h in enumerate(columns)]
+                for i, s in enumerate(streams)
+            ],
+            dtype=np.float64,
+        )  # fmt: skip
+        per_stream = table.sum(axis=1)
+        chances = _chances(reader, per_stream, path, "demand towards the subscribers")
+        rows = np.divide(table, per_stream[:, None], out=np.zeros_like(table), where=per_stream[:, None] > 0)
+        return _Popularity(
+            chances, "streams and subscribers by demand", rows, tuple(tuple(at_home[h]) for h in columns), unlike
+        )
+    if isinstance(value, dict) and list(value) == ["zipf"]:
+        exponent = reader.number(value["zipf"], f"{path}.zipf", minimum=0)
+        ranks = np.arange(1, len(streams) + 1, dtype=np.float64)
+        return _Popularity(_chances(reader, ranks**-exponent, path, "rank"), f"Zipf({exponent:g}) stream popularity")
+    if isinstance(value, dict) and list(value) == ["weight"]:
+        name, weight = node_weights(reader, value, path, weights)
+        found = [weight.get(homes[s.source], 0.0) for s in streams]
+        return _Popularity(_chances(reader, found, path, name), f"streams by their source's {name}")
+    reader.fail(path, f"expected uniform, demand, {{zipf: exponent}} or {{weight: NAME}}, got {shown(value)}")
 
 
 def _fresh_box(rng: np.random.Generator, interests: _Interests, points, width: tuple[float, float]) -> _Box:

@@ -12,11 +12,13 @@ Every connection logs in as an identity of its own, and acts only as that identi
 The broker replaces each client id by the login (``use_username_as_clientid``): nobody can connect under
 another's client id and take its session over.  The ACL lets each login write only its own topics: a
 super-peer the link directions out of it, its thin-peers' deliveries and its own control topics; a
-thin-peer node its uploads and its own control topics; a thin-peer's CLI only its request topic (never
-``ctl/load``, which holds the clock for everyone); only the coordinator the plan, the clock and the
-collect broadcasts.  The coordinator authorises each request by the identity its request topic names
-(peers/live/coordinator.py): a thin-peer subscribes only for itself and sees and ends only its own
-subscriptions, and sees only the parts of the plan that are its own.  Anonymous clients are refused.
+thin-peer node its uploads, its own control topics and its subscriptions' JSON results; a thin-peer's CLI
+(or a plain MQTT client under its login) only its request topic and the JSON input of its own streams
+(never ``ctl/load``, which holds the clock for everyone), and it reads only its own results; only the
+coordinator the plan, the clock and the collect broadcasts.  The coordinator authorises each request by
+the identity its request topic names (peers/live/coordinator.py): a thin-peer subscribes only for itself
+and sees and ends only its own subscriptions, and sees only the parts of the plan that are its own.
+Anonymous clients are refused.
 """
 
 from __future__ import annotations
@@ -95,11 +97,17 @@ def acl_text(scenario: Scenario, topics: Topics) -> str:
         lines += [f"topic read {topics.control(n)}" for n in ("clock", "collect")]
         lines += [f"topic write {topics.stats(peer.id)}", f"topic write {topics.done(peer.id)}"]
         lines.append(f"topic write {topics.load(peer.id)}")
+        # with --json-results and --input: the node publishes its subscriptions' JSON results and takes the
+        # JSON input of its own streams, which plain clients logged in as the thin-peer read and publish
+        lines.append(f"topic write {topics.results(peer.id, '#')}")
+        lines += [f"topic read {topics.input(s.id)}" for s in scenario.streams if s.source == peer.id]
         blocks.append(lines)
     for identity, results in [*((p.id, topics.downs(p.id)) for p in scenario.thin_peers), (OPERATOR, None)]:
         lines = [f"user {identity}", f"topic write {topics.request(identity)}"]
         lines += [f"topic read {topics.reply(identity)}/#", f"topic read {topics.control('clock')}"]
         lines.append(f"topic read {results or topics.downs('+')}")  # the operator may watch anyone's results
+        lines.append(f"topic read {topics.results(identity if results else '+', '#')}")
+        lines += [f"topic write {topics.input(s.id)}" for s in scenario.streams if s.source == identity]
         blocks.append(lines)
     return "\n\n".join("\n".join(b) for b in blocks) + "\n"
 

@@ -1,19 +1,24 @@
-"""A Mosquitto broker process on 127.0.0.1 with a generated configuration (tests, benchmarks, demos).
+"""A Mosquitto broker process on 127.0.0.1 with a generated configuration (``serve --start-broker``, tests,
+benchmarks, demos).
 
 ``Mosquitto(directory, port).start()`` writes ``mosquitto.conf`` (listener on 127.0.0.1, persistence in
-``directory`` so queued QoS 1 messages survive a restart) and starts ``/usr/sbin/mosquitto`` with it.
+``directory`` so queued QoS 1 messages survive a restart) and starts ``/usr/sbin/mosquitto`` with it.  The
+repository's ``broker.conf`` is the same configuration for port 1883 without persistence, to start by hand.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 
-from topologies.errors import EngineError
+from peers.live.connection import Broker
+from topologies.errors import EngineError, InputError
 
 
 def mosquitto_binary() -> str | None:
@@ -107,3 +112,30 @@ class Mosquitto:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def started_broker(broker: Broker, directory: str, config_path: str | None = None) -> Iterator[Mosquitto]:
+    """A Mosquitto listening on ``broker``'s port of this machine for the duration of the block, its
+    configuration and persistence in ``directory`` (``config_path``: a configuration to use instead, such
+    as ``serve --secure`` writes).  Raises InputError for a broker on another host or a port in use,
+    EngineError when Mosquitto is missing or does not start."""
+    if broker.host not in ("127.0.0.1", "localhost"):
+        raise InputError(
+            f"--start-broker starts a broker on this machine: --broker must be 127.0.0.1, got {broker.host}"
+        )
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Mosquitto binds: a port just freed is free
+        try:
+            probe.bind(("127.0.0.1", broker.port))
+        except OSError:
+            raise InputError(
+                f"--start-broker: port {broker.port} is in use (a broker running already? leave --start-broker out)"
+            ) from None
+    os.makedirs(directory, exist_ok=True)
+    config = None
+    if config_path is not None:
+        with open(config_path, encoding="utf-8") as handle:
+            config = handle.read()
+    with Mosquitto(os.path.abspath(directory), broker.port, config) as process:
+        yield process

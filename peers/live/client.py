@@ -179,7 +179,7 @@ async def subscribe(
                     offset = k
                     loop.call_later(wait, flush)
                     return
-                row = {a: (int(v[k]) if types.get(a) == "int" else float(v[k])) for a, v in batch.columns.items()}
+                row = {a: _shown(types.get(a), texts.get(a), v[k]) for a, v in batch.columns.items()}
                 if as_json:
                     out(json.dumps(row))
                 else:
@@ -192,6 +192,7 @@ async def subscribe(
             done.set()
 
     types: dict[str, str] = {}
+    texts: dict[str, list[str]] = {}  # a string attribute's values by code
     ended: list[dict] = []
 
     def on_event(doc: dict) -> None:
@@ -206,6 +207,7 @@ async def subscribe(
             answer = await session.ask({"op": "subscribe", "peer": peer, "query": query, "id": sub_id})
             info(describe_decision(answer))
             types.update(answer.get("types", {}))
+            texts.update(answer.get("texts", {}))
             flush()
             if not await session.wait(done, timeout):
                 info(f"timeout after {timeout:g} s")
@@ -267,3 +269,13 @@ def traffic_lines(answer: dict) -> list[str]:
     lines = [now, f"{'topic':32} {'messages':>9} {'tuples':>9} {'bytes':>11}"]
     lines += [f"{r['topic']:32} {r['messages']:>9} {r['tuples']:>9} {r['bytes']:>11}" for r in answer["links"]]
     return lines
+
+
+def _shown(kind: str | None, texts: list[str] | None, value: float) -> int | float | str:
+    """A value as a subscriber sees it: a whole number for an ``int`` attribute, the text of a ``string``
+    one's code."""
+    if kind == "int":
+        return int(value)
+    if kind == "string" and texts is not None:
+        return texts[int(value)]
+    return float(value)

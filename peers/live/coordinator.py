@@ -38,6 +38,7 @@ from peers.live.topics import Topics
 from peers.live.wire import subscription_from_json
 from sharing import make_plan
 from sharing.plan import Epoch, Plan
+from topologies import workload
 from topologies.errors import EmulatorError, EngineError, InputError, shown
 from topologies.loader import PEER_ID
 from topologies.model import Scenario, SubscriptionSpec
@@ -243,8 +244,10 @@ class Coordinator:
         self.subscriptions = (*self.subscriptions, spec)
         self.runtime_ids.append(sub_id)
         plan = self._replan(self.version + 1, at)
-        types = {a.name: a.type for a in self.scenario.stream(spec.stream).attributes}
-        return {"id": sub_id, "at": at, "types": types, **self._describe(plan, spec.id, at, viewer)}
+        stream = self.scenario.stream(spec.stream)
+        types = {a.name: a.type for a in stream.attributes}
+        texts = {name: list(values) for name, values in stream.texts.items()}
+        return {"id": sub_id, "at": at, "types": types, "texts": texts, **self._describe(plan, spec.id, at, viewer)}
 
     def unsubscribe(self, sub_id: str) -> dict:
         """End a subscription at the current horizon.  Raises :class:`InputError` for an unknown id."""
@@ -636,6 +639,12 @@ class Coordinator:
             b = bins.get(d, np.zeros(0, np.int64))
             padded[: len(b)] = b
             timeline[d] = padded
+        # the span a report observes ends at the last delivery (the receivers count no per-hop arrival times)
+        last = max(
+            (float((workload.emission_times_of(scenario.stream(s.stream), delivered[s.id]) + latencies[s.id]).max())
+             for s in scenario.subscriptions if len(delivered[s.id])),
+            default=0.0,
+        )  # fmt: skip
         return StrategyRun(
             strategy=self.strategy,
             engine="mqtt",
@@ -652,6 +661,7 @@ class Coordinator:
             dropped=fated["dropped"],
             link_lost=dict(sorted(link_fated["link_lost"].items())),
             lost=fated["lost"],
+            last_arrival=last,
         )
 
 

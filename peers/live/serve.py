@@ -10,6 +10,7 @@ with it at SIGINT/SIGTERM; :func:`serve` then returns what the run did, as a :cl
 from __future__ import annotations
 
 import asyncio
+import csv
 import json
 import math
 import os
@@ -17,6 +18,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -52,6 +54,9 @@ class ServeOptions:
     credentials: dict | None = None  # user -> password, with --secure
     batch_s: float = BATCH_S  # wall seconds between a source's batches: fewer messages, more latency
     ready_timeout_s: float = 60.0  # wall seconds without one more super-peer loading the plan: give up
+    json_results: bool = False  # republish every result as JSON lines on results/<peer>/<subscription>
+    inputs: tuple[str, ...] = ()  # streams whose tuples MQTT clients publish as JSON on in/<stream>
+    record_dir: str | None = None  # where the input streams' recordings go (default: a new temporary directory)
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,8 @@ class LiveResult:
     dead: list[str]  # super-peers whose process died
     failures: list[Failure]  # per dead super-peer: when it was taken out, subscriptions lost and re-planned
     plan: Plan | None = None  # the plan version in force at the end (every earlier one is spliced into it)
+    inputs: dict[str, str] = field(default_factory=dict)  # input stream -> the CSV recording its tuples
+    late_inputs: int = 0  # input tuples that arrived after the end of the run (not emitted)
     exited: dict[str, int] = field(default_factory=dict)  # super-peer -> exit code of its process, when it
     # exited before the clock started: the run stopped at once, with nothing emitted
 
@@ -107,6 +114,10 @@ def check_options(scenario: Scenario, options: ServeOptions) -> None:
         raise InputError(f"--batch-ms: must be positive, got {options.batch_s * 1000:g}")
     if not options.speed > 0:
         raise InputError(f"--speed: must be positive, got {options.speed:g}")
+    for stream in options.inputs:
+        if stream not in scenario.streams_by_id:
+            known = ", ".join(scenario.streams_by_id) or "none"
+            raise InputError(f"--input {stream}: not a stream of {scenario.name} (its streams: {known})")
     check_strategy(options.strategy)
 
 
@@ -148,8 +159,11 @@ async def serve(
         base, options.strategy, _as(options, COORDINATOR), topics, options.speed, book, end,
         gone if groups else None, run, secure=options.credentials is not None,
     )  # fmt: skip
+    inputs = frozenset(options.inputs)
     thin_peers = [
-        ThinPeerService(p.id, base, _as(options, thin_peer_user(p.id)), topics, options.batch_s, run)
+        ThinPeerService(
+            p.id, base, _as(options, thin_peer_user(p.id)), topics, options.batch_s, run, options.json_results, inputs
+        )
         for p in base.thin_peers
     ]
     super_peers: list[SuperPeerService] = []
@@ -206,6 +220,8 @@ async def serve(
                 child.kill()  # a node still busy with a backlog: it must not outlive the run
                 child.wait()
     final = _final_scenario(scenario, coordinator, end)
+    recorded = _record_inputs(final, thin_peers, options.record_dir)
+    final = replace(final, streams=tuple(recorded.get(s.id, s) for s in final.streams))
     stats = coordinator.stats
     return LiveResult(
         strategy=options.strategy,
@@ -233,6 +249,8 @@ async def serve(
         failures=list(coordinator.failures),
         plan=book.versions[coordinator.version].plan,
         exited=exited,
+        inputs={stream: spec.replay for stream, spec in recorded.items()},
+        late_inputs=sum(t.late_inputs for t in thin_peers),
     )
 
 
@@ -265,6 +283,34 @@ def _final_scenario(scenario: Scenario, coordinator: Coordinator, end: float) ->
     """The scenario as it ran: its emitted duration and every subscription that started before the end."""
     subs = tuple(s for s in coordinator.subscriptions if s.at < end)
     return replace(scenario, duration=end, subscriptions=subs)
+
+
+def _record_inputs(scenario: Scenario, thin_peers: list[ThinPeerService], directory: str | None) -> dict:
+    """Each input stream as the replay of what its clients published, timed by the emulated times it was
+    emitted at (a CSV with a time column ``t`` from 0, in ``directory``): the stream the report checks
+    the deliveries against, with every engine's rules."""
+    found = {}
+    for peer in thin_peers:
+        for stream_id, recording in peer.inputs.items():
+            directory = directory or tempfile.mkdtemp(prefix="streamglobe-inputs-")
+            os.makedirs(directory, exist_ok=True)
+            path = os.path.join(os.path.abspath(directory), f"input-{stream_id}.csv")
+            rows = list(zip(recording.times, *(recording.columns[n] for n in recording.names), strict=True))
+            if not rows:  # a replay needs a row: one at the end of the run, which is never emitted
+                rows = [(scenario.duration, *(0.0 for _ in recording.names))]
+            column = "t"
+            while column in recording.names:  # the time column must not take an attribute's name
+                column = f"_{column}"
+            with open(path, "w", encoding="utf-8", newline="") as handle:
+                writer = csv.writer(handle, lineterminator="\n")
+                writer.writerow([column, *recording.names])
+                writer.writerows([repr(float(v)) for v in row] for row in rows)
+            stream = scenario.stream(stream_id)
+            count = sum(1 for t in recording.times if t < scenario.duration)
+            found[stream_id] = replace(
+                stream, rate=max(1, count) / scenario.duration, replay=path, time=column, time_start="0"
+            )
+    return found
 
 
 def _spawn(scenario: Scenario, nodes: tuple[str, ...], options: ServeOptions, run: str) -> subprocess.Popen:

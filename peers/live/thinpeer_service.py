@@ -10,7 +10,13 @@ super-peer is down goes as a part with the fate ``lost`` (no traffic: docs/DYNAM
 A subscriber records, per subscription, the tuple indices it received and their latency: emulated
 seconds from the tuple's emission to when it is seen, its due time over the emulated links, or its
 arrival when the message came later than that.  Tuples dropped or lost on the way arrive as parts with a
-``fate`` and are recorded as such.
+``fate`` and are recorded as such.  With ``json_results`` it also republishes each result as JSON lines on
+``results/<peer>/<subscription>``, for plain MQTT clients.
+
+An **input** stream (``serve --input``) is not generated: its tuples are JSON objects that any MQTT client
+publishes on ``in/<stream>``, one per object, each emitted at the emulated time it arrives (never before
+the previous one); they wait for the planning horizon as generated tuples do, and are kept (:attr:`inputs`)
+so that the run's report can check every delivery against them.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import numpy as np
 from peers.live.connection import Broker, Connection, Dedup, Pressure
 from peers.live.counters import Counters
 from peers.live.links import CARRIED, FATES, LOOKAHEAD_S, LinkTable
-from peers.live.malformed import check, integer, json_object, number
+from peers.live.malformed import MalformedMessage, check, integer, json_object, number
 from peers.live.topics import Topics
 from peers.live.wire import Batch, check_values, decode_message, encode_message
 from topologies import workload
@@ -40,7 +46,15 @@ class ThinPeerService:
     """
 
     def __init__(
-        self, peer: str, scenario: Scenario, broker: Broker, topics: Topics, batch_s: float = BATCH_S, run: str = ""
+        self,
+        peer: str,
+        scenario: Scenario,
+        broker: Broker,
+        topics: Topics,
+        batch_s: float = BATCH_S,
+        run: str = "",
+        json_results: bool = False,
+        inputs: frozenset[str] = frozenset(),
     ):
         self.peer = peer
         self.run_id = run  # the coordinator's clock messages name it (a retained clock of another run is ignored)
@@ -48,6 +62,11 @@ class ThinPeerService:
         self.topics = topics
         self.batch_s = batch_s
         self.streams = tuple(s for s in scenario.streams if s.source == peer)
+        self.json_results = json_results
+        # input streams: per stream the tuples received and not yet published (emission times, rows), and
+        # every tuple published, in index order (emission times, and a column per attribute)
+        self.inputs = {s.id: Recording(s.attribute_names) for s in self.streams if s.id in inputs}
+        self.late_inputs = 0  # input tuples that arrived after the end of the run
         self.counters = Counters(1.0)
         self.dedup = Dedup()
         self.delivered: dict[str, list[np.ndarray]] = {}
@@ -66,7 +85,7 @@ class ThinPeerService:
             broker,
             f"tp-{peer}",
             # the clock first: its retained message arrives before any delivery, which needs it
-            [topics.control("clock"), topics.downs(peer), topics.control("collect")],
+            [topics.control("clock"), topics.downs(peer), topics.control("collect"), *map(topics.input, self.inputs)],
             self._on_message,
         )
         # results arriving late (the process's event loop behind): the coordinator holds the horizon
@@ -95,6 +114,8 @@ class ThinPeerService:
             doc["reconnects"] = self.connection.reconnects
             doc["malformed"] = self.connection.rejects.to_json()
             self.connection.publish(self.topics.stats(self.peer), json.dumps(doc).encode())
+        elif parts[:1] == ("in",) and len(parts) == 2 and parts[1] in self.inputs:
+            self._take_input(parts[1], payload)
         elif parts[:1] == ("down",) and len(parts) == 3:
             batches = decode_message(payload, self.home)
             sub = parts[2]
@@ -120,6 +141,8 @@ class ThinPeerService:
                 self.delivered.setdefault(sub, []).append(batch.indices.copy())
                 self.latencies.setdefault(sub, []).append(np.maximum(batch.arrivals, now) - batch.times)
                 self.attrs[sub] = tuple(batch.columns)
+                if self.json_results and len(batch):
+                    self._publish_results(sub, batch)
 
     async def _emit(self) -> None:
         """Publish every stream of this thin-peer, one message per batch period with a part per stream, its
@@ -138,7 +161,16 @@ class ThinPeerService:
             limit = limit if end is None else min(limit, end)
             batches = []
             for stream in self.streams:
-                start, count = self.emitted[stream.id], workload.tuple_count(stream, limit)
+                recording = self.inputs.get(stream.id)
+                start = self.emitted[stream.id]
+                if recording is not None:
+                    times, values = recording.publish(limit)
+                    count = start + len(times)
+                else:
+                    count = workload.tuple_count(stream, limit)
+                    if count > start:
+                        times = workload.emission_times(stream, start, count)
+                        values = workload.columns(self.scenario, stream.id, start, count)
                 if count <= start:
                     continue
                 self.emitted[stream.id] = count
@@ -146,8 +178,7 @@ class ThinPeerService:
                 batches.append(
                     Batch(
                         self.peer, 0, doc["version"], -1, ("raw", stream.id), stream.id,
-                        np.arange(start, count, dtype=np.int64), workload.emission_times(stream, start, count),
-                        workload.columns(self.scenario, stream.id, start, count),
+                        np.arange(start, count, dtype=np.int64), times, values,
                         np.full(count - start, size, dtype=np.int64),
                     )
                 )  # fmt: skip
@@ -194,7 +225,121 @@ class ThinPeerService:
         return out
 
     def _done(self, stream_id: str, end: float) -> bool:
+        if stream_id in self.inputs:
+            return not self.inputs[stream_id].waiting_before(end)
         return self.emitted[stream_id] >= workload.tuple_count(self.scenario.stream(stream_id), end)
+
+    def _now(self) -> float:
+        """The emulated time now (0 before the clock starts)."""
+        doc = self.clock_doc
+        if doc is None or doc.get("t0") is None:
+            return 0.0
+        return max(0.0, (time.time() - doc["t0"]) * doc["speed"])
+
+    def _take_input(self, stream_id: str, payload: bytes) -> None:
+        """Tuples of an input stream, as a client published them (checked whole first: a message with one bad
+        tuple is dropped and counted, none of it taken); each is emitted now."""
+        stream = self.scenario.stream(stream_id)
+        rows = input_rows(payload, stream)
+        now = self._now()
+        end = None if self.clock_doc is None else self.clock_doc.get("end")
+        if end is not None and now >= end:
+            self.late_inputs += len(rows)
+            return
+        self.inputs[stream_id].take(now, rows)
+
+    def _publish_results(self, sub: str, batch: Batch) -> None:
+        """A result batch as JSON lines on ``results/<peer>/<sub>``: each tuple's index ``i`` in its stream,
+        its emission time ``t`` (emulated seconds) and its ``values`` (whole numbers for an ``int``
+        attribute; apart, so that no attribute name can clash with ``i`` or ``t``)."""
+        stream = self.scenario.streams_by_id.get(batch.stream)
+        kinds = {a.name: a for a in stream.attributes} if stream is not None else {}
+        names = list(batch.columns)
+        columns = [_json_column(kinds.get(n), batch.columns[n]) for n in names]
+        lines = [
+            json.dumps({"i": i, "t": t, "values": dict(zip(names, row, strict=True))})
+            for i, t, *row in zip(batch.indices.tolist(), batch.times.tolist(), *columns, strict=True)
+        ]
+        self.connection.publish(self.topics.results(self.peer, sub), "\n".join(lines).encode())
+
+
+def _json_column(attribute, values: np.ndarray) -> list:
+    """A column as JSON shows it: whole numbers for an ``int`` attribute, a ``string`` one's texts."""
+    if attribute is not None and attribute.type == "int":
+        return values.astype(np.int64).tolist()
+    if attribute is not None and attribute.type == "string":
+        return [attribute.values[int(v)] for v in values.tolist()]
+    return values.tolist()
+
+
+class Recording:
+    """An input stream's tuples: those waiting to be published (emission times and rows, in arrival order)
+    and those published, numbered in that order."""
+
+    def __init__(self, names: tuple[str, ...]):
+        self.names = names
+        self.waiting: list[tuple[float, list[float]]] = []
+        self.last = 0.0  # the latest emission time given: time never goes back within a stream
+        self.times: list[float] = []
+        self.columns: dict[str, list[float]] = {n: [] for n in names}
+
+    def take(self, now: float, rows: list[list[float]]) -> None:
+        self.last = max(self.last, now)
+        self.waiting += [(self.last, row) for row in rows]
+
+    def waiting_before(self, end: float) -> bool:
+        return any(t < end for t, _ in self.waiting)
+
+    def publish(self, limit: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The tuples waiting with an emission time before ``limit`` (the horizon), now published."""
+        cut = next((k for k, (t, _) in enumerate(self.waiting) if t >= limit), len(self.waiting))
+        taken, self.waiting = self.waiting[:cut], self.waiting[cut:]
+        times = np.array([t for t, _ in taken], dtype=np.float64)
+        values = {n: np.array([row[k] for _, row in taken], dtype=np.float64) for k, n in enumerate(self.names)}
+        self.times += times.tolist()
+        for n in self.names:
+            self.columns[n] += values[n].tolist()
+        return times, values
+
+
+MAX_INPUT_TUPLES = 100_000  # per message: a bigger one is refused (a client should send several)
+
+
+def input_rows(payload: bytes, stream) -> list[list[float]]:
+    """The tuples of an input message: a JSON object, an array of objects, or objects one per line, each with
+    exactly the stream's attributes: finite numbers (whole for an ``int`` attribute), a ``string``
+    attribute's one of its values (as its code), in schema order.
+    Raises :class:`MalformedMessage` for anything else."""
+    sender = "an input client"
+    try:
+        text = payload.decode("utf-8")
+        try:
+            found = json.loads(text)
+            objects = found if isinstance(found, list) else [found]
+        except ValueError:
+            objects = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise MalformedMessage("not JSON (an object, an array of objects, or one object per line)", sender) from None
+    check(0 < len(objects) <= MAX_INPUT_TUPLES, f"expected 1 to {MAX_INPUT_TUPLES:,} tuples", sender)
+    names = stream.attribute_names
+    codes = {a.name: {text: float(k) for k, text in enumerate(a.values)} for a in stream.attributes}
+    rows = []
+    for item in objects:
+        check(isinstance(item, dict) and set(item) == set(names), f"expected objects with exactly {names}", sender)
+        row = []
+        for attribute in stream.attributes:
+            value = item[attribute.name]
+            if attribute.type == "string":  # a text among the attribute's values, sent as its code
+                known = isinstance(value, str) and value in codes[attribute.name]
+                check(known, f"{attribute.name}: not one of its values: {value!r}"[:80], sender)
+                row.append(codes[attribute.name][value])
+                continue
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+            integral = attribute.type != "int" or (ok and float(value).is_integer())
+            check(ok and integral, f"{attribute.name}: not a {attribute.type}: {value!r}"[:80], sender)
+            row.append(float(value))
+        rows.append(row)
+    return rows
 
 
 def _clock(doc: dict) -> dict:

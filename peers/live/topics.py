@@ -21,6 +21,13 @@ Control topics (JSON, QoS 1), all under ``<prefix>/ctl/``:
 * ``load/<node>``: ``1`` when a super-peer's or thin-peer's incoming queue passed the high-water mark or its
   messages arrive late (connection.Pressure), ``0`` when it caught up again;
 * ``done/<thin-peer>``: a source has emitted its last tuple before the end time.
+
+Topics for plain MQTT clients (JSON, so that ``mosquitto_sub`` and ``mosquitto_pub`` can take part):
+
+* ``<prefix>/results/<thin-peer>/<subscription>``: with ``serve --json-results``, a subscription's results,
+  one JSON object per tuple and line;
+* ``<prefix>/in/<stream>``: with ``serve --input STREAM``, the tuples of that stream, published by any
+  client as JSON objects (one, an array of them, or one per line).
 """
 
 from __future__ import annotations
@@ -65,6 +72,12 @@ class Topics:
 
     def down(self, thin_peer: str, subscription: str) -> str:
         return f"{self.prefix}/down/{thin_peer}/{subscription}"
+
+    def results(self, thin_peer: str, subscription: str) -> str:
+        return f"{self.prefix}/results/{thin_peer}/{subscription}"
+
+    def input(self, stream: str) -> str:
+        return f"{self.prefix}/in/{stream}"
 
     def downs(self, thin_peer: str) -> str:
         """The filter matching every delivery topic of ``thin_peer``."""
@@ -146,6 +159,8 @@ class Topics:
             return parts[1]
         if kind == ("down",) and len(parts) >= 2:
             return f"super-peer of {parts[1]}"
+        if kind == ("in",):
+            return "an input client"
         if kind == ("ctl",) and len(parts) == 3 and parts[1] != "reply":
             return parts[2]
         return "coordinator" if kind == ("ctl",) else "?"

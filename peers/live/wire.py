@@ -222,7 +222,8 @@ def subscription_from_json(scenario: Scenario, doc: dict) -> SubscriptionSpec:
     Raises :class:`InputError` naming the peer, stream or attribute that does not exist, and
     ``matcher.QueryError`` for a query that does not parse.
     """
-    query = parse_query(str(doc["query"]))
+    streams = scenario.streams_by_id
+    query = parse_query(str(doc["query"]), lambda stream: streams[stream].texts if stream in streams else {})
     peer = str(doc["peer"])
     if peer not in scenario.thin_peers_by_id:
         raise InputError(f"--peer: unknown thin-peer {peer!r} in scenario {scenario.name}")

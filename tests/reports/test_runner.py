@@ -44,3 +44,38 @@ def test_run_scenario_writes_the_report_and_returns_it(tmp_path):
     lines = run_lines(scenario, options, result, 1.0)
     assert lines[0] == "figure1: 3 subscriptions, 60 s, engine local" and lines[-1].startswith(f"wrote {out}")
     assert result.plots == [] and "plots" not in lines[-1]
+
+
+def test_progress_counts_the_scenarios_tuples_once_per_strategy(tmp_path):
+    import io
+
+    from reports.progress import Status
+
+    stream = io.StringIO()
+    with Status("run", 6000 * 7, "tuple", "lines", stream=stream, of="6,000 tuples x 7 strategies") as status:
+        status.update(18_900, "sharing-em: planning")
+        assert status.text() == "45% of 6,000 tuples x 7 strategies; sharing-em: planning"
+
+
+def test_the_kernels_are_in_numbas_cache_after_a_run():
+    from network.queues import kernels_cached
+    from reports.runner import warm_up
+
+    warm_up()  # (seconds when compiled before, as make venv did)
+    assert kernels_cached()
+
+
+@pytest.mark.slow
+def test_a_first_run_says_it_compiles_the_kernels_once(tmp_path):
+    """From an empty numba cache (a fresh install that skipped make venv's warm-up): the run says what it
+    compiles and how long it takes, compiles once before the worker processes fork, and the next run does not."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "STREAMGLOBE_PROGRESS_S": "60"}
+    command = [sys.executable, "run.py", "run", FIGURE1, "--out", str(tmp_path / "out"), "--force", "--no-plots"]
+    first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert "run: compiling the simulator's kernels (numba), once: about 20 s" in first.stderr
+    second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert second.returncode == 0 and "compiling" not in second.stderr

@@ -59,7 +59,7 @@ def test_plan_says_what_it_planned_on_stderr_only():
     assert result.returncode == 0 and json.loads(result.stdout)["strategy"] == "sharing-em"
     summary = result.stderr.splitlines()[-1]
     assert (
-        summary == "plan: sharing-em on figure1: 5 epochs, 5 decisions, 6 distinct flows and 4 distinct deliveries,"
+        summary == "plan: sharing-em on figure1: 5 epochs, 5 decisions, 10 distinct flows and 7 distinct deliveries,"
         " 0 rejected; printed as JSON"
     )
     quiet = subprocess.run([*run, "--quiet"], capture_output=True, text=True, timeout=120)

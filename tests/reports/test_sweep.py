@@ -15,7 +15,7 @@ import pytest
 from reports.report import assemble_report
 from reports.simulate import simulate
 from reports.sweep import SweepOptions, SweepSpec, check_out_dir, parse_values, run_sweep, vary_option
-from reports.sweep_plots import interval
+from reports.sweep_plots import aggregate, interval, sweep_markdown
 from topologies.errors import InputError
 from topologies.expected import expected_results
 from topologies.loader import load_scenario
@@ -143,6 +143,7 @@ def test_the_command_line_runs_a_sweep_file(tmp_path):
         f"scenario: {FIGURE1}\nvary:\n  seed: 1..2\nset:\n  duration: 30\nstrategies: [multicast, ideal]\n"
     )
     run = [sys.executable, str(ROOT / "run.py"), "sweep", str(sweep), "--out", str(tmp_path / "o"), "--no-plots"]
+    run += ["--vary", "streams[0].rate=50", "--x", "streams[0].rate"]  # a key given on the command line as x
     result = subprocess.run(
         run, capture_output=True, text=True, timeout=300, env={**os.environ, "STREAMGLOBE_PROGRESS_S": "0.2"}
     )
@@ -151,6 +152,7 @@ def test_the_command_line_runs_a_sweep_file(tmp_path):
     assert "sweep: point 1/2 done: seed=" in result.stderr and "sweep: writing sweep.csv" in result.stderr
     design = json.loads((tmp_path / "o" / "sweep.json").read_text())
     assert design["strategies"] == ["multicast", "ideal"] and design["set"] == [["duration", 30]]
+    assert design["x"] == "streams[0].rate"
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"scenario: {FIGURE1}\nvary: {{seed: [1]}}\ncolour: red\n")
     result = subprocess.run([*run[:3], str(bad)], capture_output=True, text=True, timeout=120)
@@ -175,3 +177,29 @@ def test_a_sweep_on_spark_gives_the_local_rows(swept, tmp_path):
 
     first = [r for r in local.rows if (r["seed"], r["subscriptions[1].at"]) == (1, 5)]
     assert figures(on_spark.rows) == figures(first)
+
+
+def test_any_varied_key_can_be_the_x_axis_and_the_others_make_the_panels(swept):
+    _, result = swept
+    by_seed = SweepSpec(SPEC.scenario, SPEC.vary, SPEC.fixed, SPEC.strategies, x_key="seed")
+    stats = aggregate(by_seed, result.rows)
+    assert {panel for panel, _ in stats} == {(5,), (15,)}  # a panel per value of the other key
+    per_x = stats[((15,), "backbone_bytes")]["sharing-em"]
+    assert sorted(per_x) == [1, 2, 3] and all(n == 1 for _, _, n in per_x.values())  # one run per x: no band
+    default = aggregate(SPEC, result.rows)  # the first varied key other than seed
+    assert {panel for panel, _ in default} == {()} and sorted(default[((), "exact")]["sharing-em"]) == [5, 15]
+    with pytest.raises(InputError, match=r"--x rate: not a varied key \(varied: seed, subscriptions\[1\]\.at\)"):
+        SweepSpec(SPEC.scenario, SPEC.vary, x_key="rate")
+
+
+def test_sweep_md_shows_the_units_of_the_console_table(swept):
+    _, result = swept
+    text = sweep_markdown(SPEC, result.rows, [], "figure1")
+    saving = text[text.index("## backbone bytes saved vs query-shipping") :].split("\n## ")[0]
+    rows = [line for line in saving.splitlines() if line.startswith("| 5 ") or line.startswith("| 15 ")]
+    assert rows and all("%" in line and ("+" in line or "-" in line) for line in rows)  # +10.1% ± 0.3%, not 0.101
+    latency = text[text.index("## delivery latency p99 (ms)") :].split("\n## ")[0]
+    means = [float(cell.split(" ± ")[0]) for line in latency.splitlines()[4:] if line.startswith("|")
+             for cell in line.strip("|").split("|")[1:]]  # fmt: skip
+    assert means and all(5 < m < 50 for m in means)  # milliseconds (figure1's routes take 8-10 ms)
+    assert " KB ± " in text  # bytes as the console shows them

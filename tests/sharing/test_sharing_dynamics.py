@@ -231,8 +231,20 @@ def test_a_failure_moves_only_the_flows_it_touches(strategy, seed):
     after_ids = {f.id for f in after.flows}
     assert not affected & after_ids
     now = {f.id: f for f in after.flows}
+    # the subscriptions placed again join the need classes of every flow serving them (docs/PLANNER.md)
+    serving = set()
+    for d in after.deliveries:
+        if d.subscription in {r.subscription for r in decisions}:
+            flow_id = d.flow
+            while flow_id is not None:
+                serving.add(flow_id)
+                flow_id = now[flow_id].parent
     for flow in before.flows:
-        if flow.id not in affected | ancestors | widened:
+        if flow.id not in affected | ancestors | widened | serving:
+            if flow.id not in now:  # left alone under an ancestor, which carries it on as one flow
+                assert flow.parent in ancestors
+                assert any(f.path[-len(flow.path) :] == flow.path for f in after.flows), flow.id
+                continue
             # kept as it was, or a split put a new flow above it
             assert now[flow.id] is flow or now[flow.id].parent not in by_id, flow.id
     moved = len(set(by_id) - after_ids) + len(after_ids - set(by_id))
@@ -278,11 +290,11 @@ def test_the_plan_text_has_a_line_per_re_plan():
     assert lines[0].startswith("re-plan t=10s (fail super-peer SP2): ") and lines[0].endswith("1 cut off: Qfar")
     assert lines[1].startswith("re-plan t=25s (recover super-peer SP2): ") and lines[1].endswith("1 restored: Qfar")
     decisions = [d for d in make_plan(scenario, "sharing-em").decisions if d.event == "replan"]
+    # Qmid reads Qfar's flow at SP1, where it ends (the part on to SP2 is a flow of its own): the failure
+    # of SP2 leaves it alone
     assert [(d.time, d.subscription, d.summary.split(":")[0]) for d in decisions] == [
         (10.0, "Qfar", "cut off"),
-        (10.0, "Qmid", "re-placed (fail super-peer SP2)"),  # it read Qfar's flow, which crossed SP2
         (25.0, "Qfar", "re-placed (recover super-peer SP2)"),
-        (25.0, "Qmid", "re-placed (recover super-peer SP2)"),  # placed while SP2 was down
     ]
 
 

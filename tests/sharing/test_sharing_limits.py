@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sharing_checker import plan_problems, scenarios
 
-from matcher import Uniform, parse_query
+from matcher import Predicate, Uniform, parse_query
 from matcher.selectivity import selectivity
 from network.routing import Network
 from peers.local import run_local
@@ -52,42 +52,67 @@ def limited(draw) -> Scenario:
     limited_sps = draw(st.lists(st.sampled_from(scenario.super_peers), unique=True, max_size=3))
     capacities = tuple((sp, float(draw(st.sampled_from([5, 20, 60, 200])))) for sp in sorted(limited_sps))
     share = draw(st.sampled_from([0.5, 0.8, 1.0]))
+    peak_sd = draw(st.sampled_from([0.0, 3.0]))
     return dataclasses.replace(
-        scenario, links=links, subscriptions=tuple(subs), capacities=capacities, max_utilization=share
+        scenario,
+        links=links,
+        subscriptions=tuple(subs),
+        capacities=capacities,
+        max_utilization=share,
+        peak_sd=peak_sd,
     )
 
 
-def _loads(scenario: Scenario, flows) -> tuple[dict, dict, dict]:
-    """Plain reference: (bits/s per link direction, tuples/s flows bring into each super-peer, tuples/s
-    sources upload to it) of ``flows`` by exact selectivities."""
+def _loads(scenario: Scenario, flows) -> tuple[dict, dict, dict, dict]:
+    """Plain reference: (bits/s per link direction, their variance bound, tuples/s flows bring into each
+    super-peer, tuples/s sources upload to it) of ``flows`` by exact selectivities; a tuple of a flow of
+    need classes carries an attribute when it satisfies a ``trim`` entry naming it.  A second's bits on a
+    link are a sum of the tuples' sizes, each at most its flow's widest tuple: their variance is at most
+    the mean times that size."""
     rates = {s.id: s.rate for s in scenario.streams}
     dists = {s.id: {a.name: a.distribution for a in s.attributes} for s in scenario.streams}
-    bits, into = {}, {}
+    bits, spread, into = {}, {}, {}
     for f in flows:
         tuples = rates[f.stream] * selectivity(f.predicate, dists[f.stream])
+        if f.trim:
+            attributes = sum(
+                selectivity(Predicate([b for p, attrs in f.trim if a in attrs for b in p.boxes]), dists[f.stream])
+                for a in f.attrs
+            )
+            wire = rates[f.stream] * attributes * 8 + tuples * scenario.header_bytes
+        else:
+            wire = tuples * scenario.tuple_bytes(len(f.attrs))
         for hop in pairwise(f.path):
-            bits[hop] = bits.get(hop, 0.0) + tuples * scenario.tuple_bytes(len(f.attrs)) * 8
+            bits[hop] = bits.get(hop, 0.0) + wire * 8
+            spread[hop] = spread.get(hop, 0.0) + wire * 8 * scenario.tuple_bytes(len(f.attrs)) * 8
         for node in f.path[1:]:
             into[node] = into.get(node, 0.0) + tuples
     uploads = {}
     for s in scenario.streams:
         home = scenario.home(s.source)
         uploads[home] = uploads.get(home, 0.0) + s.rate
-    return bits, into, uploads
+    return bits, spread, into, uploads
+
+
+def _fits(mean: float, variance: float, share: float, whole: float, z: float, margin: float = 1.0) -> bool:
+    """A load of ``mean`` per second within ``share`` of ``whole``, and its mean plus ``z`` standard
+    deviations within the whole of it."""
+    return mean <= share * whole * margin and mean + z * math.sqrt(variance) <= whole * margin
 
 
 def _within(scenario: Scenario, network: Network, flows) -> list[str]:
-    bits, into, uploads = _loads(scenario, flows)
-    share = scenario.max_utilization
+    bits, spread, into, uploads = _loads(scenario, flows)
+    share, z = scenario.max_utilization, scenario.peak_sd
+    slack = 1 + TOLERANCE
     found = [
-        f"{hop}: {load} > {share} x {network.link(*hop).bandwidth}"
+        f"{hop}: {load} (variance {spread[hop]}) beyond {share} x {network.link(*hop).bandwidth}"
         for hop, load in bits.items()
-        if load > share * network.link(*hop).bandwidth * (1 + TOLERANCE) + TOLERANCE
+        if not _fits(load, spread[hop], share, network.link(*hop).bandwidth * slack + TOLERANCE, z)
     ]
     for node, capacity in scenario.capacities:
         load = uploads.get(node, 0.0) + into.get(node, 0.0)
-        if into.get(node, 0.0) > 0 and load > share * capacity * (1 + TOLERANCE) + TOLERANCE:
-            found.append(f"{node}: {load} > {share} x {capacity}")
+        if into.get(node, 0.0) > 0 and not _fits(load, into[node], share, capacity * slack + TOLERANCE, z):
+            found.append(f"{node}: {load} beyond {share} x {capacity}")
     return found
 
 
@@ -98,10 +123,11 @@ def _fits_somewhere(scenario: Scenario, network: Network, flows, sub: Subscripti
     source, home = scenario.home(stream.source), scenario.home(sub.peer)
     sel = selectivity(sub.query.where, {a.name: a.distribution for a in stream.attributes})
     tuples = stream.rate * sel
-    wire = tuples * scenario.tuple_bytes(len(sub.query.attributes(stream.attribute_names))) * 8
-    bits, into, uploads = _loads(scenario, flows)
+    size = scenario.tuple_bytes(len(sub.query.attributes(stream.attribute_names))) * 8
+    wire = tuples * size
+    bits, spread, into, uploads = _loads(scenario, flows)
     capacity = dict(scenario.capacities)
-    share, margin = scenario.max_utilization, 1 - TOLERANCE
+    share, z, margin = scenario.max_utilization, scenario.peak_sd, 1 - TOLERANCE
     seen, queue = {source}, deque([source])
     while queue:
         here = queue.popleft()
@@ -110,10 +136,16 @@ def _fits_somewhere(scenario: Scenario, network: Network, flows, sub: Subscripti
         for there in network.neighbours(here):
             if there in seen:
                 continue
-            if wire > 0 and bits.get((here, there), 0.0) + wire > share * network.link(here, there).bandwidth * margin:
+            hop = (here, there)
+            mean, variance = bits.get(hop, 0.0) + wire, spread.get(hop, 0.0) + wire * size
+            if wire > 0 and not _fits(mean, variance, share, network.link(*hop).bandwidth, z, margin):
                 continue
             load = uploads.get(there, 0.0) + into.get(there, 0.0) + tuples
-            if tuples > 0 and there in capacity and load > share * capacity[there] * margin:
+            if (
+                tuples > 0
+                and there in capacity
+                and not _fits(load, into.get(there, 0.0) + tuples, share, capacity[there], z, margin)
+            ):
                 continue
             seen.add(there)
             queue.append(there)

@@ -3,17 +3,20 @@ finds, and make_plan reports its progress once per epoch."""
 
 from __future__ import annotations
 
+import dataclasses
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from sharing_checker import scenarios
 
+from matcher import Uniform, parse_query
 from network.routing import Network
 from sharing import STRATEGIES, make_plan
 from sharing.planner import Planner
 from topologies.loader import load_scenario
-from topologies.model import Scenario
+from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, SubscriptionSpec, ThinPeerSpec
 
 SHIPPED = Path(__file__).resolve().parents[2] / "topologies"
 SHARING = ("sharing-hsr", "sharing-hcr", "sharing-em")
@@ -74,9 +77,22 @@ def test_progress_is_reported_once_per_epoch(strategy):
 
 
 def test_progress_counts_again_in_a_byte_capped_pass():
-    # sensor-grid's consolidating sharing-em plan carries more bytes than query-shipping: planned twice
+    # the direct link SP1-SP0 has no room for the result (29 * 0.18 tuples/s of 24 bytes: 1002 bit/s, above
+    # 0.5 x 2 Kbit/s), so it goes round by SP2: dearer than query-shipping, which the run then plans again,
+    # byte-capped
+    links = (
+        LinkSpec("SP0", "SP1", 2e3, Fraction(1, 1000)),
+        LinkSpec("SP0", "SP2", 5e3, Fraction(1, 1000)),
+        LinkSpec("SP1", "SP2", 5e3, Fraction(1, 1000)),
+    )
+    peers = (ThinPeerSpec("src", "SP1"), ThinPeerSpec("sink", "SP0"))
+    stream = StreamSpec("s", "src", 29.0, (AttributeSpec("a", "float", Uniform(0, 100)),))
+    sub = SubscriptionSpec("Q", "sink", 0, None, parse_query("SELECT a FROM s WHERE a <= 18"))
+    scenario = Scenario("detour", 1, 10, 16, ("SP0", "SP1", "SP2"), links, peers, (stream,), (sub,))
+    scenario = dataclasses.replace(scenario, max_utilization=0.5)
     calls = []
-    plan = make_plan(load_scenario(SHIPPED / "sensor-grid.yaml"), "sharing-em", progress=lambda *c: calls.append(c))
+    plan = make_plan(scenario, "sharing-em", progress=lambda *c: calls.append(c))
+    assert plan.epochs[0].flows[0].path == ("SP1", "SP2", "SP0")
     n = len(plan.epochs)
     assert calls == [(k, n) for k in range(1, n + 1)] * 2
 

@@ -50,7 +50,7 @@ def test_widening_at_a_middle_super_peer_splits_the_flow(tmp_path):
     assert plan_problems(plan, scenario, network) == []
     near = next(d for d in plan.decisions if d.subscription == "Near")
     assert (near.reused, near.widened) == ("F1", ("F1",))
-    assert "F2 keeps F1's former stream from SP1" in near.summary
+    assert "F2 carries F1's former stream on from SP1" in near.summary
     upstream, downstream = plan.epoch_at(10).flows
     assert (upstream.id, upstream.path) == ("F1", ("SP0", "SP1"))
     assert upstream.predicate.implies(parse_condition("a <= 60")) and parse_condition("a <= 60").implies(

@@ -80,7 +80,12 @@ CASES = [
         "unknown key 'colour' (expected one of: duration, events, header_bytes, name, network, planner, seed, "
         "streams, subscriptions, thin_peers)",
     ),
-    ("network.mtu", 1, "network: unknown key 'mtu' (expected one of: defaults, generate, links, super_peers)"),
+    (
+        "network.mtu",
+        1,
+        "network: unknown key 'mtu' (expected one of: defaults, generate, import, links, min_latency,"
+        " propagation_km_per_s, super_peers)",
+    ),
     (
         "network.defaults.jitter",
         1,
@@ -89,10 +94,14 @@ CASES = [
     (
         "network.links[1][2].jitter",
         1,
-        "network.links[1][2]: unknown key 'jitter' (expected one of: bandwidth, buffer, latency)",
+        "network.links[1][2]: unknown key 'jitter' (expected one of: bandwidth, buffer, latency, length)",
     ),
     ("thin_peers[0].name", "x", "thin_peers[0]: unknown key 'name' (expected one of: attach, bandwidth, id, latency)"),
-    ("streams[0].rat", 3, "streams[0]: unknown key 'rat' (expected one of: id, rate, replay, schema, source)"),
+    (
+        "streams[0].rat",
+        3,
+        "streams[0]: unknown key 'rat' (expected one of: id, rate, replay, schema, source, time, time_start)",
+    ),
     (f"{SCHEMA}.x.unit", "m", f"{SCHEMA}.x: unknown key 'unit' (expected one of: distribution, type)"),
     (
         f"{SCHEMA}.n.distribution.choice",
@@ -102,9 +111,9 @@ CASES = [
     ("subscriptions[0].when", 1, "subscriptions[0]: unknown key 'when' (expected one of: at, id, peer, query, until)"),
     # missing required keys
     ("name", ..., "missing required key 'name'"),
-    ("streams[0].rate", ..., "streams[0]: missing required key 'rate'"),
+    ("streams[0].rate", ..., "streams[0]: missing required key 'rate' (or 'time' for a replay timed by a column)"),
     ("subscriptions[0].query", ..., "subscriptions[0]: missing required key 'query'"),
-    ("network.super_peers", ..., "network: missing required key 'super_peers' (or 'generate')"),
+    ("network.super_peers", ..., "network: missing required key 'super_peers' (or 'generate' or 'import')"),
     (f"{SCHEMA}.x.distribution", ..., f"{SCHEMA}.x: missing required key 'distribution'"),
     # unknown references
     ("network.links[1][1]", "SP9", "network.links[1][1]: unknown super-peer 'SP9'"),
@@ -173,7 +182,7 @@ CASES = [
     ("thin_peers[0].id", 7, "thin_peers[0].id: expected a string id, got 7 (int)"),
     ("name", "my scenario", "name: expected [A-Za-z0-9_-]+, got 'my scenario' (str)"),
     ("subscriptions[0].query", 42, "subscriptions[0].query: expected a query string, got 42 (int)"),
-    (f"{SCHEMA}.x.type", "double", f"{SCHEMA}.x.type: expected 'float' or 'int', got 'double'"),
+    (f"{SCHEMA}.x.type", "double", f"{SCHEMA}.x.type: expected 'float', 'int' or 'string', got 'double'"),
     (f"{SCHEMA}.select", {"distribution": {"uniform": [0, 1]}}, f"{SCHEMA}.select: bad id 'select' (a query keyword)"),
     # units
     (
@@ -251,7 +260,7 @@ CASES = [
     (
         "network.links[1][2].capacity",
         5,
-        "network.links[1][2]: unknown key 'capacity' (expected one of: bandwidth, buffer, latency)",
+        "network.links[1][2]: unknown key 'capacity' (expected one of: bandwidth, buffer, latency, length)",
     ),
     (
         "network.defaults.buffer",
@@ -285,14 +294,18 @@ CASES = [
     (
         "network.super_peers[1]",
         {"id": "SP1", "cpu": 1},
-        "network.super_peers[1]: unknown key 'cpu' (expected one of: capacity, id)",
+        "network.super_peers[1]: unknown key 'cpu' (expected one of: capacity, id, pos)",
     ),
     (
         "network.super_peers[2]",
         {"id": "SP0"},
         "network.super_peers[2].id: duplicate super-peer 'SP0' (also network.super_peers[0])",
     ),
-    ("planner", {"max_utilisation": 0.5}, "planner: unknown key 'max_utilisation' (expected one of: max_utilization)"),
+    (
+        "planner",
+        {"max_utilisation": 0.5},
+        "planner: unknown key 'max_utilisation' (expected one of: max_utilization, peak_sd)",
+    ),
     ("planner", {"max_utilization": 0}, "planner.max_utilization: must lie in (0, 1], got 0"),
     ("planner", {"max_utilization": 1.2}, "planner.max_utilization: must lie in (0, 1], got 1.2"),
     ("planner", [0.8], "planner: expected a mapping, got [0.8] (list)"),
@@ -414,7 +427,6 @@ REPLAY_STREAM = {"id": "r", "source": "P0", "rate": 5, "replay": "data/r.csv"}
         (None, "replay file not found: 'data/r.csv'"),
         ("", "data/r.csv: empty file (expected a header row of attribute names)"),
         ("a,b\n", "data/r.csv: no data rows after the header"),
-        ("a,b\n1,2\n3,abc\n", "data/r.csv: row 3, column 'b': not a number: 'abc'"),
         ("a,b\n1,2\n3,nan\n", "data/r.csv: row 3, column 'b': not a finite number: 'nan'"),
         ("a,a\n1,2\n", "data/r.csv: row 1: duplicate attribute name 'a'"),
         ("a,b c\n1,2\n", "data/r.csv: row 1: bad attribute name 'b c' (expected letters, digits, _)"),

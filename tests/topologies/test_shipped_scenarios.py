@@ -32,11 +32,14 @@ def read_yaml(path: str):
         return yaml.safe_load(handle)
 
 
-def test_all_seven_scenarios_are_shipped():
+def test_all_ten_scenarios_are_shipped():
     assert [os.path.basename(p) for p in EVERY_SHIPPED] == [
+        "att.yaml",
         "congested.yaml",
         "failover.yaml",
         "figure1.yaml",
+        "geant.yaml",
+        "germany50.yaml",
         "large.yaml",
         "metro.yaml",
         "sensor-grid.yaml",
@@ -69,13 +72,36 @@ def test_sizes_promised_by_the_headers():
     for path in SHIPPED:
         s = load_scenario(path)
         sizes[s.name] = (len(s.super_peers), len(s.streams), len(s.subscriptions))
+    assert sizes["att"] == (594, 12, 300)
     assert sizes["failover"] == (10, 3, 32)
     assert sizes["figure1"] == (8, 1, 3)
+    assert sizes["geant"] == (37, 8, 250)
+    assert sizes["germany50"] == (50, 10, 300)
     assert sizes["large"] == (100, 4, 500)
     assert sizes["sensor-grid"] == (25, 17, 43)
     assert sizes["sky-survey"] == (33, 1, 30)
     sensor = load_scenario(os.path.join(ROOT, "topologies", "sensor-grid.yaml"))
     assert tuple_count(sensor.stream("weather"), sensor.duration) == 1000  # the file ends before duration
+
+
+REAL_NETWORKS = ["att.yaml", "geant.yaml", "germany50.yaml"]
+
+
+@pytest.mark.parametrize("name", REAL_NETWORKS)
+def test_a_real_network_scenario_is_a_short_file_of_an_import_and_generators(name):
+    """What a user writes to study a real network: the import and a generator per list, about 20 lines
+    besides the header comment; narrow telemetry (streams of 5 attributes, subscriptions selecting 1-3)."""
+    path = os.path.join(ROOT, "topologies", name)
+    with open(path, encoding="utf-8") as handle:
+        lines = [line for line in handle if line.strip() and not line.lstrip().startswith("#")]
+    assert len(lines) <= 22
+    doc = read_yaml(path)
+    assert set(doc["network"]["import"]) == {"topohub"}
+    assert all(list(entry) == ["generate"] for key in ("thin_peers", "streams", "subscriptions") for entry in doc[key])
+    scenario = load_scenario(path)
+    assert {len(s.attributes) for s in scenario.streams} == {5}
+    assert {len(s.query.select) for s in scenario.subscriptions} <= {1, 2, 3}
+    assert len(scenario.positions) == len(scenario.super_peers)
 
 
 def test_large_yaml_is_what_make_large_writes():

@@ -182,7 +182,9 @@ def test_overrides_change_values_before_they_are_checked(tmp_path):
             load_scenario(path, [parse_assignment(text)])
         assert str(info.value).startswith(f"{path}: ") and message in str(info.value), str(info.value)
     written = {**BASE, "subscriptions": []}
-    with pytest.raises(ScenarioError, match=r"--set subscriptions: stands for the count of the one generator"):
+    with pytest.raises(
+        ScenarioError, match=r"--set subscriptions: stands for the count of the generators in subscriptions"
+    ):
         load_scenario(write(tmp_path, written, "none.yaml"), [("subscriptions", 5)])
     with pytest.raises(ScenarioError, match="expected KEY=VALUE"):
         parse_assignment("seed")
