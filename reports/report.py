@@ -181,9 +181,10 @@ def observe(entry: dict, observed_s: float) -> None:
     span) and ``peak_utilization``, its busiest bin's offered load (``peak_offered``) or the mean when that
     is higher (a last bin cut short by the end of the emissions can hide a busier stretch than any whole
     bin; the mean over the span bounds the busiest moment from below); the entry's highest peak and its
-    directions offered more than their bandwidth in some bin."""
+    directions offered more than their bandwidth in some bin.  A span of 0 (a live run stopped before its
+    clock started) observes nothing: every utilization 0."""
     for link in entry["links"]:
-        link["utilization"] = link["bytes"] * 8 / (link["bandwidth"] * observed_s)
+        link["utilization"] = _rate(link["bytes"] * 8, link["bandwidth"] * observed_s)
         peak = link["peak_offered"]
         link["peak_utilization"] = None if peak is None else max(peak, link["utilization"])
     peaks = [link["peak_utilization"] for link in entry["links"] if link["peak_utilization"] is not None]
