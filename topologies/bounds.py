@@ -24,6 +24,7 @@ MAX_SWEEP_VALUES = 10_000  # values of one varied key
 MAX_SWEEP_POINTS = ("STREAMGLOBE_MAX_SWEEP_POINTS", 10_000)  # points of a sweep's grid, all loaded first
 MAX_GENERATED = ("STREAMGLOBE_MAX_GENERATED", 100_000)  # entries the generators of one list make together:
 # 100,000 subscriptions validate in about 25 s
+MAX_NODE_PAIRS = ("STREAMGLOBE_MAX_NODE_PAIRS", 2_000_000)  # pairs a generator weighs: at most ~1.3 GiB, 45 s
 """(environment variable, default) of a cap; :func:`cap` reads it."""
 
 # libyaml's scanner and parser when PyYAML was built with them (the wheels are): 4-6x faster on large files

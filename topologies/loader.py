@@ -26,7 +26,7 @@ import numpy as np
 from matcher import Choice, Distribution, Empirical, Normal, Query, QueryError, Uniform
 from matcher.text import is_keyword
 from topologies import generators, importing, stream_generator, workload_generators
-from topologies.bounds import cap, check_value
+from topologies.bounds import MAX_NODE_PAIRS, cap, check_value
 from topologies.errors import ScenarioError, shown
 from topologies.events_loader import event_entry, read_events
 from topologies.model import (
@@ -61,7 +61,6 @@ the coordinator and the operator's CLI log in to the broker; a node so named wou
 
 MAX_TUPLES = ("STREAMGLOBE_MAX_TUPLES", 50_000_000)  # tuples emitted by all streams over the run
 MAX_SUPER_PEERS = ("STREAMGLOBE_MAX_SUPER_PEERS", 50_000)
-MAX_NODE_PAIRS = ("STREAMGLOBE_MAX_NODE_PAIRS", 2_000_000)  # pairs a generator weighs: at most ~1.3 GiB, 45 s
 
 TOP_KEYS = {"name": True, "seed": False, "duration": True, "header_bytes": False, "network": True}
 TOP_KEYS |= {"thin_peers": True, "streams": True, "subscriptions": False, "planner": False, "events": False}
@@ -613,13 +612,15 @@ class _Reader:
         streams = []
         seen: dict[str, str] = {}
         written: list = []
+        made = 0  # by generators, toward their cap
         for i, item in enumerate(self.sequence(value, "streams")):
             if workload_generators.is_generator(item):
                 path = f"streams[{i}].generate"
                 entries, told = stream_generator.streams(
                     self, item["generate"], path, seed=seed, position=i, homes=homes, weights=self.weights,
-                    id_pattern=ATTRIBUTE_NAME,
+                    id_pattern=ATTRIBUTE_NAME, made=made,
                 )  # fmt: skip
+                made += len(entries)
                 self.generated.append(told)
                 items = [(f"{path}[{k}]", entry) for k, entry in enumerate(entries)]
             else:

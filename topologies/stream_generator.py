@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from topologies.errors import shown
-from topologies.workload_generators import MAX_GENERATED, Reader, _chances, _range, _span, node_weights
+from topologies.workload_generators import Reader, _chances, _count, _range, _span, node_weights
 
 STREAM_KIND = 3
 STREAM_GENERATOR_KEYS = {"count": True, "prefix": False, "seed": False, "sources": False, "rate": True}
@@ -40,12 +40,14 @@ def streams(
     homes: Mapping[str, str],
     weights: Mapping[str, Mapping[str, float]],
     id_pattern,
+    made: int = 0,
 ) -> tuple[list[dict], str]:
     """The stream entries of the generator ``value`` at ``path`` (``streams[i].generate``), and one line
     saying what it made.  ``homes``: each thin-peer's super-peer, in the file's order; ``id_pattern``: what
-    a stream id must match (it is named bare in queries)."""
+    a stream id must match (it is named bare in queries); ``made``: the streams the list's generators before
+    this one made (they count toward the cap on generated entries)."""
     spec = reader.mapping(value, path, STREAM_GENERATOR_KEYS)
-    count = reader.integer(spec["count"], f"{path}.count", minimum=1, maximum=MAX_GENERATED)
+    count = _count(reader, spec, path, "streams", made)
     prefix = spec.get("prefix", "s")
     if not isinstance(prefix, str) or not prefix:
         reader.fail(f"{path}.prefix", f"expected a non-empty string, got {shown(prefix)}")

@@ -34,7 +34,7 @@ import numpy as np
 from matcher import Choice, Distribution, Empirical, Normal, Uniform
 from matcher.text import name_to_text
 from topologies.bounds import MAX_GENERATED as GENERATED_CAP
-from topologies.bounds import cap
+from topologies.bounds import MAX_NODE_PAIRS, cap
 from topologies.errors import shown
 from topologies.model import StreamSpec
 
@@ -61,7 +61,7 @@ ARRIVAL_KEYS = {
     "waves": {"process": True, "over": False, "waves": False, "spread": False},
 }
 HOLDING_KEYS = {"leave": False, "exponential": False, "uniform": False, "fixed": False}
-MAX_EXPONENT = 10  # of a Zipf interest model: 100,000 regions ** 10 stays far inside a float
+MAX_EXPONENT = 10  # of a Zipf interest model or popularity: 100,000 ranks ** 10 stays far inside a float
 MAX_GENERATED = GENERATED_CAP[1]  # entries the generators of one list may make together, unless the cap is moved
 
 
@@ -158,11 +158,20 @@ def node_weights(
 
 
 def _chances(reader: Reader, weights: Sequence[float], path: str, name: str) -> np.ndarray:
-    """``weights`` scaled to probabilities; an error when they are all zero."""
-    array = np.asarray(weights, dtype=np.float64)
-    if not array.sum() > 0:
+    """``weights`` (finite, >= 0) scaled to probabilities; an error when they are all zero."""
+    array = _scaled(np.asarray(weights, dtype=np.float64))
+    if not (array.size and array.max() > 0):
         reader.fail(path, f"every candidate's {name} is zero: nothing to draw in proportion to")
     return array / array.sum()
+
+
+def _scaled(array: np.ndarray) -> np.ndarray:
+    """``array`` (values >= 0) over its largest value, so that its sum is finite; when a value is infinite
+    (weights near the largest float, added up), the infinite ones, equally."""
+    top = float(array.max()) if array.size else 0.0
+    if math.isinf(top):
+        return np.isinf(array).astype(np.float64)
+    return array / top if top > 0 else array
 
 
 def _span(prefix: str, count: int) -> str:
@@ -609,6 +618,14 @@ def _popularity(
         for peer in peers:
             at_home.setdefault(homes[peer], []).append(peer)
         columns = list(at_home)
+        limit_name, default = MAX_NODE_PAIRS
+        limit = cap(limit_name, default)
+        if len(streams) * len(columns) > limit:
+            reader.fail(
+                path,
+                f"'demand' weighs {len(streams):,} streams x {len(columns):,} super-peers,"
+                f" {len(streams) * len(columns):,} pairs, over the cap of {limit:,} (set {limit_name} to change it)",
+            )
         where = {p: (c, k) for c, h in enumerate(columns) for k, p in enumerate(at_home[h])}
         # a stream's own source is among the peers only when every thin-peer publishes: it may not take it
         unlike = tuple(where.get(s.source) if len(subscribers[s.id]) < len(peers) else None for s in streams)
@@ -621,6 +638,7 @@ def _popularity(
             ],
             dtype=np.float64,
         )  # fmt: skip
+        table = _scaled(table)
         per_stream = table.sum(axis=1)
         chances = _chances(reader, per_stream, path, "demand towards the subscribers")
         rows = np.divide(table, per_stream[:, None], out=np.zeros_like(table), where=per_stream[:, None] > 0)
@@ -629,6 +647,8 @@ def _popularity(
         )
     if isinstance(value, dict) and list(value) == ["zipf"]:
         exponent = reader.number(value["zipf"], f"{path}.zipf", minimum=0)
+        if exponent > MAX_EXPONENT:  # past it the first stream takes everything anyway
+            reader.fail(f"{path}.zipf", f"needs 0 <= exponent <= {MAX_EXPONENT}, got {shown(value['zipf'])}")
         ranks = np.arange(1, len(streams) + 1, dtype=np.float64)
         return _Popularity(_chances(reader, ranks**-exponent, path, "rank"), f"Zipf({exponent:g}) stream popularity")
     if isinstance(value, dict) and list(value) == ["weight"]:

@@ -5,6 +5,7 @@ the streams generator; a count shorthand over several generators."""
 from __future__ import annotations
 
 import collections
+import json
 import math
 
 import pytest
@@ -194,6 +195,24 @@ def test_a_count_shorthand_shares_its_value_among_several_generators(tmp_path):
             None,
             "subscriptions[0].generate.popularity: expected uniform, demand, {zipf: exponent} or {weight: NAME}",
         ),
+        (
+            [{"generate": {"count": 3}}],
+            [{"generate": {"count": 2, "rate": 1, "schema": SCHEMA}}],
+            [{"generate": {"count": 3, "popularity": {"zipf": 1e308}}}],
+            None,
+            "subscriptions[0].generate.popularity.zipf: needs 0 <= exponent <= 10, got 1e+308",
+        ),
+        (
+            [{"generate": {"count": 3}}],
+            [
+                {"generate": {"count": 60_000, "rate": 1e-6, "schema": SCHEMA, "prefix": "a"}},
+                {"generate": {"count": 60_000, "rate": 1e-6, "schema": SCHEMA}},
+            ],
+            [],
+            None,
+            "streams[1].generate.count: 60,000 streams after the 60,000 made before it exceed the cap of 100,000"
+            " generated streams (set STREAMGLOBE_MAX_GENERATED to change it)",
+        ),
     ],
 )
 def test_mistakes(tmp_path, thin_peers, streams, subscriptions, network, message):
@@ -201,3 +220,56 @@ def test_mistakes(tmp_path, thin_peers, streams, subscriptions, network, message
     with pytest.raises(ScenarioError) as info:
         load_scenario(path)
     assert str(info.value).startswith(f"{path}: {message}"), str(info.value)
+
+
+def test_demand_popularity_weighs_at_most_the_node_pair_cap(tmp_path, monkeypatch):
+    content = doc(
+        [{"generate": {"count": 100, "attach": "spread"}}],
+        [{"generate": {"count": 20, "rate": 1, "schema": SCHEMA, "sources": "spread"}}],
+        [{"generate": {"count": 10, "popularity": "demand"}}],
+    )
+    monkeypatch.setenv("STREAMGLOBE_MAX_NODE_PAIRS", "999")  # 20 streams x 50 super-peers with subscribers
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, content))
+    assert (
+        "subscriptions[0].generate.popularity: 'demand' weighs 20 streams x 50 super-peers, 1,000 pairs, over the"
+        in (str(info.value))
+    )
+    monkeypatch.setenv("STREAMGLOBE_MAX_NODE_PAIRS", "1000")
+    assert len(load_scenario(write(tmp_path, content)).subscriptions) == 10
+
+
+def test_when_every_thin_peer_publishes_no_stream_goes_back_to_its_source(tmp_path):
+    """Under demand popularity too: a subscriber is drawn among the others at the chosen super-peer."""
+    content = doc(
+        [{"generate": {"count": 60, "attach": {"weight": "demand"}}}],
+        [{"generate": {"count": 60, "rate": 1, "schema": SCHEMA, "sources": "spread"}}],
+        [{"generate": {"count": 3000, "popularity": "demand"}}],
+    )
+    scenario = load_scenario(write(tmp_path, content))
+    assert {s.source for s in scenario.streams} == {p.id for p in scenario.thin_peers}  # every one publishes
+    source = {s.id: s.source for s in scenario.streams}
+    assert all(sub.peer != source[sub.stream] for sub in scenario.subscriptions)
+    alone = collections.Counter(p.attach for p in scenario.thin_peers)
+    homes = {scenario.home(sub.peer) for sub in scenario.subscriptions}
+    assert any(alone[h] > 1 for h in homes)  # super-peers with a source and others among them were drawn
+
+
+def test_weights_near_the_largest_float_are_drawn_in_proportion(tmp_path):
+    """Node weights and demands of 1e308 add up to infinity: the draws still follow them."""
+    graph = {
+        "directed": False, "multigraph": False,
+        "graph": {"demands": {"A": {"B": 1e308, "C": 1e308}, "C": {"A": 1e308}}},
+        "nodes": [{"id": "A", "w": 1e308}, {"id": "B", "w": 1e308}, {"id": "C", "w": 0.0}],
+        "edges": [{"source": "A", "target": "B", "latency": 0.001}, {"source": "B", "target": "C", "latency": 0.001}],
+    }  # fmt: skip
+    (tmp_path / "g.json").write_text(json.dumps(graph))
+    content = doc(
+        [{"generate": {"count": 40, "attach": {"weight": "w"}}}],
+        [{"generate": {"count": 4, "rate": 1, "schema": SCHEMA, "sources": "demand"}}],
+        [{"generate": {"count": 50, "popularity": "demand"}}],
+        {"import": {"file": "g.json"}},
+    )
+    scenario = load_scenario(write(tmp_path, content))
+    assert {p.attach for p in scenario.thin_peers} == {"A", "B"}  # C weighs 0
+    assert len(scenario.subscriptions) == 50
