@@ -152,9 +152,12 @@ def clean_name(name: str) -> str:
     return OUTSIDE_ID.sub("_", name)
 
 
-def read_import(reader: Reader, value: object, path: str, max_id_length: int) -> ImportedNetwork:
-    """The network ``network.import`` names (``value`` at ``path``).  Every problem is one line naming the
-    file, the key path and what is wrong (via ``reader.fail``)."""
+def read_import(
+    reader: Reader, value: object, path: str, max_id_length: int, reserved: tuple[str, ...] = ()
+) -> ImportedNetwork:
+    """The network ``network.import`` names (``value`` at ``path``); a node named one of ``reserved`` takes
+    its node id instead, as a node whose name is shared does.  Every problem is one line naming the file,
+    the key path and what is wrong (via ``reader.fail``)."""
     spec = reader.mapping(value, path, SOURCE_KEYS)
     if len(spec) != 1:
         reader.fail(path, f"expected exactly one of 'topohub' and 'file', got {shown(value)}")
@@ -165,7 +168,7 @@ def read_import(reader: Reader, value: object, path: str, max_id_length: int) ->
         graph = _file(reader, spec["file"], f"{path}.file")
         source, names_from = spec["file"], ("label", "name")
     where = f"{path} ({source})"
-    ids, renamed = _ids(reader, graph, names_from, where, max_id_length)
+    ids, renamed = _ids(reader, graph, names_from, where, max_id_length, reserved)
     planar = "topohub" in spec and str(spec["topohub"]).startswith("gabriel/")
     positions, dropped = _positions(reader, graph, ids, where, planar)
     edges, self_loops, parallel = _edges(reader, graph, ids, positions, where)
@@ -287,7 +290,12 @@ def _text_id(node: object) -> str:
 
 
 def _ids(
-    reader: Reader, graph: nx.Graph, names_from: tuple[str, ...], where: str, max_length: int
+    reader: Reader,
+    graph: nx.Graph,
+    names_from: tuple[str, ...],
+    where: str,
+    max_length: int,
+    reserved: tuple[str, ...] = (),
 ) -> tuple[dict[object, str], tuple[str, ...]]:
     """Each node's super-peer id, in the graph's node order, and a line per node whose id is not its name
     as given."""
@@ -295,7 +303,7 @@ def _ids(
     for node, data in graph.nodes(data=True):
         name = next((data[k] for k in names_from if data.get(k) not in (None, "")), None)
         cleaned = None if name is None else clean_name(str(name))
-        names[node] = cleaned if cleaned and len(cleaned) <= max_length else None
+        names[node] = cleaned if cleaned and len(cleaned) <= max_length and cleaned not in reserved else None
     by_id = {node for node, name in names.items() if name is None}
     while True:  # a name shared with another node's name or fallback id: both take their node ids
         chosen = {node: clean_name(_text_id(node)) if node in by_id else names[node] for node in names}
@@ -309,6 +317,10 @@ def _ids(
     for node, name in chosen.items():
         if counts[name] > 1 or not name or len(name) > max_length:
             reader.fail(where, f"node ids {shown(_text_id(node))} cannot be told apart once cleaned ({name!r})")
+        if name in reserved:
+            reader.fail(
+                where, f"node {shown(_text_id(node))}: {name!r} is a reserved id and the node has no other name"
+            )
     given_names = {}
     for node, data in graph.nodes(data=True):
         given = next((data[k] for k in names_from if data.get(k) not in (None, "")), None)
@@ -321,6 +333,8 @@ def _ids(
     for node, given in given_names.items():
         if given is None:
             renamed.append(f"node {_text_id(node)!r}: no name, id {chosen[node]}")
+        elif clean_name(given) in reserved:
+            renamed.append(f"node {_text_id(node)!r}: name {given!r} is reserved (docs/LIVE.md), id {chosen[node]}")
         elif names[node] is None:
             renamed.append(
                 f"node {_text_id(node)!r}: name {given!r} is longer than {max_length} characters, id {chosen[node]}"

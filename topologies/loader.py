@@ -342,7 +342,7 @@ class _Reader:
         """A real network's super-peers and links (topologies/importing.py), the overrides of
         ``network.links`` applied; what it made goes to ``run.py validate`` and its explicit form to
         ``run.py expand``."""
-        found = importing.read_import(self, net["import"], "network.import", MAX_ID_LENGTH)
+        found = importing.read_import(self, net["import"], "network.import", MAX_ID_LENGTH, RESERVED_IDS)
         name, default = MAX_SUPER_PEERS
         limit = cap(name, default)
         if len(found.super_peers) > limit:

@@ -213,6 +213,26 @@ def test_node_weights_of_a_file_are_its_numeric_node_attributes(tmp_path):
     assert found.demands == {}
 
 
+def test_a_node_named_as_a_live_identity_takes_its_node_id(tmp_path):
+    graph = {
+        "directed": False, "multigraph": False, "graph": {},
+        "nodes": [{"id": "n1", "name": "coordinator"}, {"id": "n2", "name": "Rome"}, {"id": "operator"}],
+        "edges": [{"source": "n1", "target": "n2", "latency": 0.001}, {"source": "n2", "target": "operator"}],
+    }  # fmt: skip
+    (tmp_path / "g.json").write_text(json.dumps(graph))
+    network = {"import": {"file": "g.json"}}
+    message = error_of(write(tmp_path, scenario_doc(network, "Rome")))
+    assert message == (
+        "network.import (g.json): node 'operator': 'operator' is a reserved id and the node has no other name"
+    )
+    graph["nodes"][2]["name"] = "Milan"
+    graph["edges"][1]["latency"] = 0.001
+    (tmp_path / "g.json").write_text(json.dumps(graph))
+    scenario = load_scenario(write(tmp_path, scenario_doc(network, "Rome")))
+    assert scenario.super_peers == ("n1", "Rome", "Milan")
+    assert "  node 'n1': name 'coordinator' is reserved (docs/LIVE.md), id n1" in scenario.generated
+
+
 def test_a_gml_file_repeating_an_edge_without_declaring_a_multigraph(tmp_path):
     (tmp_path / "net.gml").write_text(
         'graph [\n  node [ id 0 label "A" lon 10 lat 50 ]\n  node [ id 1 label "B" lon 11 lat 50 ]\n'
