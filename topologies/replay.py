@@ -28,6 +28,7 @@ from topologies.errors import shown
 
 ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_TEXT_LENGTH = 100  # characters of a string attribute's value (it appears in queries and results)
+MAX_TIME_SECONDS = Decimal("1e15")  # a time cell's magnitude: 31 million years, still exact to 0.1 s as a float
 
 
 class ReplayFileError(ValueError):
@@ -66,6 +67,10 @@ def _timestamp(text: str, row: int, name: str) -> Decimal | datetime:
         return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
     if not value.is_finite():
         raise ReplayFileError(f"row {row}, column {shown(name)}: not a finite number: {shown(text)}")
+    if value.copy_abs() > MAX_TIME_SECONDS:  # beyond it, differences overflow the decimal context or lose the second
+        raise ReplayFileError(
+            f"row {row}, column {shown(name)}: {shown(text)} seconds, over the limit of {MAX_TIME_SECONDS:.0e}"
+        )
     return value
 
 
@@ -77,8 +82,8 @@ def read_replay(path: str, time: str | None = None, start: str | None = None) ->
     Rows are numbered as in a text editor (the header is row 1).  Raises ReplayFileError for an empty
     file, a file without data rows, a bad or duplicate header name, a row with the wrong number of
     cells, a cell that is not a finite number, a number column whose range overflows, a time column the
-    header lacks or whose cells mix numbers and dates (or are not of ``start``'s kind); OSError if the
-    file cannot be read.
+    header lacks, whose cells mix numbers and dates (or are not of ``start``'s kind) or hold a number of
+    seconds over :data:`MAX_TIME_SECONDS`; OSError if the file cannot be read.
     """
     with open(path, newline="", encoding="utf-8-sig") as handle:  # a UTF-8 byte-order mark is accepted
         try:
@@ -99,7 +104,8 @@ def read_replay(path: str, time: str | None = None, start: str | None = None) ->
     if not data:
         raise ReplayFileError("no data rows after the header")
     if time is not None and time not in names:
-        raise ReplayFileError(f"row 1: no time column {shown(time)} (the header has: {', '.join(names)})")
+        has = ", ".join(n if len(n) <= 40 else shown(n) for n in names[:10]) + (", ..." if len(names) > 10 else "")
+        raise ReplayFileError(f"row 1: no time column {shown(time)} (the header has: {has})")
     at = names.index(time) if time is not None else -1
     kept = tuple(n for n in names if n != time)
     cells_of: list[list[str]] = []

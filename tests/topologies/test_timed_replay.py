@@ -120,6 +120,9 @@ def test_the_oracle_and_the_deliveries_follow_the_timestamps(tmp_path, strategy)
         ({}, "ts,temp\nnoon,1\n", "row 2, column 'ts': not a time (seconds, or an ISO 8601 date-time): 'noon'"),
         ({}, "ts\n1\n", "streams[0].replay: rec.csv: no attribute besides the time column 'ts'"),
         ({"time_start": 5}, RECORDING, "time_start '5' and the time column are not of one kind"),
+        ({}, "ts,temp\n0,1\n1e999999999,2\n", "row 3, column 'ts': '1e999999999' seconds, over the limit of 1e+15"),
+        ({}, "ts,temp\n-1e16,1\n0,2\n", "row 2, column 'ts': '-1e16' seconds, over the limit of 1e+15"),
+        ({}, "ts,temp\n0,1.7e308\n1,-1.7e308\n", "column 'temp': values from -1.7e+308 to 1.7e+308, too wide a range"),
     ],
 )
 def test_mistakes(tmp_path, stream, recording, message):
@@ -127,6 +130,13 @@ def test_mistakes(tmp_path, stream, recording, message):
     with pytest.raises(ScenarioError) as info:
         load_scenario(path)
     assert message in str(info.value) and str(info.value).startswith(path)
+
+
+def test_timestamps_up_to_the_limit_keep_their_gaps(tmp_path):
+    doc = scenario_doc()
+    doc["duration"] = 2
+    scenario = load_scenario(write(tmp_path, doc, "ts,temp,hum\n1e15,1,2\n999999999999999.5,3,4\n"))
+    assert emission_times(scenario.streams[0], 0, 2).tolist() == [0.0, 0.5]
 
 
 def test_a_time_column_needs_a_replay(tmp_path):
