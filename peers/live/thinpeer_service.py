@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 
 import numpy as np
@@ -34,6 +35,7 @@ from peers.live.malformed import MalformedMessage, check, integer, json_object, 
 from peers.live.topics import Topics
 from peers.live.wire import Batch, check_values, decode_message, encode_message
 from topologies import workload
+from topologies.errors import shown
 from topologies.model import Scenario
 
 BATCH_S = 0.05  # wall seconds between a source's batches: ~20 messages/s/stream
@@ -331,15 +333,25 @@ def input_rows(payload: bytes, stream) -> list[list[float]]:
             value = item[attribute.name]
             if attribute.type == "string":  # a text among the attribute's values, sent as its code
                 known = isinstance(value, str) and value in codes[attribute.name]
-                check(known, f"{attribute.name}: not one of its values: {value!r}"[:80], sender)
+                check(known, f"{attribute.name}: not one of its values: {shown(value)}", sender)
                 row.append(codes[attribute.name][value])
                 continue
-            ok = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+            ok = _finite(value)
             integral = attribute.type != "int" or (ok and float(value).is_integer())
-            check(ok and integral, f"{attribute.name}: not a {attribute.type}: {value!r}"[:80], sender)
+            check(ok and integral, f"{attribute.name}: not a {attribute.type}: {shown(value)}", sender)
             row.append(float(value))
         rows.append(row)
     return rows
+
+
+def _finite(value: object) -> bool:
+    """Whether ``value`` is a number a float holds finitely (JSON's integers have no bound)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _clock(doc: dict) -> dict:

@@ -10,7 +10,7 @@ import aiomqtt
 import numpy as np
 import pytest
 
-from peers.live.access import SecureSetup, password_line, secure_setup
+from peers.live.access import SecureSetup, acl_text, password_line, secure_setup
 from peers.live.broker import Mosquitto, free_port, mosquitto_binary
 from peers.live.client import Session
 from peers.live.connection import Broker
@@ -47,8 +47,10 @@ async def test_intruder_can_neither_read_results_nor_inject_into_links(tmp_path)
     url, setup, broker = secure_broker(scenario, tmp_path)
     topics = Topics()
     stolen: list[str] = []
+    own: list[str] = []  # P2's own JSON results (Q2's), which its login may read
     try:
-        served = asyncio.create_task(serve(scenario, ServeOptions(url, speed=20, credentials=setup.credentials)))
+        options = ServeOptions(url, speed=20, credentials=setup.credentials, json_results=True)
+        served = asyncio.create_task(serve(scenario, options))
         # P2 is a legitimate thin-peer, but neither P1 (who receives Q1's results) nor a super-peer
         spy_login = {"username": "P2", "password": setup.credentials["P2"]}
         forged = Batch(
@@ -63,10 +65,12 @@ async def test_intruder_can_neither_read_results_nor_inject_into_links(tmp_path)
         async with aiomqtt.Client("127.0.0.1", url.port, **spy_login) as spy:
             await spy.subscribe(topics.downs("P1"), qos=1)
             await spy.subscribe(topics.link("SP4", "SP5"), qos=1)
+            await spy.subscribe(topics.results("P1", "#"), qos=1)
+            await spy.subscribe(topics.results("P2", "#"), qos=1)
 
             async def listen():
                 async for message in spy.messages:
-                    stolen.append(message.topic.value)
+                    (own if message.topic.matches(topics.results("P2", "#")) else stolen).append(message.topic.value)
 
             listener = asyncio.create_task(listen())
             result = await served
@@ -77,6 +81,7 @@ async def test_intruder_can_neither_read_results_nor_inject_into_links(tmp_path)
     finally:
         broker.stop()
     assert stolen == []
+    assert own and set(own) == {topics.results("P2", "Q2")}
     assert live_report(result)["exact"]
     sim = run_local(scenario, make_plan(scenario, "sharing-em"))
     assert result.run.link_bytes == sim.link_bytes  # nothing injected was counted or forwarded
@@ -123,3 +128,19 @@ async def test_a_thin_peer_acts_only_on_its_own_subscriptions(tmp_path):
     report = live_report(result)
     assert report["exact"]
     assert report["live"]["malformed_messages"] == {"ctl/request/P2": {"P2": 1}}
+
+
+def test_the_acl_gives_json_results_and_input_to_their_own_logins():
+    scenario = load_scenario("topologies/figure1.yaml")
+    blocks = {b.splitlines()[0]: set(b.splitlines()[1:]) for b in acl_text(scenario, Topics()).split("\n\n")}
+    source = scenario.streams[0].source
+    assert "topic write streamglobe/results/P2/#" in blocks["user tp@P2"]  # the node publishes them
+    assert "topic read streamglobe/results/P2/#" in blocks["user P2"]  # a client under P2's login reads them
+    assert "topic read streamglobe/results/+/#" in blocks["user operator"]
+    assert f"topic read streamglobe/in/{scenario.streams[0].id}" in blocks[f"user tp@{source}"]
+    assert f"topic write streamglobe/in/{scenario.streams[0].id}" in blocks[f"user {source}"]
+    others = [p.id for p in scenario.thin_peers if p.id != source]
+    assert all(not any("/in/" in line for line in blocks[f"user {p}"]) for p in others)
+    assert all(
+        not any("results" in line and "write" in line for line in blocks[f"user {p.id}"]) for p in scenario.thin_peers
+    )

@@ -7,8 +7,11 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from peers.live.malformed import MalformedMessage
+from peers.live.thinpeer_service import input_rows
 from peers.live.topics import Topics
 from peers.live.wire import (
     MAGIC,
@@ -23,7 +26,7 @@ from peers.live.wire import (
 )
 from sharing import STRATEGIES, make_plan
 from topologies.errors import EngineError, InputError
-from topologies.loader import load_scenario
+from topologies.loader import load_scenario, scenario_from_document
 
 
 def test_message_round_trip_keeps_every_part_and_array_bit_for_bit():
@@ -191,3 +194,57 @@ def test_a_run_time_subscription_is_checked_against_the_scenario_as_the_loader_c
     assert str(info.value) == message
     spec = subscription_from_json(scenario, {"id": "L1", "peer": "P1", "at": 0.0, "query": "SELECT a FROM stream0"})
     assert spec.query.stream == "stream0" and spec.until is None
+
+
+INPUT_STREAM = {
+    "name": "input",
+    "duration": 1,
+    "network": {"super_peers": ["A"]},
+    "thin_peers": [{"id": "sensor", "attach": "A"}],
+    "streams": [
+        {
+            "id": "readings",
+            "source": "sensor",
+            "rate": 1,
+            "schema": {
+                "x": {"distribution": {"uniform": [0, 100]}},
+                "n": {"type": "int", "distribution": {"uniform": [0, 9]}},
+                "kind": {"type": "string", "distribution": {"choice": ["ok", "fail"]}},
+            },
+        }
+    ],
+}
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.floats()
+    | st.integers(min_value=-(10**400), max_value=10**400)
+    | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["x", "n", "kind", "y"]), inner),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=JSON_VALUES, lines=st.booleans())
+def test_an_input_message_gives_its_tuples_or_is_malformed(value, lines):
+    """What a plain client publishes on ``in/<stream>``: tuples of exactly the stream's attributes, each a
+    finite number (whole for an ``int``) or one of a string attribute's values, or one MalformedMessage;
+    numbers no float holds (JSON's integers have no bound) included."""
+    stream = scenario_from_document(INPUT_STREAM).streams[0]
+    items = value if isinstance(value, list) else [value]
+    payload = "\n".join(json.dumps(v) for v in items) if lines else json.dumps(value)
+    try:
+        rows = input_rows(payload.encode(), stream)
+    except MalformedMessage as err:
+        assert "\n" not in str(err) and len(str(err)) < 300
+        return
+    assert all(len(row) == 3 and all(np.isfinite(row)) for row in rows)
+    assert all(row[1].is_integer() and row[2] in (0.0, 1.0) for row in rows)
+
+
+def test_an_input_tuple_of_a_huge_integer_is_a_float_or_malformed():
+    stream = scenario_from_document(INPUT_STREAM).streams[0]
+    assert input_rows(b'{"x": 100000000000000000000000000000, "n": 2, "kind": "ok"}', stream) == [[1e29, 2.0, 0.0]]
+    with pytest.raises(MalformedMessage, match="x: not a float: <an integer of about 400 digits>"):
+        input_rows(('{"x": 1' + "0" * 400 + ', "n": 2, "kind": "ok"}').encode(), stream)
