@@ -293,6 +293,7 @@ GENERATED = [
     {"model": "barabasi-albert", "n": 3, "m": 1},
 ]
 REPLAY_CSV = "x,n\n0.5,1\n0.25,2\n"
+TIMED_CSV = "t,x,kind\n2024-05-01T12:00:01Z,0.5,a\n2024-05-01T12:00:00.250Z,0.25,b\n"
 
 
 def bases() -> list[dict]:
@@ -305,7 +306,24 @@ def bases() -> list[dict]:
         docs.append(doc)
     docs.append(replay_doc())
     docs.append(events_doc())
+    docs.append(newer_doc())
     return docs
+
+
+def newer_doc() -> dict:
+    """BASE with the newer features: a string attribute, a streams generator, a timed replay (``rt.csv``
+    beside the scenario file) and a subscriptions generator with a popularity."""
+    doc = copy.deepcopy(BASE)
+    doc["streams"][0]["schema"]["proto"] = {"type": "string", "distribution": {"choice": ["http", "dns"]}}
+    schema = {"v": {"distribution": {"uniform": [0, 10]}}}
+    doc["streams"] += [
+        {"generate": {"count": 2, "rate": [1, 3], "sources": "spread", "schema": schema}},
+        {"id": "timed", "source": "P1", "replay": "rt.csv", "time": "t"},
+    ]
+    doc["subscriptions"].append(
+        {"generate": {"count": 4, "prefix": "G", "popularity": {"zipf": 1.5}, "select": [1, 2]}}
+    )
+    return doc
 
 
 def events_doc() -> dict:
@@ -432,6 +450,7 @@ def text_mutations(draw, text: str) -> bytes:
 def workdir(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("fuzz")
     (directory / "r.csv").write_text(REPLAY_CSV)
+    (directory / "rt.csv").write_text(TIMED_CSV)
     return directory
 
 
@@ -454,16 +473,21 @@ def test_damaged_scenario_text_loads_or_is_refused_in_one_line(workdir, data):
 
 CSV_PIECES = ["x", "n", "y", ",", "\n", "\r\n", '"', "1", "-2.5", "nan", "inf", "1e999", "9" * 5000, " ", ""]
 CSV_PIECES += ["\x00", "\ufeff", "é", "where", "x y", "a" * 5000, "\t", ";", "0x1", "1_0", "\u2028"]
+CSV_PIECES += ["t", "2024-05-01T12:00:00Z", "1e999999999", "-1e16", "1.7e308", "-1.7e308"]  # time columns, ranges
 
 
 @FUZZ
-@given(pieces=st.lists(st.sampled_from(CSV_PIECES), max_size=40), raw=st.binary(max_size=8))
-def test_replay_csv_contents_load_or_are_refused_in_one_line(workdir, pieces, raw):
+@given(pieces=st.lists(st.sampled_from(CSV_PIECES), max_size=40), raw=st.binary(max_size=8), timed=st.booleans())
+def test_replay_csv_contents_load_or_are_refused_in_one_line(workdir, pieces, raw, timed):
     # each example loads in a fresh child: the replay cache never holds an earlier content of r.csv
     (workdir / "r.csv").write_bytes("".join(pieces).encode("utf-8", "surrogatepass") + raw)
     try:
         path = workdir / "s.yaml"
-        path.write_text(to_yaml(replay_doc()))
+        doc = replay_doc()
+        if timed:  # the column t, when the file has one, gives the emission times
+            del doc["streams"][0]["rate"]
+            doc["streams"][0]["time"] = "t"
+        path.write_text(to_yaml(doc))
         assert_loads_or_refuses(str(path), "replay CSV contents")
     finally:
         (workdir / "r.csv").write_text(REPLAY_CSV)
