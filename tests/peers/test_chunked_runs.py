@@ -242,10 +242,11 @@ def _state(busy, waiting=()):
 def _run(start: QueueState, first_arrival: list[float]) -> ChunkSummary:
     """A chunk's run that started from ``start``, with only what :func:`_holds` reads filled in."""
     empty = np.zeros(0)
-    return ChunkSummary(
-        0, 0, True, start, start, np.array(first_arrival), *([empty] * 7), {}, {}, {}, *([empty] * 8), [], (empty, 1, 0),
-        empty, empty, 0.0,
-    )  # fmt: skip
+    links = [empty] * 7
+    subscriptions = [empty] * 8
+    streams = [empty, empty, 0.0]  # per-stream bytes and tuples, the last arrival
+    head = [0, 0, True, start, start, np.array(first_arrival)]
+    return ChunkSummary(*head, *links, {}, {}, {}, *subscriptions, [], (empty, 1, 0), *streams)
 
 
 def test_a_run_holds_where_both_states_were_free_before_its_first_arrival():
