@@ -145,6 +145,24 @@ def test_arrivals_in_waves_and_holding_times(tmp_path):
         ({"predicate": {"width": 2}}, "subscriptions[0].generate.predicate.width: fractions of a range"),
         ({"select": [3, 1]}, "subscriptions[0].generate.select: needs lo <= hi, got [3, 1]"),
         ({"colour": 1}, "subscriptions[0].generate: unknown key 'colour'"),
+        # accepted once and quietly made useless or warned on stderr: refused now
+        (
+            {"interests": {"model": "hot-spots", "spread": 1e308}},
+            "subscriptions[0].generate.interests.spread: a fraction of the range: needs 0 <= spread <= 1, got 1e+308",
+        ),
+        (
+            {"interests": {"model": "zipf", "exponent": 1e308}},
+            "subscriptions[0].generate.interests.exponent: needs 0 <= exponent <= 10, got 1e+308",
+        ),
+        (
+            {"arrivals": {"process": "waves", "spread": 60}},
+            "subscriptions[0].generate.arrivals.spread: seconds: needs 0 <= spread <= 50 (the run's duration)",
+        ),
+        (
+            {"predicate": {"attributes": ["x", "x"]}},
+            "subscriptions[0].generate.predicate.attributes: 'x' twice (a box has one side per attribute)",
+        ),
+        ({"select": 100}, "subscriptions[0].generate.select: the widest stream it subscribes to has 4 attributes"),
     ],
 )
 def test_a_bad_parameter_is_one_line_naming_its_key(tmp_path, change, message):
@@ -153,6 +171,24 @@ def test_a_bad_parameter_is_one_line_naming_its_key(tmp_path, change, message):
         load_scenario(path)
     assert str(info.value).startswith(f"{path}: {message}"), str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_source_subscribes_to_its_own_stream_only_when_listed(tmp_path):
+    """When every thin-peer publishes, a stream's subscribers are the others; a source alone is an error."""
+    doc = {**BASE, "thin_peers": [{"id": "src", "attach": "SP5"}, {"id": "P0", "attach": "SP6"}]}
+    doc["streams"] = [BASE["streams"][0], {**BASE["streams"][0], "id": "t", "source": "P0"}]
+    scenario = load_scenario(write(tmp_path, doc))
+    assert {s.peer for s in scenario.subscriptions if s.stream == "s"} == {"P0"}
+    assert {s.peer for s in scenario.subscriptions if s.stream == "t"} == {"src"}
+    listed = {**doc, "subscriptions": [{"generate": {"count": 60, "peers": ["src"], "streams": ["s"]}}]}
+    assert {s.peer for s in load_scenario(write(tmp_path, listed, "listed.yaml")).subscriptions} == {"src"}
+    alone = {**BASE, "thin_peers": [{"id": "src", "attach": "SP5"}]}
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, alone, "alone.yaml"))
+    assert str(info.value).endswith(
+        "subscriptions[0].generate: no thin-peer but src, the source of stream s, to subscribe (list it under"
+        " peers to subscribe a source to its own stream)"
+    )
 
 
 def test_a_generated_entry_is_checked_like_a_written_one(tmp_path):
