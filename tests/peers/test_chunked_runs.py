@@ -243,8 +243,9 @@ def _run(start: QueueState, first_arrival: list[float]) -> ChunkSummary:
     """A chunk's run that started from ``start``, with only what :func:`_holds` reads filled in."""
     empty = np.zeros(0)
     return ChunkSummary(
-        0, 0, True, start, start, np.array(first_arrival), *([empty] * 7), {}, {}, {}, *([empty] * 8), [], (empty, 1, 0)
-    )
+        0, 0, True, start, start, np.array(first_arrival), *([empty] * 7), {}, {}, {}, *([empty] * 8), [],
+        (empty, 1, 0), empty, empty, 0.0,
+    )  # fmt: skip
 
 
 def test_a_run_holds_where_both_states_were_free_before_its_first_arrival():
