@@ -1,6 +1,7 @@
 """Live mode with plain MQTT clients: results read by ``mosquitto_sub`` as JSON, and a stream whose tuples
 ``mosquitto_pub`` publishes as JSON, reaching its subscribers exactly (the centralized answer over what was
-published); the shipped broker.conf and ``--start-broker``."""
+published); a replay timed by its recording emitted live at the recorded times; the shipped broker.conf and
+``--start-broker``."""
 
 from __future__ import annotations
 
@@ -147,6 +148,51 @@ async def test_a_stream_published_with_mosquitto_pub_reaches_its_subscribers_exa
     assert all(isinstance(r["values"]["n"], int) for r in printed["Q2"])
     # published in this order: emitted in it (indices follow arrival, times never go back)
     assert sorted(printed["Q1"], key=lambda r: r["i"]) == sorted(printed["Q1"], key=lambda r: (r["t"], r["i"]))
+
+
+TIMED = """ts,temp,hum
+2024-05-01T12:00:00.500Z,20.5,40
+2024-05-01T12:00:00Z,20.1,41
+2024-05-01T12:00:00Z,20.2,42
+2024-05-01T12:00:03Z,25,50
+2024-05-01T12:00:03.001Z,26,51
+2024-05-01T12:00:04.999999Z,27,52
+2024-05-01T12:00:09Z,21,44
+"""
+
+
+async def test_a_replay_timed_by_its_recording_is_emitted_live_at_the_recorded_times(mosquitto, tmp_path):
+    (tmp_path / "rec.csv").write_text(TIMED)
+    doc = {
+        "name": "timed",
+        "duration": 5,
+        "network": {"super_peers": ["A", "B", "C"], "links": [["A", "B", {"latency": "1ms"}], ["B", "C"]]},
+        "thin_peers": [{"id": "P0", "attach": "A"}, {"id": "P1", "attach": "C"}, {"id": "P2", "attach": "B"}],
+        "streams": [{"id": "s", "source": "P0", "replay": "rec.csv", "time": "ts"}],
+        "subscriptions": [
+            {"id": "Q1", "peer": "P1", "at": 0, "query": "SELECT temp FROM s WHERE temp > 20.15"},
+            {"id": "Q2", "peer": "P2", "at": 0, "query": "SELECT * FROM s WHERE hum >= 50"},
+        ],
+    }
+    (tmp_path / "timed.yaml").write_text(json.dumps(doc))
+    scenario = load_scenario(tmp_path / "timed.yaml")
+    listener = reader(mosquitto.port, tmp_path / "results.txt")
+    try:
+        await asyncio.sleep(0.5)
+        result = await serve(scenario, ServeOptions(Broker.parse(mosquitto.url), speed=5, json_results=True))
+        await asyncio.sleep(1.0)
+    finally:
+        listener.terminate()
+        listener.wait()
+    assert live_report(result, simulate=False)["exact"]
+    printed = read_results(tmp_path / "results.txt")
+    # a plain reading of the file: rows in time order (stable), offsets from the first, the row at 9 s after the run
+    rows = [(0.0, 20.1, 41), (0.0, 20.2, 42), (0.5, 20.5, 40), (3.0, 25.0, 50), (3.001, 26.0, 51), (4.999999, 27.0, 52)]
+    q1 = [(t, {"temp": temp}) for t, temp, _ in rows if temp > 20.15]
+    q2 = [(t, {"temp": temp, "hum": hum}) for t, temp, hum in rows if hum >= 50]
+    for sub, want in (("Q1", q1), ("Q2", q2)):
+        got = sorted(printed[sub], key=lambda r: r["i"])
+        assert [(r["t"], r["values"]) for r in got] == want, sub
 
 
 def test_an_input_that_is_not_a_stream_is_refused(mosquitto):

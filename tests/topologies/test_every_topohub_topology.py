@@ -1,6 +1,7 @@
 """Every topology the topohub package ships (707 in topohub 1.5.1: SNDlib, the Topology Zoo, CAIDA, synthetic
 backbones, Gabriel graphs) loads as a scenario's backbone, plans and runs a small workload with exact
-delivery, and its explicit file (run.py expand) loads to the same scenario.  Slow suite: about a minute."""
+delivery, and its explicit file (run.py expand) loads to the same scenario.  Slow suite: 4-8 minutes on two cores,
+by their load."""
 
 from __future__ import annotations
 
