@@ -3,7 +3,7 @@
 For each incoming flow (or raw stream) a super-peer runs ONE :class:`FlowOperator`: a single matcher
 (``matcher.filters.policy.matcher_for``: ``MultiMatcher``, or the cost-based ``AdaptiveMultiMatcher`` from
 ``ADAPTIVE_MIN_BOXES`` boxes on) over every child flow and delivery reading that input there (and the
-``trim`` entries of ``ideal`` flows), then, per reader, filter and project.  The class is plain numpy
+``trim`` entries of flows of need classes), then, per reader, filter and project.  The class is plain numpy
 over column batches, no clock: Spark tasks and the MQTT services call :meth:`FlowOperator.process`.  The
 local engine compiles the same readers (predicate, attributes, ``trim`` entries) into the entries of
 :class:`peers.selection.SelectorTable`; :class:`Selector` is the plain one-reader version of what each
@@ -78,7 +78,8 @@ class Reader:
     """One consumer of an input at a super-peer: a child flow or a delivery.
 
     It keeps the tuples satisfying ``predicate``; it forwards ``attrs``, or every input column when
-    ``full_values`` (a ``trim`` flow: the ideal bound evaluates its children on full tuples), and its tuples
+    ``full_values`` (a ``trim`` flow: a tuple's need classes are decided where it enters the tree, so its
+    children are evaluated on full tuples), and its tuples
     weigh ``len(attrs)`` attributes, or for a trim flow the union of the attributes of the ``trim`` entries
     each tuple satisfies.
     """

@@ -40,8 +40,9 @@ class Flow:
     projecting them to ``attrs``.  It then crosses the links ``(path[i], path[i+1])`` and is available at
     every super-peer of ``path`` (``path[0] == origin``; a single-node path crosses no link).
 
-    ``trim`` serves the ``ideal`` bound only: when non-empty, a tuple carries just the union of the
-    attribute lists of the ``(predicate, attrs)`` pairs it satisfies, instead of ``attrs``.
+    ``trim`` holds a flow's need classes (the ``ideal`` bound's flows and the sharing strategies'; see
+    docs/PLANNER.md, "Cost model"): when non-empty, a tuple carries just the union of the attribute lists
+    of the ``(predicate, attrs)`` pairs it satisfies, instead of ``attrs``.
     """
 
     id: str
