@@ -103,6 +103,7 @@ def _summary(report: dict) -> str:
         numbers = [
             None,
             entry["backbone_bytes"],
+            entry.get("vs_ideal", {}).get("bytes"),
             entry["backbone_tuples"],
             entry.get("vs_ideal", {}).get("tuple_hops"),
             entry["access_bytes"],

@@ -389,6 +389,10 @@ def _fmt_unit(x: float | None, unit: str) -> str:
     return f"{_fmt_bytes(x)}*{unit}" if x == 0 or x >= 1 else f"{x:.2g} B*{unit}"
 
 
+def _fmt_ratio(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
 def _fmt_ms(x: float | None) -> str:
     return "n/a" if x is None else f"{1000 * x:.2f}"
 
@@ -396,8 +400,10 @@ def _fmt_ms(x: float | None) -> str:
 COLUMNS = {
     "strategy": "the strategy's name (docs/ACCOUNTING.md)",
     "backbone": "bytes on super-peer links, both directions (1 KB = 1,000 bytes)",
+    "bytes x ideal": "backbone bytes divided by ideal's: how far from the bound (a need-class plan on"
+    " query-shipping's routes reaches it); below 1 when the planner found shorter shared routes",
     "tuple-hops": "tuples times backbone links crossed",
-    "x ideal": "tuple-hops divided by ideal's; below 1 when the planner found shorter shared routes than the"
+    "hops x ideal": "tuple-hops divided by ideal's; below 1 when the planner found shorter shared routes than the"
     " fixed least-latency routes the bound assumes",
     "access": "bytes on the thin-peers' access links: every upload plus every delivery",
     "net usage": "network usage: bytes times latency summed over backbone link directions, in byte-seconds"
@@ -423,7 +429,8 @@ COLUMNS = {
 
 def table_rows(report: dict) -> tuple[list[str], list[list[str]]]:
     geographic = any(e.get("byte_km") is not None for e in report["strategies"].values())
-    header = ["strategy", "backbone", "tuple-hops", "x ideal", "access", "net usage", *(["byte-km"] * geographic)]
+    header = ["strategy", "backbone", "bytes x ideal", "tuple-hops", "hops x ideal", "access", "net usage"]
+    header += ["byte-km"] * geographic
     header += ["saved vs DS", "saved vs QS", "saved vs MC", "p50 ms", "p99 ms", "peak util", "links >100%"]
     header += ["peak load", "drops", "rejected"]
     dynamic = bool(report.get("events"))
@@ -433,13 +440,14 @@ def table_rows(report: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for name, e in report["strategies"].items():
         exact = all(served_exactly(s) for s in e["subscriptions"])
-        vs_ideal = e.get("vs_ideal", {}).get("tuple_hops")
+        vs_ideal = e.get("vs_ideal", {})
         rows.append(
             [
                 name,
                 _fmt_bytes(e["backbone_bytes"]),
+                _fmt_ratio(vs_ideal.get("bytes")),
                 str(e["backbone_tuples"]),
-                "n/a" if vs_ideal is None else f"{vs_ideal:.3f}",
+                _fmt_ratio(vs_ideal.get("tuple_hops")),
                 _fmt_bytes(e["access_bytes"]),
                 _fmt_unit(e.get("network_usage"), "s"),
                 *([_fmt_unit(e.get("byte_km"), "km")] * geographic),

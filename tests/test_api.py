@@ -94,7 +94,7 @@ def test_a_registered_strategy_runs_end_to_end_in_parallel_workers(registered, t
     assert list(report.strategies) == ["query-shipping", "ideal", registered]
     mine = report[registered]
     assert mine.exact and report.exact and mine.saving_vs["query-shipping"] is not None
-    # the bound is for least-latency routes: fewer hops beat it on the triangle (why `x ideal` can be < 1)
+    # the bound is for least-latency routes: fewer hops beat it on the triangle (why `hops x ideal` can be < 1)
     assert (mine.vs_ideal["tuple_hops"] < 1.0) == (scenario.name == "triangle")
     links = {(link.source, link.target): link.bytes for link in mine.links if link.bytes}
     assert links == dict(expected_bytes(scenario, report))

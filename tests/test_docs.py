@@ -168,7 +168,7 @@ def test_the_readme_real_network_is_the_shipped_file_and_its_figures(tmp_path):
     shown = next(b for b in blocks if "import: {topohub: sndlib/germany50}" in b)
     shipped = (ROOT / "topologies" / "germany50.yaml").read_text().splitlines()
     assert shown.splitlines() == [line for line in shipped if not line.startswith("#")]
-    table = next(b for b in blocks if b.startswith("strategy        backbone  tuple-hops")).splitlines()
+    table = next(b for b in blocks if b.startswith("strategy        backbone   bytes x ideal")).splitlines()
     printed = {line.split()[0]: line for line in _console("topologies/germany50.yaml", tmp_path)[1:]}
     for row in table:  # each row's figures as printed, up to the columns the README leaves out
         kept = row.removesuffix("...").split()
