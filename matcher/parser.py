@@ -109,20 +109,10 @@ def _tokenize(text: str) -> list[_Token]:
 
 def _quoted_name(text: str, start: int) -> tuple[str, int]:
     """The name of the double-quoted identifier at ``start`` and the offset just past it."""
-    parts: list[str] = []
-    i = start + 1
-    while True:
-        close = text.find('"', i)
-        if close < 0:
-            raise QueryError("unterminated quoted name", start, text[start : start + 20])
-        parts.append(text[i:close])
-        if text.startswith('"', close + 1):  # '""' stands for one quote character
-            parts.append('"')
-            i = close + 2
-            continue
-        if close == start + 1 and not parts[0]:
-            raise QueryError("empty quoted name", start, '""')
-        return "".join(parts), close + 1
+    name, end = _quoted(text, start, '"', "name")
+    if not name and end == start + 2:
+        raise QueryError("empty quoted name", start, '""')
+    return name, end
 
 
 def _codes(texts: Mapping[str, Sequence[str]]) -> dict[str, dict[str, float]]:
@@ -132,15 +122,21 @@ def _codes(texts: Mapping[str, Sequence[str]]) -> dict[str, dict[str, float]]:
 
 def _quoted_text(text: str, start: int) -> tuple[str, int]:
     """The value of the single-quoted text at ``start`` and the offset just past it."""
+    return _quoted(text, start, "'", "text")
+
+
+def _quoted(text: str, start: int, quote: str, what: str) -> tuple[str, int]:
+    """The content of the ``quote``-delimited ``what`` at ``start`` (a doubled quote stands for one) and
+    the offset just past it."""
     parts: list[str] = []
     i = start + 1
     while True:
-        close = text.find("'", i)
+        close = text.find(quote, i)
         if close < 0:
-            raise QueryError("unterminated quoted text", start, text[start : start + 20])
+            raise QueryError(f"unterminated quoted {what}", start, text[start : start + 20])
         parts.append(text[i:close])
-        if text.startswith("'", close + 1):  # "''" stands for one quote character
-            parts.append("'")
+        if text.startswith(quote, close + 1):
+            parts.append(quote)
             i = close + 2
             continue
         return "".join(parts), close + 1
