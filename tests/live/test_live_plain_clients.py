@@ -72,6 +72,21 @@ def read_results(out: Path) -> dict[str, list[dict]]:
     return found
 
 
+async def served_and_read(scenario, mosquitto, out: Path, speed: float) -> dict[str, list[dict]]:
+    """Serve ``scenario`` with JSON results while ``mosquitto_sub`` prints them to ``out``; check the run
+    was exact and return what mosquitto_sub read (:func:`read_results`)."""
+    listener = reader(mosquitto.port, out)
+    try:
+        await asyncio.sleep(0.5)
+        result = await serve(scenario, ServeOptions(Broker.parse(mosquitto.url), speed=speed, json_results=True))
+        await asyncio.sleep(1.0)
+    finally:
+        listener.terminate()
+        listener.wait()
+    assert live_report(result, simulate=False)["exact"]
+    return read_results(out)
+
+
 async def wait_until(condition, timeout: float = 10.0) -> None:
     for _ in range(int(timeout / 0.05)):
         if condition():
@@ -82,17 +97,7 @@ async def wait_until(condition, timeout: float = 10.0) -> None:
 
 async def test_mosquitto_sub_reads_every_result_exactly(mosquitto, tmp_path):
     scenario = load_scenario(ROOT / "topologies" / "figure1.yaml")
-    listener = reader(mosquitto.port, tmp_path / "results.txt")
-    try:
-        await asyncio.sleep(0.5)
-        options = ServeOptions(Broker.parse(mosquitto.url), speed=30, json_results=True)
-        result = await serve(scenario, options)
-        await asyncio.sleep(1.0)
-    finally:
-        listener.terminate()
-        listener.wait()
-    assert live_report(result, simulate=False)["exact"]
-    printed = read_results(tmp_path / "results.txt")
+    printed = await served_and_read(scenario, mosquitto, tmp_path / "results.txt", speed=30)
     expected = expected_results(scenario)
     stream = scenario.stream("stream0")
     values = columns(scenario, "stream0", 0, int(stream.rate * scenario.duration))
@@ -176,16 +181,7 @@ async def test_a_replay_timed_by_its_recording_is_emitted_live_at_the_recorded_t
     }
     (tmp_path / "timed.yaml").write_text(json.dumps(doc))
     scenario = load_scenario(tmp_path / "timed.yaml")
-    listener = reader(mosquitto.port, tmp_path / "results.txt")
-    try:
-        await asyncio.sleep(0.5)
-        result = await serve(scenario, ServeOptions(Broker.parse(mosquitto.url), speed=5, json_results=True))
-        await asyncio.sleep(1.0)
-    finally:
-        listener.terminate()
-        listener.wait()
-    assert live_report(result, simulate=False)["exact"]
-    printed = read_results(tmp_path / "results.txt")
+    printed = await served_and_read(scenario, mosquitto, tmp_path / "results.txt", speed=5)
     # a plain reading of the file: rows in time order (stable), offsets from the first, the row at 9 s after the run
     rows = [(0.0, 20.1, 41), (0.0, 20.2, 42), (0.5, 20.5, 40), (3.0, 25.0, 50), (3.001, 26.0, 51), (4.999999, 27.0, 52)]
     q1 = [(t, {"temp": temp}) for t, temp, _ in rows if temp > 20.15]
