@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 
 import numpy as np
 
 from matcher import Box, Interval, Predicate
 from matcher.distributions import Distribution
-from matcher.selectivity import box_probability, outside_probabilities
+from matcher.selectivity import KERNEL_FROM, UniformSpace, box_probability, outside_probabilities, overlap_probability
 from topologies.model import Scenario, tuple_bytes
 
 
@@ -44,13 +45,21 @@ class CostModel:
         self.header_bytes = scenario.header_bytes
         self._rates = {s.id: float(s.rate) for s in scenario.streams}
         self._distributions = {
-            s.id: {a.name: a.distribution for a in s.attributes if a.distribution is not None} for s in scenario.streams
+            s.id: {a.name: _Remembered(a.distribution) for a in s.attributes if a.distribution is not None}
+            for s in scenario.streams
         }
+        self._uniform = {
+            s.id: UniformSpace.of({a.name: a.distribution for a in s.attributes if a.distribution is not None})
+            for s in scenario.streams
+        }
+        # streams whose every attribute has a distribution: their boxes need no trimming (``_known``)
+        self._complete = {s.id for s in scenario.streams if all(a.distribution is not None for a in s.attributes)}
         self._selectivity: dict[tuple[str, Predicate], float] = {}
         self._box_selectivity: dict[tuple[str, Box], float] = {}
         # (stream, box, boxes cut from it) -> the probabilities of the pieces left: narrowing a flow folds
         # its consumers again after each departure, cutting the same boxes against the same neighbours
         self._pieces: dict[tuple[str, Box, tuple[Box, ...]], list[float]] = {}
+        self._overlaps: dict[tuple[str, Box, Box], float] = {}
 
     def rate(self, stream: str) -> float:
         return self._rates[stream]
@@ -86,10 +95,24 @@ class CostModel:
             key = (stream, box, tuple(others))
             pieces = self._pieces.get(key)
             if pieces is None:
-                pieces = self._pieces[key] = outside_probabilities(box, others, dists)
+                space = self._uniform[stream]
+                if space is not None and len(others) >= KERNEL_FROM:
+                    pieces = space.outside_probabilities(box, others)
+                else:
+                    pieces = outside_probabilities(box, others, dists, partial(self._overlap, stream))
+                self._pieces[key] = pieces
             terms.extend(pieces)
             done.append(box)
         return math.fsum(terms)
+
+    def _overlap(self, stream: str, box: Box, other: Box) -> float:
+        """P(a tuple of ``stream`` lies in ``box`` and ``other``), cached per pair: a subscription's box
+        meets the same boxes in the need classes of many flows."""
+        key = (stream, box, other)
+        cached = self._overlaps.get(key)
+        if cached is None:
+            cached = self._overlaps[key] = overlap_probability(box, other, self._distributions[stream])
+        return cached
 
     def box_probability(self, stream: str, box: Box) -> float:
         """P(a tuple of ``stream`` lies in ``box``), cached per box."""
@@ -113,6 +136,8 @@ class CostModel:
 
     def _known(self, stream: str, box: Box) -> Box:
         """``box`` without its dimensions that have no distribution (unconstrained, see the module docstring)."""
+        if stream in self._complete:
+            return box
         dists = self._distributions[stream]
         if all(d in dists for d in box.dims):
             return box
@@ -154,6 +179,23 @@ class CostModel:
         return self.added_selectivity(stream, predicate, lambda box: [])
 
 
+class _Remembered:
+    """A distribution whose interval probabilities are computed once: the planner asks for the same
+    intervals (its subscriptions' bounds, cut against each other) again and again."""
+
+    __slots__ = ("_known", "distribution")
+
+    def __init__(self, distribution: Distribution):
+        self.distribution = distribution
+        self._known: dict[Interval, float] = {}
+
+    def prob(self, iv: Interval) -> float:
+        p = self._known.get(iv)
+        if p is None:
+            p = self._known[iv] = self.distribution.prob(iv)
+        return p
+
+
 class BoxBounds:
     """A predicate's boxes as numeric bounds, to find fast which of them may overlap a given box.
 
@@ -161,12 +203,12 @@ class BoxBounds:
     drops one that overlaps it; callers then compute exactly on the few boxes kept.
     """
 
-    def __init__(self, predicate: Predicate, rows: tuple[np.ndarray, np.ndarray] | None = None):
+    def __init__(self, predicate: Predicate):
         self.predicate = predicate
         self.dims = predicate.dims
-        self.lo, self.hi = rows if rows is not None else _bounds_rows(predicate.boxes, self.dims)
+        self.lo, self.hi = _bounds_rows(predicate.boxes, self.dims)
         # the hull of all boxes, per dimension, as plain floats: one test rules out most boxes at once
-        self._hull = {d: (float(self.lo[:, j].min()), float(self.hi[:, j].max())) for j, d in enumerate(self.dims)}
+        self._hull = _hull(self.lo, self.hi, self.dims)
 
     def may_overlap(self, box: Box) -> bool:
         """False when ``box`` surely overlaps no box of the predicate (it misses their hull)."""
@@ -182,10 +224,18 @@ class BoxBounds:
     def widened(self, predicate: Predicate) -> BoxBounds:
         """The bounds of ``predicate``, reusing these rows when it only appends boxes (HSR, EM)."""
         old = self.predicate.boxes
-        if predicate.dims != self.dims or predicate.boxes[: len(old)] != old:
+        if predicate.boxes[: len(old)] != old:
             return BoxBounds(predicate)
-        lo, hi = _bounds_rows(predicate.boxes[len(old) :], self.dims)
-        return BoxBounds(predicate, (np.vstack([self.lo, lo]), np.vstack([self.hi, hi])))
+        fresh = predicate.boxes[len(old) :]
+        if any(d not in self.dims for b in fresh for d in b.dims):  # a dimension no box constrained before
+            return BoxBounds(predicate)
+        lo, hi = _bounds_rows(fresh, self.dims)
+        wider = BoxBounds.__new__(BoxBounds)
+        wider.predicate, wider.dims = predicate, self.dims
+        wider.lo, wider.hi = np.vstack([self.lo, lo]), np.vstack([self.hi, hi])
+        more = _hull(lo, hi, self.dims)
+        wider._hull = {d: (min(a, more[d][0]), max(b, more[d][1])) for d, (a, b) in self._hull.items()}
+        return wider
 
     def overlapping(self, box: Box) -> list[Box]:
         boxes = self.predicate.boxes
@@ -222,6 +272,10 @@ def _overlap_probability(dists: Mapping[str, Distribution], box: Box, other: Box
         if d in dists:
             p *= dists[d].prob(iv)
     return p
+
+
+def _hull(lo: np.ndarray, hi: np.ndarray, dims: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    return {d: (float(lo[:, j].min()), float(hi[:, j].max())) for j, d in enumerate(dims)}
 
 
 def _bounds_rows(boxes: tuple[Box, ...], dims: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:

@@ -29,6 +29,7 @@ bounds for its own duration: ancestors and taps along one flow share them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import NamedTuple
@@ -117,6 +118,22 @@ class _Step(NamedTuple):
     tuples_per_hop: float
 
 
+class _Walk:
+    """The chain of an option tapping one flow (:meth:`OptionSearch._chain`), walked so far: its steps,
+    the bytes per second of the ancestors among them (``fixed``: each on its whole path), and where the walk
+    goes on."""
+
+    __slots__ = ("below", "done", "fixed", "node", "steps", "uncovered")
+
+    def __init__(self, flow: InstalledFlow, where: Predicate):
+        self.steps: list[_Step] = []
+        self.fixed = 0.0
+        self.node = flow
+        self.uncovered = where  # the boxes the next flow must come to cover
+        self.below: tuple[float, ...] | None = None  # the gains of the step before
+        self.done = False
+
+
 class OptionSearch:
     """One arriving subscription's search, and what it remembers while the flows stand still."""
 
@@ -140,7 +157,7 @@ class OptionSearch:
         self._gains: dict[tuple[int, int], float] = {}  # (flow, attribute bit) -> sel(query outside its class)
         self._nearby: dict[tuple[int, Box], list[Box]] = {}  # (flow, box) -> the flow's boxes that may overlap it
         self._outside: dict[int, float] = {}  # flow -> lower bound of sel(query outside it)
-        self._chains: dict[int, tuple[_Step, ...]] = {}  # tapped flow -> the chain its options change
+        self._chains: dict[int, _Walk] = {}  # tapped flow -> the chain its options change, walked so far
 
     def best(
         self,
@@ -187,8 +204,11 @@ class OptionSearch:
                     and not admit.may_grow(flow, cut, self._outside[flow.seq])
                 ):
                     continue  # the flow itself cannot grow by what it lacks
-                per_hop, fixed = self._terms(flow)
-                if unit * hops + per_hop * cut + fixed > limit:
+                # the bytes tapping ``flow`` adds besides the branch: its own change per hop down to the
+                # tap, and each ancestor's on its whole path (its children read it at its end)
+                first = self._chain(flow, math.inf).steps
+                spent = unit * hops + (first[0].bytes_per_hop * cut if first else 0.0)
+                if spent + self._chain(flow, spent, limit).fixed > limit:
                     continue
                 option = self._evaluate(flow, node, hops, best)
                 if option is None or (best is not None and not option.rank < best.rank):
@@ -204,32 +224,41 @@ class OptionSearch:
                 best = option
         return best
 
-    def _chain(self, flow: InstalledFlow) -> tuple[_Step, ...]:
+    def _chain(self, flow: InstalledFlow, spent: float = 0.0, limit: float = math.inf) -> _Walk:
         """The flows an option tapping ``flow`` changes, ``flow`` first, and how: each is relaxed when it
         no longer covers the query (``flow``) or its widened child (an ancestor), and each takes the query
         into the need classes of the attributes it selects.  The walk stops at the first flow that needs
-        neither: its ancestors already cover it and hold the query's tuples in those classes."""
-        chain = self._chains.get(flow.seq)
-        if chain is not None:
-            return chain
-        steps = []
-        node, uncovered, below = flow, self.sub.where, None
-        while node.id is not None:
-            matched, relaxed = self._verdict(node, uncovered)
+        neither: its ancestors already cover it and hold the query's tuples in those classes.
+
+        Past ``flow`` itself, the walk goes up only while ``spent`` plus the bytes of the ancestors walked
+        (:attr:`_Walk.fixed`) stay within ``limit``: an option over more has lost already, and the flows
+        near the raw stream, whose need classes are the largest to price, come last.  A later call with
+        more room walks on."""
+        walk = self._chains.get(flow.seq)
+        if walk is None:
+            walk = self._chains[flow.seq] = _Walk(flow, self.sub.where)
+        while not walk.done and (not walk.steps or spent + walk.fixed <= limit):
+            node = walk.node
+            if node.id is None:
+                walk.done = True
+                break
+            matched, relaxed = self._verdict(node, walk.uncovered)
             if matched:
                 pred, sel, fresh = node.predicate, node.sel, Predicate.FALSE
             else:
                 pred = relaxed
                 fresh, sel = self._widening(node, relaxed)
-            gains = self._class_gains(node, below)
+            gains = self._class_gains(node, walk.below)
             if matched and not any(gains):
+                walk.done = True
                 break
             tuples = self._rate * (sel - node.sel)
-            steps.append(_Step(node, pred, sel, gains, self._header * tuples + 8 * self._rate * sum(gains), tuples))
-            uncovered, below = fresh, gains
-            node = node.parent
-        chain = self._chains[flow.seq] = tuple(steps)
-        return chain
+            step = _Step(node, pred, sel, gains, self._header * tuples + 8 * self._rate * sum(gains), tuples)
+            if walk.steps:
+                walk.fixed += step.bytes_per_hop * node.hops
+            walk.steps.append(step)
+            walk.uncovered, walk.below, walk.node = fresh, gains, node.parent
+        return walk
 
     def _class_gains(self, flow: InstalledFlow, below: tuple[float, ...] | None) -> tuple[float, ...]:
         """Per attribute the subscription selects, sel(q outside ``flow``'s need class of it); ``below``
@@ -250,15 +279,6 @@ class OptionSearch:
             gains.append(gain)
         return tuple(gains)
 
-    def _terms(self, flow: InstalledFlow) -> tuple[float, float]:
-        """The bytes/s tapping ``flow`` adds besides the branch, as (per hop between ``flow``'s origin and
-        the tap, fixed): which flows change, and how, does not depend on the tap, and each ancestor
-        takes the change on its whole path (its children read it at its end)."""
-        chain = self._chain(flow)
-        if not chain:
-            return 0.0, 0.0
-        return chain[0].bytes_per_hop, sum(step.bytes_per_hop * step.flow.hops for step in chain[1:])
-
     def _evaluate(self, flow: InstalledFlow, tap: str, hops: int, best: Option | None) -> Option | None:
         """The option of tapping ``flow`` at ``tap``, ``hops`` route hops from the subscriber's super-peer,
         or None when it cannot beat ``best``."""
@@ -270,7 +290,7 @@ class OptionSearch:
             cut = flow.path.index(tap)
             if total + self._least_change(flow, cut) > limit:
                 return None
-            chain = self._chain(flow)
+            chain = self._chain(flow).steps
             if not chain:  # nothing changes but where it is read
                 changes.append(FlowChange(flow, flow.predicate, flow.sel, cut, (0.0,) * len(self._selects)))
             for step in chain:

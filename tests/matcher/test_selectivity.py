@@ -1,5 +1,6 @@
 """Exact selectivity: counting for discrete distributions, unit cells for volume, Monte Carlo otherwise."""
 
+import importlib
 import itertools
 import math
 
@@ -219,3 +220,85 @@ def test_independent_dimensions_multiply():
     assert selectivity(pred, dists) == pytest.approx(0.25 * (2 / 3) * 0.5, rel=1e-12)
     for order in itertools.permutations(pred.boxes[0].items()):
         assert selectivity(Predicate([Box(order)]), dists) == selectivity(pred, dists)
+
+
+# The compiled cuts (many boxes) against the plain loop: the same pieces, so the same probabilities.
+
+many_boxes = (
+    st.lists(st.lists(constraint, max_size=3), min_size=1, max_size=14)
+    .map(
+        lambda raw: [
+            b
+            for b in (
+                Box(
+                    (d, interval(-INF if lo is None else lo, INF if hi is None else hi, lc, hc))
+                    for d, lo, hi, lc, hc in c
+                )
+                for c in raw
+            )
+            if not b.is_empty()
+        ]
+    )
+    .filter(bool)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(many_boxes)
+def test_compiled_cuts_leave_the_pieces_the_plain_split_leaves(boxes):
+    from matcher._cut_kernels import uncovered_cells
+    from matcher.predicate import CellGrid, uncovered_breadth_first
+
+    if len(boxes) < 2:
+        return
+    box, others = boxes[0], boxes[1:]
+    grid = CellGrid(boxes)
+    constraints = [grid.constraint(b) for b in others]
+    plain = uncovered_breadth_first(grid.encode(box), constraints)
+    flat = np.array([entry for c in constraints for entry in c] or np.zeros((0, 3)), dtype=np.int64).reshape(-1, 3)
+    starts = np.concatenate([[0], np.cumsum([len(c) for c in constraints])]).astype(np.int64)
+    compiled = uncovered_cells(
+        np.array(grid.encode(box), dtype=np.int64), flat[:, 0].copy(), flat[:, 1].copy(), flat[:, 2].copy(), starts
+    )
+    assert sorted(plain) == sorted(tuple(int(x) for x in row) for row in compiled)
+
+
+@settings(max_examples=300, deadline=None)
+@given(many_boxes, st.sampled_from([(0.0, 6.0), (-1.0, 3.5), (2.0, 2.5)]))
+def test_uniform_kernel_gives_the_plain_probabilities_float_for_float(boxes, support):
+    from matcher.selectivity import UniformSpace, outside_probabilities
+
+    dists = {d: Uniform(*support) for d in DIMS}
+    box, others = boxes[0], boxes[1:]
+    plain = outside_probabilities(box, others, dists)
+    compiled = UniformSpace.of(dists).outside_probabilities(box, others)
+    assert sorted(plain) == sorted(compiled)
+    assert math.fsum(plain) == math.fsum(compiled)
+
+
+@settings(max_examples=200, deadline=None)
+@given(many_boxes)
+def test_many_boxes_take_the_compiled_cuts_with_the_same_probabilities(boxes):
+    module = importlib.import_module("matcher.selectivity")  # the package's ``selectivity`` is the function
+
+    dists = {"a": Normal(3.0, 2.0), "b": Choice((0.0, 1.5, 2.0, 6.0)), "c": Uniform(0.0, 6.0, integer=True)}
+    box, others = boxes[0], boxes[1:]
+    saved = module.KERNEL_FROM
+    try:
+        module.KERNEL_FROM = 1
+        compiled = module.outside_probabilities(box, others, dists)
+        module.KERNEL_FROM = 10**9
+        plain = module.outside_probabilities(box, others, dists)
+    finally:
+        module.KERNEL_FROM = saved
+    assert sorted(plain) == sorted(compiled)
+
+
+def test_only_continuous_uniform_attributes_take_the_uniform_kernel():
+    from matcher.selectivity import UniformSpace
+
+    assert UniformSpace.of({"a": Uniform(0, 1), "b": Uniform(-5, 5)}) is not None
+    assert UniformSpace.of({"a": Uniform(0, 1), "b": Uniform(0, 5, integer=True)}) is None
+    assert UniformSpace.of({"a": Uniform(2, 2)}) is None
+    assert UniformSpace.of({"a": Normal(0, 1)}) is None
+    assert UniformSpace.of({}) is None
