@@ -200,7 +200,18 @@ class Box:
         return Box(self._items + other._items)
 
     def overlaps(self, other: Box) -> bool:
-        return not self.intersect(other).is_empty()
+        # ``not self.intersect(other).is_empty()`` without building the intersection: only the dimensions
+        # both constrain can be disjoint (each box alone is non-empty or has an empty interval of its own)
+        if self.is_empty() or other.is_empty():
+            return False
+        theirs = other._items
+        j, n = 0, len(theirs)
+        for d, iv in self._items:
+            while j < n and theirs[j][0] < d:
+                j += 1
+            if j < n and theirs[j][0] == d and not iv.overlaps(theirs[j][1]):
+                return False
+        return True
 
     def hull(self, other: Box) -> Box:
         dims = set(self.dims) & set(other.dims)

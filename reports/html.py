@@ -132,6 +132,23 @@ def _summary(report: dict) -> str:
     return f"{table}\n<details open><summary>What the columns mean</summary>{columns}</details>"
 
 
+def _gaps(report: dict) -> str:
+    """Per strategy and stream, the bytes beyond ideal's split into attribute surplus and the tuple-hops
+    part (empty when the report has no split: no ``ideal``, or an engine without per-stream counts)."""
+    gaps = {n: e["gap_to_ideal"] for n, e in report["strategies"].items() if "gap_to_ideal" in e and n != "ideal"}
+    if not gaps:
+        return ""
+    header = [("strategy", True), ("stream", True), ("bytes - ideal", False), ("attribute surplus", False)]
+    header.append(("tuple-hops part", False))
+    body = []
+    for name, gap in gaps.items():
+        for stream in [{"id": "(all)", **gap}, *gap["streams"]]:
+            cells = [_cell(name, text=True), _cell(stream["id"], text=True)]
+            cells += [_cell(stream[k], number=stream[k]) for k in ("bytes", "attribute_surplus", "tuple_hops")]
+            body.append(f"<tr>{''.join(cells)}</tr>")
+    return _table("gaps", header, body)
+
+
 def _links(report: dict) -> str:
     names = list(report["strategies"])
     rows: dict[tuple[str, str, str], dict[str, tuple[int, int]]] = {}
@@ -319,6 +336,19 @@ def report_html(
                 _events(report),
             ]
             if report.get("events")
+            else []
+        ),
+        *(
+            [
+                "<h2>Why each strategy carries more than ideal</h2>",
+                "<p>Backbone bytes beyond <code>ideal</code>'s, per strategy and stream: <b>attribute surplus</b>"
+                " is attribute values carried that nobody downstream selects (ideal carries none); the"
+                " <b>tuple-hops part</b> is the rest, tuple copies beyond ideal's (negative: fewer, as on"
+                " shorter routes), each with its header and the values its receivers need (docs/REPORT.md)."
+                " Click a column to sort.</p>",
+                f'<div class="scroll">{gaps}</div>',
+            ]
+            if (gaps := _gaps(report))
             else []
         ),
         *(["<h2>Network map</h2>", network_map] if (network_map := _map(report, scenario)) else []),

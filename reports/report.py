@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -73,7 +74,12 @@ def before_rejection(scenario: Scenario, run: StrategyRun, sub_id: str, indices:
     return emitted_before(scenario, sub_id, indices, run.rejected_at.get(sub_id, scenario.subscription(sub_id).at))
 
 
-def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected | None) -> dict:
+def strategy_entry(
+    scenario: Scenario, run: StrategyRun, expected: Expected | None, surplus: Mapping[str, int] | None = None
+) -> dict:
+    """One run's report entry.  ``surplus``: per stream, the attribute values its plan carries that nobody
+    downstream selects (:func:`reports.surplus.surplus_values`), when computed: the entry's streams then
+    give them in bytes, and :func:`assemble_report` splits the gap to ``ideal`` with them."""
     links = link_entries(scenario, run)
     summaries, latency = subscription_summaries(scenario, run, expected)
     subscriptions = []
@@ -108,7 +114,7 @@ def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected | No
         "byte_km": None if None in lengths else sum(link["bytes"] * link["length_km"] for link in links),
         "last_arrival_s": run.last_arrival,
         "exact": all(served_exactly(s) for s in subscriptions),
-        "streams": stream_entries(scenario, run),
+        "streams": stream_entries(scenario, run, surplus),
         "links": links,
         "access_links": access,
         "subscriptions": subscriptions,
@@ -127,20 +133,47 @@ def strategy_entry(scenario: Scenario, run: StrategyRun, expected: Expected | No
     return entry
 
 
-def stream_entries(scenario: Scenario, run: StrategyRun) -> list[dict]:
+def stream_entries(scenario: Scenario, run: StrategyRun, surplus: Mapping[str, int] | None = None) -> list[dict]:
     """Per stream, in the scenario's order, the bytes and tuples its flows put on backbone link directions
     (every direction counted, as ``backbone_bytes`` counts them; the entries add up to it); null where the
-    engine does not count per stream (live mode's receivers count per link).  The one place a per-stream
-    entry is made: fields added to it belong here."""
+    engine does not count per stream (live mode's receivers count per link).  With ``surplus``, also the
+    bytes of attribute values nobody downstream selects (:mod:`reports.surplus`).  The one place a
+    per-stream entry is made: fields added to it belong here."""
     counted = bool(run.stream_bytes) or not scenario.streams
-    return [
-        {
+    entries = []
+    for stream in scenario.streams:
+        entry = {
             "id": stream.id,
             "backbone_bytes": int(run.stream_bytes.get(stream.id, 0)) if counted else None,
             "backbone_tuples": int(run.stream_tuples.get(stream.id, 0)) if counted else None,
         }
-        for stream in scenario.streams
-    ]
+        if surplus is not None:
+            entry["attribute_surplus_bytes"] = VALUE_BYTES * int(surplus[stream.id])
+        entries.append(entry)
+    return entries
+
+
+VALUE_BYTES = 8  # one attribute value on the wire (docs/ACCOUNTING.md)
+
+
+def gap_to_ideal(entry: dict, ideal: dict) -> dict | None:
+    """How a strategy's backbone bytes differ from ``ideal``'s, whole and per stream: ``bytes`` (the
+    difference), ``attribute_surplus`` (bytes of values nobody downstream selects; ideal carries none) and
+    ``tuple_hops`` (the rest: tuple copies beyond ideal's, or fewer, with their headers and needed values).
+    None unless both entries count per stream and the surplus is known."""
+    theirs = {s["id"]: s for s in ideal["streams"]}
+    streams = []
+    for mine in entry["streams"]:
+        other = theirs.get(mine["id"])
+        if other is None or mine["backbone_bytes"] is None or other["backbone_bytes"] is None:
+            return None
+        surplus = mine.get("attribute_surplus_bytes")
+        if surplus is None:
+            return None
+        gap = mine["backbone_bytes"] - other["backbone_bytes"]
+        streams.append({"id": mine["id"], "bytes": gap, "attribute_surplus": surplus, "tuple_hops": gap - surplus})
+    whole = {k: sum(s[k] for s in streams) for k in ("bytes", "attribute_surplus", "tuple_hops")}
+    return {**whole, "streams": streams}
 
 
 def link_entries(scenario: Scenario, run: StrategyRun) -> list[dict]:
@@ -287,6 +320,9 @@ def assemble_report(scenario: Scenario, strategies: dict[str, dict], engine: str
                 "bytes": _ratio(entry["backbone_bytes"], ideal["backbone_bytes"]),
                 "tuple_hops": _ratio(entry["backbone_tuples"], ideal["backbone_tuples"]),
             }
+            gap = gap_to_ideal(entry, ideal)
+            if gap is not None:
+                entry["gap_to_ideal"] = gap
     exact = all(served_exactly(s) for e in strategies.values() for s in e["subscriptions"])
     return {
         "scenario": scenario.name,
@@ -368,6 +404,11 @@ def _fmt_bytes(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
         n /= 1000
     raise AssertionError("unreachable")
+
+
+def _fmt_signed_bytes(n: int) -> str:
+    """A byte difference: ``+1.20 MB``, ``-81.58 KB``, ``0 B``."""
+    return "0 B" if n == 0 else ("+" if n > 0 else "-") + _fmt_bytes(abs(n))
 
 
 def _fmt_pct(x: float | None) -> str:
@@ -542,6 +583,48 @@ def streams_markdown(report: dict, shown_at_most: int = 15) -> list[str]:
     return lines
 
 
+def gap_markdown(report: dict, shown_at_most: int = 15) -> list[str]:
+    """summary.md's split of each strategy's bytes beyond ``ideal``'s (:func:`gap_to_ideal`): attribute
+    surplus against tuple-hops, for the run and per stream (the streams with the largest gaps first; none
+    for a scenario of one stream)."""
+    gaps = {n: e["gap_to_ideal"] for n, e in report["strategies"].items() if "gap_to_ideal" in e and n != "ideal"}
+    if not gaps:
+        return []
+    lines = [
+        "",
+        "Bytes beyond `ideal`'s, and why: attribute surplus is values carried that nobody downstream selects;"
+        " the tuple-hops part is tuple copies beyond ideal's (negative: fewer), each with its header and the values"
+        " its receivers need (docs/REPORT.md):",
+        "",
+        "| strategy | bytes - ideal | attribute surplus | tuple-hops part |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {n} | {_fmt_signed_bytes(g['bytes'])} | {_fmt_signed_bytes(g['attribute_surplus'])}"
+        f" | {_fmt_signed_bytes(g['tuple_hops'])} |"
+        for n, g in gaps.items()
+    ]
+    ids = [s["id"] for s in next(iter(gaps.values()))["streams"]]
+    if len(ids) < 2:
+        return lines
+    per = {n: {s["id"]: s for s in g["streams"]} for n, g in gaps.items()}
+    ids.sort(key=lambda i: (-max(abs(per[n][i]["bytes"]) for n in gaps), i))
+    more = (
+        f" ({shown_at_most} of {len(ids)}, the largest gaps first; report.json has all)"
+        if len(ids) > shown_at_most
+        else ""
+    )
+    lines += ["", f"The same per stream, as attribute surplus / tuple-hops part{more}:", ""]
+    lines += ["| stream | " + " | ".join(gaps) + " |", "|---|" + "---|" * len(gaps)]
+    for i in ids[:shown_at_most]:
+        cells = (
+            f"{_fmt_signed_bytes(per[n][i]['attribute_surplus'])} / {_fmt_signed_bytes(per[n][i]['tuple_hops'])}"
+            for n in gaps
+        )
+        lines.append(f"| {i} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def events_markdown(report: dict) -> list[str]:
     """summary.md's table of the backbone's events: per instant and strategy, the re-plan's wall time, the
     flows it moved and the subscriptions cut off and served again (none: no lines)."""
@@ -583,6 +666,7 @@ def summary_markdown(report: dict, plots: list[str]) -> str:
         lines += ["", "Warnings:", ""] + [f"- {warning}" for warning in report["warnings"]]
     lines += hottest_markdown(report)
     lines += streams_markdown(report)
+    lines += gap_markdown(report)
     lines += events_markdown(report)
     lines += ["", "Columns:", ""] + [f"- `{name}`: {text}" for name, text in COLUMNS.items()]
     for name in plots:

@@ -21,6 +21,7 @@ from network.meter import StrategyRun
 from network.routing import Network
 from reports.progress import Status
 from reports.report import strategy_entry
+from reports.surplus import surplus_values
 from sharing import make_plan
 from sharing.check import plan_problems
 from sharing.plan import Plan
@@ -93,7 +94,7 @@ def _strategy(
     report("running", 0)
     run = engine(scenario, plan, progress=lambda done, total: report("running", done))
     timings = (t1 - t0, time.perf_counter() - t1)
-    entry = strategy_entry(scenario, run, expected)
+    entry = strategy_entry(scenario, run, expected, surplus_values(scenario, plan))
     return plan, entry, replace(run, delivered={}, latencies={}), timings
 
 
@@ -292,7 +293,7 @@ def simulate_spark(
     results: dict[str, tuple[dict, StrategyRun, tuple[float, float]]] = {}
     lock = threading.Lock()
 
-    def run(bar: ProgressBar, name: str, path: str, plan_s: float) -> tuple[str, tuple]:
+    def run(bar: ProgressBar, name: str, path: str, plan_s: float, surplus: dict) -> tuple[str, tuple]:
         with open(path, "rb") as fh:
             simulation = pickle.load(fh)
         os.remove(path)
@@ -303,7 +304,7 @@ def simulate_spark(
 
         t0 = time.perf_counter()
         done = engine.simulate(simulation, name, progress)
-        entry = strategy_entry(scenario, done, None)
+        entry = strategy_entry(scenario, done, None, surplus)
         return name, (entry, replace(done, delivered={}, latencies={}), (plan_s, time.perf_counter() - t0))
 
     try:
@@ -326,10 +327,10 @@ def simulate_spark(
                     raise payload[0]
                 elif kind == "ready":
                     planned += 1
-                    path, plan_s, made = payload
+                    path, plan_s, made, surplus = payload
                     if decisions is not None:
                         decisions[name] = made
-                    running.add(pool.submit(run, bar, name, path, plan_s))
+                    running.add(pool.submit(run, bar, name, path, plan_s, surplus))
                 if running:
                     finished, running = wait(running, timeout=0, return_when=FIRST_COMPLETED)
                     for future in finished:
@@ -370,8 +371,10 @@ def _planner(scenario: Scenario, strategies: list[str], check_plans: bool, plan_
             with open(path, "wb") as fh:
                 pickle.dump(Simulation(scenario, plan), fh, protocol=pickle.HIGHEST_PROTOCOL)
             made = [d.to_json() for d in plan.decisions]
+            plan_s = time.perf_counter() - t0
+            surplus = surplus_values(scenario, plan)  # from the plan and the tuples, in chunks, beside Spark's work
             del plan
-            queue.put(("ready", name, path, time.perf_counter() - t0, made))
+            queue.put(("ready", name, path, plan_s, made, surplus))
     except Exception as error:  # sent to the parent, which raises it
         queue.put(("error", name, _picklable(name, error)))
     queue.close()

@@ -34,7 +34,7 @@ import numpy as np
 
 from matcher import Box, Interval, Predicate
 from matcher.distributions import Distribution
-from matcher.selectivity import KERNEL_FROM, UniformSpace, box_probability, outside_probabilities, overlap_probability
+from matcher.selectivity import UniformSpace, box_probability, outside_probabilities, overlap_probability
 from topologies.model import Scenario, tuple_bytes
 
 
@@ -87,22 +87,29 @@ class CostModel:
         """
         dists = self._distributions[stream]
         terms: list[float] = []
-        done: list[Box] = []
-        for box in added.boxes:
-            box = self._known(stream, box)
+        boxes = [self._known(stream, b) for b in added.boxes]
+        # the added boxes ahead of each that may overlap it: by their bounds when there are many (a
+        # whole predicate of hundreds of boxes, as need classes are)
+        rows = _bounds_rows(tuple(boxes), Predicate(boxes).dims) if len(boxes) > _SCAN_BELOW else None
+        for k, box in enumerate(boxes):
             others = [self._known(stream, b) for b in near(box)]
-            others += [b for b in done if b.overlaps(box)]
+            if rows is None:
+                others += [b for b in boxes[:k] if b.overlaps(box)]
+            else:
+                lo, hi = rows
+                close = ((lo[:k] <= hi[k]) & (hi[:k] >= lo[k])).all(axis=1)
+                # the boxes only touching it (closed ends in the filter) weigh nothing in the cuts
+                others += [boxes[i] for i in np.flatnonzero(close)]
             key = (stream, box, tuple(others))
             pieces = self._pieces.get(key)
             if pieces is None:
                 space = self._uniform[stream]
-                if space is not None and len(others) >= KERNEL_FROM:
+                if space is not None and others:
                     pieces = space.outside_probabilities(box, others)
                 else:
                     pieces = outside_probabilities(box, others, dists, partial(self._overlap, stream))
                 self._pieces[key] = pieces
             terms.extend(pieces)
-            done.append(box)
         return math.fsum(terms)
 
     def _overlap(self, stream: str, box: Box, other: Box) -> float:
@@ -226,7 +233,10 @@ class BoxBounds:
         old = self.predicate.boxes
         if predicate.boxes[: len(old)] != old:
             return BoxBounds(predicate)
-        fresh = predicate.boxes[len(old) :]
+        return self.appended(predicate.boxes[len(old) :], predicate)
+
+    def appended(self, fresh: tuple[Box, ...], predicate: Predicate) -> BoxBounds:
+        """The bounds of ``predicate``, which is this one's predicate with the boxes ``fresh`` appended."""
         if any(d not in self.dims for b in fresh for d in b.dims):  # a dimension no box constrained before
             return BoxBounds(predicate)
         lo, hi = _bounds_rows(fresh, self.dims)

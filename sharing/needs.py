@@ -22,7 +22,7 @@ class NeedUnion:
     flow that select the attribute, box by box (a box several of them share is kept once, counted), and
     its selectivity, kept by increment as subscriptions come and go."""
 
-    __slots__ = ("_bounds", "_boxes", "_predicate", "members", "sel")
+    __slots__ = ("_bounds", "_boxes", "_fresh", "_predicate", "members", "sel")
 
     def __init__(self) -> None:
         self._boxes: dict[Box, int] = {}
@@ -30,6 +30,7 @@ class NeedUnion:
         self.sel = 0.0
         self._predicate: Predicate | None = Predicate.FALSE
         self._bounds: BoxBounds | None = None
+        self._fresh: list[Box] = []  # boxes added since ``_bounds`` was made (they come last in the union)
 
     def __bool__(self) -> bool:
         return self.members > 0
@@ -39,6 +40,7 @@ class NeedUnion:
         twin._boxes = dict(self._boxes)
         twin.members, twin.sel = self.members, self.sel
         twin._predicate, twin._bounds = self._predicate, self._bounds  # immutable values: shared
+        twin._fresh = list(self._fresh)
         return twin
 
     def predicate(self) -> Predicate:
@@ -50,10 +52,10 @@ class NeedUnion:
 
     def near(self, box: Box) -> list[Box]:
         """The boxes of the union that may overlap ``box``."""
-        if self._bounds is None or self._bounds.predicate is not self.predicate():
-            old = self._bounds
-            fresh = self.predicate()
-            self._bounds = BoxBounds(fresh) if old is None else old.widened(fresh)
+        if self._bounds is None:
+            self._bounds, self._fresh = BoxBounds(self.predicate()), []
+        elif self._fresh:
+            self._bounds, self._fresh = self._bounds.appended(tuple(self._fresh), self.predicate()), []
         return self._bounds.overlapping(box)
 
     def gain(self, cost: CostModel, stream: str, where: Predicate) -> float:
@@ -71,7 +73,10 @@ class NeedUnion:
         for box in where.boxes:
             count = boxes.get(box)
             boxes[box] = 1 if count is None else count + 1
-            fresh = fresh or count is None
+            if count is None:
+                fresh = True
+                if self._bounds is not None:
+                    self._fresh.append(box)
         self.sel += gain
         if fresh:  # else the same boxes: the same predicate object
             self._predicate = None
@@ -91,10 +96,11 @@ class NeedUnion:
             else:
                 boxes[box] = count - 1
         if not boxes:
-            self.sel, self._bounds = 0.0, None
+            self.sel, self._bounds, self._fresh = 0.0, None, []
             changed, self._predicate = self._predicate is not Predicate.FALSE, Predicate.FALSE
             return changed
         if gone:
             self._predicate = self._bounds = None  # rows went: both rebuilt on demand
+            self._fresh = []
         self.sel = max(0.0, self.sel - cost.added_selectivity(stream, where, self.near))
         return gone
