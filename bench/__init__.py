@@ -10,6 +10,7 @@ BENCHMARKS = {
     "evaluation": "predicate evaluation, Kuntschke & Kemper section 6.3",
     "pubsub": "interval pub/sub matching on workload files",
     "planner": "subscriptions planned per second on a transit-stub topology",
+    "optimum": "the least backbone bytes of any plan on a small static scenario (MILP), against every strategy",
     "filters": "shared multi-subscription filtering engines",
     "spark": "Spark data plane vs Catalyst",
     "driver": "the Spark engine's driver memory, 10x the tuples",
