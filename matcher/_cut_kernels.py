@@ -106,15 +106,21 @@ def _constrains(lo, hi):
     return not (lo == -np.inf and hi == np.inf)
 
 
+@njit(cache=True, inline="always")
+def _other(before, ahead, k):
+    """Row ``k`` of ``before`` followed by ``ahead``."""
+    return before[k] if k < before.shape[0] else ahead[k - before.shape[0]]
+
+
 @njit(cache=True)
-def uniform_outside(rows, low, high):
-    """The probabilities of the disjoint pieces of box ``rows[0]`` outside boxes ``rows[1:]``."""
+def uniform_outside(box, before, ahead, low, high):
+    """The probabilities of the disjoint pieces of box row ``box`` outside the boxes of the rows of
+    ``before`` and then ``ahead`` (two arrays, so that a long ``before`` is never copied)."""
     n_dims = low.shape[0]
-    box = rows[0]
-    n = rows.shape[0] - 1
+    n = before.shape[0] + ahead.shape[0]
     weights = np.zeros(n)
     for k in range(n):
-        other = rows[k + 1]
+        other = _other(before, ahead, k)
         p = 1.0
         for d in range(n_dims):
             a_lo, a_hi, a_loc, a_hic = box[d], box[n_dims + d], box[2 * n_dims + d], box[3 * n_dims + d]
@@ -170,7 +176,7 @@ def uniform_outside(rows, low, high):
         c = level[top]
         piece[:] = stack[top]
         while c < kept:
-            other = rows[order[c] + 1]
+            other = _other(before, ahead, order[c])
             c += 1
             disjoint = False
             for d in range(n_dims):

@@ -190,6 +190,8 @@ class UniformSpace:
         self.low = np.array([dists[d].lo for d in self.dims], dtype=np.float64)
         self.high = np.array([dists[d].hi for d in self.dims], dtype=np.float64)
         self._rows: dict[Box, np.ndarray] = {}
+        self.width = 4 * len(self.dims)
+        self.none = np.empty((0, self.width))  # no rows
 
     @staticmethod
     def of(dists: Mapping[str, Distribution]) -> UniformSpace | None:
@@ -213,7 +215,11 @@ class UniformSpace:
 
     def outside_probabilities(self, box: Box, others: Sequence[Box]) -> list[float]:
         """:func:`outside_probabilities` of ``box`` and ``others`` over these attributes."""
+        return self.outside_rows(box, np.stack([self.row(b) for b in others]) if others else self.none, [])
+
+    def outside_rows(self, box: Box, before: np.ndarray, ahead: Sequence[Box]) -> list[float]:
+        """:meth:`outside_probabilities` of ``box`` and the boxes of rows ``before`` then ``ahead``."""
         from matcher._cut_kernels import uniform_outside
 
-        rows = np.stack([self.row(box), *(self.row(b) for b in others)])
-        return uniform_outside(rows, self.low, self.high).tolist()
+        rows = np.stack([self.row(b) for b in ahead]) if ahead else self.none
+        return uniform_outside(self.row(box), before, rows, self.low, self.high).tolist()

@@ -112,6 +112,19 @@ class CostModel:
             terms.extend(pieces)
         return math.fsum(terms)
 
+    def uniform_space(self, stream: str) -> UniformSpace | None:
+        """The stream's attributes as the compiled kernel's space, when every one is uniform
+        (:class:`matcher.selectivity.UniformSpace`)."""
+        return self._uniform[stream]
+
+    def added_selectivity_rows(self, stream: str, added: Predicate, before: np.ndarray) -> float:
+        """:meth:`added_selectivity` where every box of ``before`` is given, in order, as a row of the
+        stream's :meth:`uniform_space`: the kernel weighs them all itself (those that miss a box weigh
+        nothing), so no search for the boxes near it is needed."""
+        space = self._uniform[stream]
+        boxes = added.boxes
+        return math.fsum(p for k, box in enumerate(boxes) for p in space.outside_rows(box, before, boxes[:k]))
+
     def _overlap(self, stream: str, box: Box, other: Box) -> float:
         """P(a tuple of ``stream`` lies in ``box`` and ``other``), cached per pair: a subscription's box
         meets the same boxes in the need classes of many flows."""
@@ -239,9 +252,12 @@ class BoxBounds:
         """The bounds of ``predicate``, which is this one's predicate with the boxes ``fresh`` appended."""
         if any(d not in self.dims for b in fresh for d in b.dims):  # a dimension no box constrained before
             return BoxBounds(predicate)
-        lo, hi = _bounds_rows(fresh, self.dims)
         wider = BoxBounds.__new__(BoxBounds)
         wider.predicate, wider.dims = predicate, self.dims
+        if not fresh:
+            wider.lo, wider.hi, wider._hull = self.lo, self.hi, self._hull
+            return wider
+        lo, hi = _bounds_rows(fresh, self.dims)
         wider.lo, wider.hi = np.vstack([self.lo, lo]), np.vstack([self.hi, hi])
         more = _hull(lo, hi, self.dims)
         wider._hull = {d: (min(a, more[d][0]), max(b, more[d][1])) for d, (a, b) in self._hull.items()}

@@ -13,7 +13,10 @@ which is what :class:`sharing.trees.FlowTrees` counts and the search (:mod:`shar
 
 from __future__ import annotations
 
+import numpy as np
+
 from matcher import Box, Predicate
+from matcher.selectivity import UniformSpace
 from sharing.cost import BoxBounds, CostModel
 
 
@@ -22,7 +25,7 @@ class NeedUnion:
     flow that select the attribute, box by box (a box several of them share is kept once, counted), and
     its selectivity, kept by increment as subscriptions come and go."""
 
-    __slots__ = ("_bounds", "_boxes", "_fresh", "_predicate", "members", "sel")
+    __slots__ = ("_bounds", "_boxes", "_fresh", "_n_rows", "_predicate", "_rows", "_space", "members", "sel")
 
     def __init__(self) -> None:
         self._boxes: dict[Box, int] = {}
@@ -31,6 +34,10 @@ class NeedUnion:
         self._predicate: Predicate | None = Predicate.FALSE
         self._bounds: BoxBounds | None = None
         self._fresh: list[Box] = []  # boxes added since ``_bounds`` was made (they come last in the union)
+        # over uniform attributes: the boxes as the compiled kernel's rows, in order, grown by doubling
+        self._rows: np.ndarray | None = None
+        self._n_rows = 0
+        self._space: UniformSpace | None = None
 
     def __bool__(self) -> bool:
         return self.members > 0
@@ -41,6 +48,8 @@ class NeedUnion:
         twin.members, twin.sel = self.members, self.sel
         twin._predicate, twin._bounds = self._predicate, self._bounds  # immutable values: shared
         twin._fresh = list(self._fresh)
+        twin._rows = None if self._rows is None else self._rows.copy()
+        twin._n_rows, twin._space = self._n_rows, self._space
         return twin
 
     def predicate(self) -> Predicate:
@@ -62,7 +71,27 @@ class NeedUnion:
         """sel(``where`` outside the union): what the union's selectivity grows by when ``where`` joins."""
         if not self._boxes:
             return cost.selectivity(stream, where) if where.boxes else 0.0
-        return cost.added_selectivity(stream, where, self.near)
+        return self._added(cost, stream, where)
+
+    def _added(self, cost: CostModel, stream: str, where: Predicate) -> float:
+        space = cost.uniform_space(stream)
+        if space is None:
+            return cost.added_selectivity(stream, where, self.near)
+        if self._rows is None:
+            self._space = space
+            self._rows = np.empty((max(16, 2 * len(self._boxes)), space.width))
+            for i, box in enumerate(self._boxes):
+                self._rows[i] = space.row(box)
+            self._n_rows = len(self._boxes)
+        return cost.added_selectivity_rows(stream, where, self._rows[: self._n_rows])
+
+    def _append_row(self, box: Box) -> None:
+        if self._n_rows == len(self._rows):
+            grown = np.empty((2 * len(self._rows), self._rows.shape[1]))
+            grown[: self._n_rows] = self._rows
+            self._rows = grown
+        self._rows[self._n_rows] = self._space.row(box)
+        self._n_rows += 1
 
     def add(self, where: Predicate, gain: float) -> bool:
         """``where`` joins the union, which grows by ``gain`` (:meth:`gain`, computed before); whether its
@@ -77,6 +106,8 @@ class NeedUnion:
                 fresh = True
                 if self._bounds is not None:
                     self._fresh.append(box)
+                if self._rows is not None:
+                    self._append_row(box)
         self.sel += gain
         if fresh:  # else the same boxes: the same predicate object
             self._predicate = None
@@ -96,11 +127,11 @@ class NeedUnion:
             else:
                 boxes[box] = count - 1
         if not boxes:
-            self.sel, self._bounds, self._fresh = 0.0, None, []
+            self.sel, self._bounds, self._fresh, self._rows = 0.0, None, [], None
             changed, self._predicate = self._predicate is not Predicate.FALSE, Predicate.FALSE
             return changed
         if gone:
-            self._predicate = self._bounds = None  # rows went: both rebuilt on demand
+            self._predicate = self._bounds = self._rows = None  # rows went: rebuilt on demand
             self._fresh = []
-        self.sel = max(0.0, self.sel - cost.added_selectivity(stream, where, self.near))
+        self.sel = max(0.0, self.sel - self._added(cost, stream, where))
         return gone
