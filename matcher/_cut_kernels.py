@@ -106,6 +106,25 @@ def _constrains(lo, hi):
     return not (lo == -np.inf and hi == np.inf)
 
 
+@njit(cache=True)
+def _add_exactly(partials, count, x):
+    """Shewchuk's exact summation, as ``math.fsum`` keeps it: ``partials[:count]`` are non-overlapping
+    floats whose sum is exactly the sum so far; returns their new count with ``x`` added."""
+    i = 0
+    for j in range(count):
+        y = partials[j]
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo != 0.0:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i] = x
+    return i + 1
+
+
 @njit(cache=True, inline="always")
 def _other(before, ahead, k):
     """Row ``k`` of ``before`` followed by ``ahead``."""
@@ -113,14 +132,23 @@ def _other(before, ahead, k):
 
 
 @njit(cache=True)
-def uniform_outside(box, before, ahead, low, high):
+def uniform_outside(box, before, ahead, low, high, summed):
     """The probabilities of the disjoint pieces of box row ``box`` outside the boxes of the rows of
-    ``before`` and then ``ahead`` (two arrays, so that a long ``before`` is never copied)."""
+    ``before`` and then ``ahead`` (two arrays, so that a long ``before`` is never copied).  With ``summed``,
+    instead, the partials of their exact sum: ``math.fsum`` of them is ``math.fsum`` of the pieces, float
+    for float, without a Python float per piece."""
     n_dims = low.shape[0]
     n = before.shape[0] + ahead.shape[0]
     weights = np.zeros(n)
     for k in range(n):
         other = _other(before, ahead, k)
+        apart = False  # most rows miss the box: plain comparisons find it before any division
+        for d in range(n_dims):
+            if other[d] > box[n_dims + d] or other[n_dims + d] < box[d]:
+                apart = True
+                break
+        if apart:
+            continue
         p = 1.0
         for d in range(n_dims):
             a_lo, a_hi, a_loc, a_hic = box[d], box[n_dims + d], box[2 * n_dims + d], box[3 * n_dims + d]
@@ -147,11 +175,12 @@ def uniform_outside(box, before, ahead, low, high):
             if p == 0.0:
                 break
         weights[k] = p
-    order = np.argsort(-weights, kind="mergesort")  # largest overlap first, ties in their given order
-    kept = 0
-    while kept < n and weights[order[kept]] > 0.0:
-        kept += 1
-    out = np.empty(16)
+    # the boxes it overlaps (a positive weight), largest overlap first, ties in their given order: a stable
+    # sort of the few that meet it rather than of every row
+    positive = np.flatnonzero(weights > 0.0)
+    order = positive[np.argsort(-weights[positive], kind="mergesort")]
+    kept = order.shape[0]
+    out = np.empty(64)  # with ``summed``: the partials (a sum of doubles never needs 40)
     if kept == 0:
         p = 1.0
         for d in range(n_dims):
@@ -231,6 +260,9 @@ def uniform_outside(box, before, ahead, low, high):
                 p *= _uniform_prob(piece[d], piece[n_dims + d], low[d], high[d])
                 if p == 0.0:
                     break
+        if summed:
+            found = _add_exactly(out, found, p)
+            continue
         if found == out.shape[0]:
             grown = np.empty(2 * found)
             grown[:found] = out

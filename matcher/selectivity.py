@@ -215,11 +215,16 @@ class UniformSpace:
 
     def outside_probabilities(self, box: Box, others: Sequence[Box]) -> list[float]:
         """:func:`outside_probabilities` of ``box`` and ``others`` over these attributes."""
-        return self.outside_rows(box, np.stack([self.row(b) for b in others]) if others else self.none, [])
+        before = np.stack([self.row(b) for b in others]) if others else self.none
+        return self._outside(box, before, (), False).tolist()
 
-    def outside_rows(self, box: Box, before: np.ndarray, ahead: Sequence[Box]) -> list[float]:
-        """:meth:`outside_probabilities` of ``box`` and the boxes of rows ``before`` then ``ahead``."""
+    def outside_partials(self, box: Box, before: np.ndarray, ahead: Sequence[Box]) -> np.ndarray:
+        """Floats whose ``math.fsum`` is that of :meth:`outside_probabilities` of ``box`` and the boxes of
+        rows ``before`` then ``ahead``: the partials of their exact sum (the kernel adds the pieces)."""
+        return self._outside(box, before, ahead, True)
+
+    def _outside(self, box: Box, before: np.ndarray, ahead: Sequence[Box], summed: bool) -> np.ndarray:
         from matcher._cut_kernels import uniform_outside
 
         rows = np.stack([self.row(b) for b in ahead]) if ahead else self.none
-        return uniform_outside(self.row(box), before, rows, self.low, self.high).tolist()
+        return uniform_outside(self.row(box), before, rows, self.low, self.high, summed)

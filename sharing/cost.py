@@ -123,7 +123,8 @@ class CostModel:
         nothing), so no search for the boxes near it is needed."""
         space = self._uniform[stream]
         boxes = added.boxes
-        return math.fsum(p for k, box in enumerate(boxes) for p in space.outside_rows(box, before, boxes[:k]))
+        partials = [space.outside_partials(box, before, boxes[:k]) for k, box in enumerate(boxes)]
+        return math.fsum(np.concatenate(partials).tolist()) if partials else 0.0
 
     def _overlap(self, stream: str, box: Box, other: Box) -> float:
         """P(a tuple of ``stream`` lies in ``box`` and ``other``), cached per pair: a subscription's box
