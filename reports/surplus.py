@@ -26,7 +26,7 @@ from topologies.expected import satisfies
 from topologies.model import Scenario
 from topologies.workload import columns, emission_times, tuple_count
 
-CHUNK = 32768  # tuples per pass: the needs of a flow's children are held as one mask per attribute
+CHUNK = 8192  # tuples per pass: a mask per distinct predicate of the stream's plan is held for one chunk
 
 
 def surplus_values(scenario: Scenario, plan: Plan) -> dict[str, int]:
