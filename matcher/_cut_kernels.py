@@ -126,6 +126,24 @@ def _add_exactly(partials, count, x):
 
 
 @njit(cache=True, inline="always")
+def _misses(piece, box, n_dims):
+    """Whether box row ``box`` and ``piece`` are disjoint, exact about closed ends (only the dimensions
+    ``box`` constrains can separate them)."""
+    for d in range(n_dims):
+        c_lo, c_hi = box[d], box[n_dims + d]
+        if not _constrains(c_lo, c_hi):
+            continue
+        c_loc, c_hic = box[2 * n_dims + d] > 0, box[3 * n_dims + d] > 0
+        p_lo, p_hi = piece[d], piece[n_dims + d]
+        p_loc, p_hic = piece[2 * n_dims + d] > 0, piece[3 * n_dims + d] > 0
+        if c_lo > p_hi or (c_lo == p_hi and not (c_loc and p_hic)):
+            return True
+        if p_lo > c_hi or (p_lo == c_hi and not (p_loc and c_hic)):
+            return True
+    return False
+
+
+@njit(cache=True, inline="always")
 def _other(before, ahead, k):
     """Row ``k`` of ``before`` followed by ``ahead``."""
     return before[k] if k < before.shape[0] else ahead[k - before.shape[0]]
@@ -207,21 +225,7 @@ def uniform_outside(box, before, ahead, low, high, summed):
         while c < kept:
             other = _other(before, ahead, order[c])
             c += 1
-            disjoint = False
-            for d in range(n_dims):
-                c_lo, c_hi = other[d], other[n_dims + d]
-                if not _constrains(c_lo, c_hi):
-                    continue
-                c_loc, c_hic = other[2 * n_dims + d] > 0, other[3 * n_dims + d] > 0
-                p_lo, p_hi = piece[d], piece[n_dims + d]
-                p_loc, p_hic = piece[2 * n_dims + d] > 0, piece[3 * n_dims + d] > 0
-                if c_lo > p_hi or (c_lo == p_hi and not (c_loc and p_hic)):
-                    disjoint = True
-                    break
-                if p_lo > c_hi or (p_lo == c_hi and not (p_loc and c_hic)):
-                    disjoint = True
-                    break
-            if disjoint:
+            if _misses(piece, other, n_dims):
                 continue
             for d in range(n_dims):
                 c_lo, c_hi = other[d], other[n_dims + d]
