@@ -90,3 +90,23 @@ def test_no_split_without_surplus_figures():
     report = build_report(scenario, runs, expected_results(scenario), "local")
     assert all("gap_to_ideal" not in e for e in report["strategies"].values())
     assert gap_markdown(report) == []
+
+
+def test_a_plan_over_the_budget_gets_no_surplus_and_no_split(monkeypatch):
+    from peers.local import run_local
+    from reports.report import assemble_report, strategy_entry
+
+    scenario = load_scenario("topologies/figure1.yaml")
+    network = Network.of(scenario)
+    plans = {n: make_plan(scenario, n, network) for n in ("ideal", "sharing-em")}
+    assert surplus_values(scenario, plans["ideal"]) is not None
+    monkeypatch.setattr(module, "BUDGET", 2)  # figure1's trees hold more flows and deliveries than that
+    assert surplus_values(scenario, plans["ideal"]) is None
+    expected = expected_results(scenario)
+    entries = {
+        n: strategy_entry(scenario, run_local(scenario, p), expected, surplus_values(scenario, p))
+        for n, p in plans.items()
+    }
+    report = assemble_report(scenario, entries, "local")
+    assert all("gap_to_ideal" not in e for e in report["strategies"].values())
+    assert all("attribute_surplus_bytes" not in s for e in entries.values() for s in e["streams"])
