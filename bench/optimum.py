@@ -115,13 +115,13 @@ def least_tree_bytes(
 def optimum_bytes(scenario, expected, network) -> dict[str, int]:
     """Per stream, the least backbone bytes any plan carries over the run (module docstring)."""
     directions = tuple(network.directions)
+    per_stream = needs_per_tuple(scenario, expected)
     found = {}
     for stream in scenario.streams:
         source = scenario.home(stream.source)
-        per_needs = needs_per_tuple(scenario, expected)[stream.id]
         found[stream.id] = sum(
             count * least_tree_bytes(directions, source, needs, scenario.header_bytes)
-            for needs, count in per_needs.items()
+            for needs, count in per_stream[stream.id].items()
         )
     return found
 

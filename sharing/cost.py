@@ -27,7 +27,7 @@ selectivity, so a branch from super-peer ``v`` to the subscriber's super-peer ad
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from functools import partial
 
 import numpy as np
@@ -146,11 +146,10 @@ class CostModel:
 
     def outside_lower_bound(self, stream: str, box: Box, near: list[Box]) -> float:
         """A lower bound of P(``box`` and none of ``near``): ``sel(box) - sum sel(box AND b)``, or 0."""
-        dists = self._distributions[stream]
         bound = self.box_probability(stream, box)
         box = self._known(stream, box)
         for other in near:
-            bound -= _overlap_probability(dists, box, other)
+            bound -= self._overlap(stream, box, self._known(stream, other))
             if bound <= 0.0:
                 return 0.0
         return bound
@@ -283,22 +282,6 @@ _SCAN_BELOW = 12  # below this many boxes a plain loop beats building numpy mask
 def _touch(a: Interval, b: Interval) -> bool:
     """The closures of ``a`` and ``b`` meet (the filter's test: open ends count as closed)."""
     return a.lo <= b.hi and b.lo <= a.hi
-
-
-def _overlap_probability(dists: Mapping[str, Distribution], box: Box, other: Box) -> float:
-    """P(a tuple lies in ``box`` and in ``other``), without building their intersection; dimensions
-    of ``other`` without a distribution are left out (unconstrained)."""
-    p = 1.0
-    rest = dict(other.items())
-    for d, iv in box.items():
-        both = rest.pop(d, None)
-        p *= dists[d].prob(iv if both is None else iv.intersect(both))
-        if p == 0.0:
-            return 0.0
-    for d, iv in rest.items():
-        if d in dists:
-            p *= dists[d].prob(iv)
-    return p
 
 
 def _hull(lo: np.ndarray, hi: np.ndarray, dims: tuple[str, ...]) -> dict[str, tuple[float, float]]:
