@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SCENARIO ?= topologies/figure1.yaml
 
-.PHONY: venv run test test-slow lint system clean
+.PHONY: venv run test test-slow test-ns3 lint system clean
 
 venv: $(VENV)/.installed
 
@@ -36,6 +36,12 @@ test: venv system lint
 # Long suites (Spark standalone cluster, broker restarts); CI runs them after `make test`.
 test-slow: venv system
 	$(PY) -m pytest -m slow; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
+
+# The link model against ns-3, copy by copy (tests/validation): installs the `ns3` package (about 500 MB
+# unpacked) into .venv first.  Also part of `make test-slow` when the package is there.
+test-ns3: venv
+	$(PY) -m pip install --quiet ns3==3.44.post0
+	$(PY) -m pytest -m slow tests/validation
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache .hypothesis

@@ -1,61 +1,70 @@
 """The FIFO link queues of a whole run, solved window by window and link direction by link direction.
 
-The simulator's model (docs/ARCHITECTURE.md): time is cut into windows of emission time.  A link direction
-serves the tuples of window ``w`` after those of window ``w - 1``; within a window, in exact FIFO order of
-arrival (ties by channel number, then tuple index); a tuple of ``b`` bytes leaves the sender at
-``max(arrival, link free) + 8 b / bandwidth`` and reaches the far end ``latency`` seconds later.
+The simulator's model (docs/ACCOUNTING.md, "The link model"): each link direction serves its copies first
+in, first out, by the link rule (network/linkrule.py), in integer ticks.  Copies reaching one queue on the
+same tick are served by channel number, then tuple index.  Time is cut into windows of emission time; a
+window is a unit of work, never of semantics: the results are the same whatever the windows.
 
 **Dependency order.**  A tuple's arrival at a link is its departure from the link before on its path (plus
 that link's latency), so links are solved in an order where every link comes after the links feeding it:
 the *dependency graph* has an edge ``a -> b`` when some channel crosses ``b`` right after ``a`` (along its
 route, or at the node where it is read from its parent).  The graph is built once for the run from the
-channels' routes.  Each link direction gets a *level* (the longest chain of links feeding it), and a
-window is solved link by link in (level, link) order, in one compiled pass (:func:`solve_window`).
+channels' routes, and a window is solved group by group in one compiled pass (:func:`solve_window`): a
+group is one link direction (its channels' arrivals merged, then one FIFO pass), or the links of a cycle.
 
-**Cycles.**  Streams from different sources sharing links around a ring can make the graph cyclic.  The
-edges closing a cycle (the back edges of a depth-first search over sorted link ids) are cut: a tuple that
-crossed ``k`` of them is in *round* ``k``.  Round 0 is served as above; round ``k > 0`` at a link is served
-after the window's earlier rounds there, in the gaps they left: a tuple starts at its arrival unless the
-link is busy then, and never delays a tuple already served (where tuples do not contend, that is the
-per-tuple event simulation's time).  So the solve is: for each round, for each level, for each link, one
-merge of its channels' arrivals and one FIFO pass.  Without buffers, counts and deliveries never depend on
-any of this: only times do.
+**Cycles.**  Streams from different sources sharing links around a ring make the graph cyclic: a copy
+crossing one link of a strongly connected component may come back to another.  Such a component's links
+form one group, solved event by event: every copy whose arrival is known waits in one heap keyed (arrival,
+channel, tuple), the earliest is served at its link, and its departure makes the arrivals that follow from
+it known.  So each link of the cycle serves its copies in the order of their arrivals, exactly as a link
+outside any cycle does.
 
-**Buffers.**  A link direction with a finite buffer (bytes) drops at the tail: a tuple arriving at ``a`` is
-admitted when its bytes and those of the tuples admitted before it that have not started on the wire by
-``a`` fit the buffer (:func:`admit`; those tuples wait in the direction's *ring*, by start time).  A
-dropped tuple's row departs at NaN, and so does every row after it (its next hops, what reads it further
-on).  Rings carry over from window to window (:class:`QueueState`), so which tuples are dropped is the
-same whatever the windows or chunks of the run.  A later round's tuple is admitted against the ring as
-the window's earlier rounds at that link left it (like its service in their gaps, an approximation where
-rounds contend; the same in every engine).
+**Horizon.**  A window's tuples are emitted before its end, and so are all tuples before them; a later
+window's tuples are emitted from its end on and reach no link earlier.  So at each link a window serves the
+copies arriving before its end (its *horizon*) and holds back the rest (:data:`DEFER`), with everything
+downstream of them: they are served in the next window, in arrival order among its own copies
+(:class:`Pending`, carried from window to window in :class:`~network.buffers.QueueState`).  The last window
+of the run holds back nothing.  Every link thus serves every copy in the order of arrival over the whole
+run, whatever the windows.
 
-**Failures** (docs/DYNAMICS.md).  A link direction may be down over intervals ``[fail, recover)``.  A tuple
-reaching its queue at ``a`` and the far end at ``d`` is lost iff one of them has ``fail <= d`` and
-``recover > a``: it arrived while the direction was down (then it never takes the wire, nor a place in the
-buffer), or it was queued, on the wire or on its way at the failure.  A failure empties the queue: a lost
-tuple holds the wire at most until the failure and leaves the buffer by then, so the wire is free again
-from the failure (or from the last departure before it, never earlier: where windows interleave, above)
-and the first tuple after the recovery finds an empty queue.  A lost tuple's row departs
-at NaN like a dropped one (it crosses nothing and lands nowhere; it counts in the offered load), and so
-does every row after it; a flag per row tells lost from dropped for the deliveries.  Arrivals ascend
-within a link's group, so one cursor walks its intervals; a link never down costs one comparison per
-tuple, a run without failures no more.  In a later round, a tuple lost at a failure held no gap in the
-earlier rounds' service (only the tuples that crossed did), the approximation of the rounds again.
+**Buffers.**  A link direction with a finite buffer drops at the tail (the link rule; the copies waiting
+are kept in the direction's *ring*, by start time).  A dropped copy's row departs at :data:`NONE`, and so
+does every row after it (its next hops, what reads it further on).  Rings carry over from window to window
+(:class:`~network.buffers.QueueState`).
 
-The same segments (a channel at one hop: link, round, level, its tuples' arrivals) are what a distributed
-engine partitions by link direction: the solve of one level needs only the departures of lower levels.
+**Failures** (docs/DYNAMICS.md).  A link direction may be down over intervals ``[fail, recover)``; the link
+rule loses a copy reaching the queue while the direction is down, or queued, on the wire or on its way at
+a failure, and the failure empties the queue.  A lost copy's row departs at :data:`NONE` like a dropped
+one, and so does every row after it; a flag per row tells lost from dropped for the deliveries.  Arrivals
+ascend at each link, so one cursor walks its intervals; a link never down costs one comparison per tuple.
+
+The same segments (a channel at one hop: link, group, its tuples' arrivals) are what a distributed engine
+partitions by link direction: the solve of one group needs only the departures of the groups before it.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from network.buffers import QueueState, admit, enqueue
+from network.buffers import NEVER, QueueState
+from network.linkrule import (
+    CARRIED,
+    DROPPED,
+    FULL,
+    NONE,
+    TICKS,
+    cross,
+    down_at,
+    service,
+    to_seconds,
+    to_ticks,
+)
 from network.meter import Direction, TrafficMeter
 from topologies.errors import EmulatorError
 
@@ -88,6 +97,171 @@ class Blocks:
     count: np.ndarray
 
 
+DEFER = np.int64(-3)  # a row held back to the next window: its arrival is at or past the window's horizon
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The copies in flight at a window's horizon (module docstring, "Horizon"): the tuples (as
+    :class:`Blocks`, each channel's in index order) with a row held back, and their ancestors along the
+    channels they are read off; per row of their layout the departure found so far (:data:`DEFER`: held
+    back, solved in the next window) and whether it was lost."""
+
+    blocks: Blocks
+    departures: np.ndarray
+    lost: np.ndarray
+
+    def same(self, other: Pending | None) -> bool:
+        """Whether both hold the same copies with the same departures."""
+        if other is None:
+            return False
+        a, b = self.blocks, other.blocks
+        return all(
+            np.array_equal(x, y)
+            for x, y in (
+                (a.first, b.first), (a.count, b.count), (a.indices, b.indices), (a.emitted, b.emitted),
+                (a.parents, b.parents), (a.wire, b.wire), (self.departures, other.departures),
+                (self.lost, other.lost),
+            )
+        )  # fmt: skip
+
+
+def _row_bases(count, hops):
+    """Per channel, where its rows start in a window's layout (-1: no tuples)."""
+    sizes = count * hops
+    bases = np.cumsum(sizes) - sizes
+    return np.where(count > 0, bases, -1)
+
+
+@njit(cache=True)
+def _merged(p_first, p_count, p_indices, p_emitted, p_parents, p_wire, first, count, indices, emitted, parents, wire,
+            ch_parent):  # fmt: skip
+    """The pending copies (``p_``) and a window's tuples as one window's arrays: per channel the pending
+    ones first (their indices are the lower), parents renumbered."""
+    n_ch = len(count)
+    m_count = p_count + count
+    m_first = np.full(n_ch, -1, np.int64)
+    total = 0
+    for c in range(n_ch):
+        if m_count[c] > 0:
+            m_first[c] = total
+            total += m_count[c]
+    m_indices = np.empty(total, indices.dtype)
+    m_emitted = np.empty(total, emitted.dtype)
+    m_parents = np.empty(total, parents.dtype)
+    m_wire = np.empty(total, wire.dtype)
+    for c in range(n_ch):
+        if m_count[c] == 0:
+            continue
+        o = m_first[c]
+        for j in range(p_count[c]):
+            e = p_first[c] + j
+            m_indices[o + j], m_emitted[o + j], m_parents[o + j], m_wire[o + j] = (
+                p_indices[e], p_emitted[e], p_parents[e], p_wire[e]
+            )  # fmt: skip
+        shift = p_count[ch_parent[c]] if ch_parent[c] >= 0 else 0
+        for j in range(count[c]):
+            e = first[c] + j
+            q = o + p_count[c] + j
+            m_indices[q], m_emitted[q], m_wire[q] = indices[e], emitted[e], wire[e]
+            m_parents[q] = parents[e] + shift if parents[e] >= 0 else -1
+    return m_first, m_count, m_indices, m_emitted, m_parents, m_wire
+
+
+@njit(cache=True, inline="always")
+def _earlier(window, c, h, j):
+    """Where the row of channel ``c``'s ``j``-th tuple at hop ``h`` was solved in an earlier window: its
+    place in ``window.pending_departures``, or -1 (this window solves it)."""
+    held = window.pending_count[c]
+    if j >= held:
+        return -1
+    at = window.pending_base[c] + h * held + j
+    return -1 if window.pending_departures[at] == DEFER else at
+
+
+@njit(cache=True)
+def _counted_seconds(departures, window, seg, hop_start):
+    """The departures as the meter counts them (seconds; NaN for what crossed nothing in this window: a
+    copy dropped, lost or held back, and the rows an earlier window solved and counted)."""
+    out = np.empty(len(departures))
+    for i in range(len(departures)):
+        out[i] = departures[i] / TICKS if departures[i] >= 0 else np.nan
+    for c in range(len(window.pending_count)):
+        held, n = window.pending_count[c], window.count[c]
+        for h in range(hop_start[c + 1] - hop_start[c] if held else 0):
+            for j in range(held):
+                if _earlier(window, c, h, j) >= 0:
+                    out[seg.row_base[c] + h * n + j] = np.nan
+    return out
+
+
+@njit(cache=True)
+def _carried(first, count, parents, hop_start, ch_parent, row_base, departures):
+    """Per tuple of a solved window, whether it stays in flight: a row of it held back, or a tuple read
+    off it stays (channels are numbered parents first, so one backward pass closes over ancestors)."""
+    keep = np.zeros(len(parents), np.bool_)
+    for c in range(len(count) - 1, -1, -1):
+        n = count[c]
+        if n == 0:
+            continue
+        hops = hop_start[c + 1] - hop_start[c]
+        for j in range(n):
+            e = first[c] + j
+            if not keep[e]:
+                for h in range(hops):
+                    if departures[row_base[c] + h * n + j] == DEFER:
+                        keep[e] = True
+                        break
+            if keep[e] and ch_parent[c] >= 0:
+                keep[first[ch_parent[c]] + parents[e]] = True
+    return keep
+
+
+@njit(cache=True)
+def _kept(keep, first, count, parents, hop_start, ch_parent, row_base, departures, lost):
+    """The tuples ``keep`` marks, as the arrays of a :class:`Pending`: per channel in index order, parents
+    renumbered among the kept ones, and their rows' departures and lost flags."""
+    n_ch = len(count)
+    position = np.full(len(keep), -1, np.int64)
+    k_count = np.zeros(n_ch, np.int64)
+    k_first = np.full(n_ch, -1, np.int64)
+    total = 0
+    rows = 0
+    for c in range(n_ch):
+        for j in range(count[c]):
+            if keep[first[c] + j]:
+                position[first[c] + j] = k_count[c]
+                k_count[c] += 1
+        if k_count[c] > 0:
+            k_first[c] = total
+            total += k_count[c]
+            rows += k_count[c] * (hop_start[c + 1] - hop_start[c])
+    take = np.empty(total, np.int64)
+    k_parents = np.empty(total, np.int64)
+    k_departures = np.empty(rows, np.int64)
+    k_lost = np.zeros(rows if len(lost) > 0 else 0, np.bool_)
+    base = 0
+    for c in range(n_ch):
+        kc = k_count[c]
+        if kc == 0:
+            continue
+        hops = hop_start[c + 1] - hop_start[c]
+        n = count[c]
+        for j in range(n):
+            e = first[c] + j
+            if not keep[e]:
+                continue
+            q = position[e]
+            take[k_first[c] + q] = e
+            k_parents[k_first[c] + q] = position[first[ch_parent[c]] + parents[e]] if parents[e] >= 0 else -1
+            for h in range(hops):
+                k_departures[base + h * kc + q] = departures[row_base[c] + h * n + j]
+                if len(lost) > 0:
+                    k_lost[base + h * kc + q] = lost[row_base[c] + h * n + j]
+        base += kc * hops
+    return k_first, k_count, take, k_parents, k_departures, k_lost
+
+
 class Queues:
     """Every link direction's FIFO over the run, for the channels ``routes`` (numbered by position, each
     parent before its children); :meth:`serve` solves one window and records it in ``meter``.
@@ -110,23 +284,29 @@ class Queues:
         self.directions = sorted(links)
         ids = {d: i for i, d in enumerate(self.directions)}
         spans = [list((down or {}).get(d, ())) for d in self.directions]
-        self.down_first = np.cumsum([0] + [len(s) for s in spans]).astype(np.int64)
-        self.down_start = np.array([f for s in spans for f, _ in s], dtype=np.float64)
-        self.down_end = np.array([r for s in spans for _, r in s], dtype=np.float64)
-        self.failures = len(self.down_start) > 0
-        self.bandwidth = np.array([links[d][0] for d in self.directions], dtype=np.float64)
-        self.latency = np.array([links[d][1] for d in self.directions], dtype=np.float64)
-        self.buffer = np.array([(*links[d], np.inf)[2] for d in self.directions], dtype=np.float64)
-        buffered = np.flatnonzero(np.isfinite(self.buffer))
-        self.ring_of = np.full(len(self.directions), -1, np.int64)
-        self.ring_of[buffered] = np.arange(len(buffered))
+        self.failures = any(spans)
+        latency = np.array([links[d][1] for d in self.directions], dtype=np.float64)
+        buffer = np.array([(*links[d], np.inf)[2] for d in self.directions], dtype=np.float64)
+        self.latency = latency  # seconds, for the meter
+        buffered = np.flatnonzero(np.isfinite(buffer))
+        ring_of = np.full(len(self.directions), -1, np.int64)
+        ring_of[buffered] = np.arange(len(buffered))
+        self.links = Links(
+            np.array([links[d][0] for d in self.directions], dtype=np.float64),
+            to_ticks(latency),
+            np.array([int(b) if np.isfinite(b) else NEVER for b in buffer], dtype=np.int64),
+            ring_of,
+            np.cumsum([0] + [len(s) for s in spans]).astype(np.int64),
+            to_ticks(np.array([f for s in spans for f, _ in s], dtype=np.float64)),
+            to_ticks(np.array([r for s in spans for _, r in s], dtype=np.float64)),
+        )
         # a ring holds the tuples admitted but not yet on the wire: at most buffer / smallest of them, and
         # it grows to that only when they come (serve widens the rings when one is full)
-        bound = int(np.floor(self.buffer[buffered].max() / max(1, smallest))) + 1 if len(buffered) else 1
+        bound = int(np.floor(buffer[buffered].max() / max(1, smallest))) + 1 if len(buffered) else 1
         self.ring_size = min(bound, 64)
         self.meter = meter
         self.routes = list(routes)
-        self.busy = np.zeros(len(self.directions))
+        self.busy = np.zeros(len(self.directions), np.int64)
         n = len(self.routes)
         # plain lists while building: indexing numpy arrays one scalar at a time costs more than the work
         hop_start = [0]
@@ -151,28 +331,15 @@ class Queues:
             hop_start.append(len(hop_link))
         self.hop_start = np.array(hop_start, dtype=np.int64)
         self.hop_link = np.array(hop_link, dtype=np.int64)
-        back = cycle_closing_edges(edges)
-        level = _levels(len(self.directions), edges - back)
-        # the round of each (channel, hop): cycle-closing edges crossed up to it
-        hop_round = [0] * len(hop_link)
-        round_in = [0] * n
-        for c, route in enumerate(self.routes):
-            if route.parent >= 0:
-                p = route.parent
-                round_in[c] = hop_round[hop_start[p] + route.tap - 1] if route.tap >= 1 else round_in[p]
-            previous, r = inbound[c], round_in[c]
-            for h in range(hop_start[c], hop_start[c + 1]):
-                r += (previous, hop_link[h]) in back
-                hop_round[h] = r
-                previous = hop_link[h]
-        self.hop_round = np.array(hop_round, dtype=np.int64)
-        self.rounds = max(hop_round, default=0) + 1
-        # links in serving order: by level, then id; a window is solved group by group, a group being one
-        # link in one round, in the order (round, level, link)
-        self.rank = np.empty(len(self.directions), dtype=np.int64)
-        self.rank[np.lexsort((np.arange(len(self.directions)), level))] = np.arange(len(self.directions))
-        self.parent = np.array([r.parent for r in self.routes], dtype=np.int64)
-        self.tap = np.array([r.tap for r in self.routes], dtype=np.int64)
+        group, cyclic = serving_groups(len(self.directions), edges)
+        self.layout = Layout(
+            self.hop_start,
+            self.hop_link,
+            np.array([r.parent for r in self.routes], dtype=np.int64),
+            np.array([r.tap for r in self.routes], dtype=np.int64),
+            group,
+            cyclic,
+        )
         number = {s: k for k, s in enumerate(meter.subscriptions)}
         self.sink = np.array([-1 if r.sink is None else number[r.sink] for r in self.routes], dtype=np.int64)
         streams = {s: k for k, s in enumerate(meter.streams)}
@@ -182,101 +349,87 @@ class Queues:
 
     def free(self) -> QueueState:
         """Every link free and no tuple waiting: the state a run starts from."""
-        rings = len(np.flatnonzero(self.ring_of >= 0))
+        rings = len(np.flatnonzero(self.links.ring_of >= 0))
         return QueueState(
-            np.zeros(len(self.directions)),
-            self.ring_of.copy(),
-            np.zeros((rings, self.ring_size)),
-            np.zeros((rings, self.ring_size)),
+            np.zeros(len(self.directions), np.int64),
+            self.links.ring_of.copy(),
+            np.zeros((rings, self.ring_size), np.int64),
+            np.zeros((rings, self.ring_size), np.int64),
             np.zeros(rings, np.int64),
             np.zeros(rings, np.int64),
-            np.zeros(rings),
+            np.zeros(rings, np.int64),
         )
 
     def state(self) -> QueueState:
         """Where the queues stand now (a copy)."""
         return QueueState(
             self.busy.copy(),
-            self.ring_of.copy(),
+            self.links.ring_of.copy(),
             self.ring_start.copy(),
             self.ring_bytes.copy(),
             self.ring_head.copy(),
             self.ring_count.copy(),
             self.ring_waiting.copy(),
+            self.pending,  # never changed in place: a window makes a new one
         )
 
     def restart(self, meter: TrafficMeter, state: QueueState) -> None:
         """Continue the run from ``state`` (:meth:`state`, :meth:`free`, or a guess), ``meter`` counting what
         follows.  :attr:`first_arrival` then records, per link, the earliest arrival in the first window
-        that uses it (``inf``: none yet): a run restarted from a guessed state gives the same times as from
+        that uses it (:data:`NEVER`: none yet): a run restarted from a guessed state gives the same times as from
         the true one when, at that link, the true one is free no later than that (every tuple's service
         starts at its arrival either way, and no tuple is left waiting in its buffer; so every departure,
         drop and arrival after it is the same; docs/SPARK.md)."""
         self.meter = meter
         self._restore(state)
-        self.first_arrival = np.full(len(self.directions), np.inf)
+        self.pending = state.pending
+        self.first_arrival = np.full(len(self.directions), NEVER, np.int64)
         self._told = np.zeros(len(self.routes), dtype=np.bool_)  # the meter knows what its deliveries carry
 
     def _restore(self, state: QueueState) -> None:
         """Take ``state``'s busy times and rings (copies)."""
-        self.busy = np.array(state.busy, dtype=np.float64)
+        self.busy = np.array(state.busy, dtype=np.int64)
         self.ring_start, self.ring_bytes = state.ring_start.copy(), state.ring_bytes.copy()
         self.ring_head, self.ring_count = state.ring_head.copy(), state.ring_count.copy()
         self.ring_waiting = state.ring_waiting.copy()
 
-    def serve(self, blocks: Blocks) -> None:
-        """Move the window's tuples over their links and record traffic and deliveries in the meter."""
+    def serve(self, blocks: Blocks, horizon: int = NEVER) -> None:
+        """Move the window's tuples, and the copies held back from the windows before, over their links up
+        to ``horizon`` (ticks: the window's end; :data:`NEVER` for the run's last), and record traffic and
+        deliveries in the meter; the copies reaching a link from the horizon on are held back for the next
+        window (module docstring, "Horizon")."""
         saved = self.state() if len(self.ring_count) else None
+        blocks, window = self._window(blocks, horizon)
         while True:
-            arrival_min = np.full(len(self.directions), np.inf)
-            drops = np.zeros(len(self.directions), np.int64)
-            losses = np.zeros(len(self.directions), np.int64)
-            departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, lost, full = solve_window(
-                blocks.first,
-                blocks.count,
-                self.hop_start,
-                self.hop_link,
-                self.hop_round,
-                self.parent,
-                self.tap,
-                self.rank,
-                self.rounds,
-                self.bandwidth,
-                self.latency,
-                self.busy,
-                blocks.emitted,
-                blocks.parents,
-                blocks.wire,
-                arrival_min,
-                self.buffer,
-                self.ring_of,
-                self.ring_start,
-                self.ring_bytes,
-                self.ring_head,
-                self.ring_count,
-                self.ring_waiting,
-                drops,
-                self.down_first,
-                self.down_start,
-                self.down_end,
-                losses,
+            tally = Tally(
+                np.zeros(len(self.directions), np.int64),
+                np.zeros(len(self.directions), np.int64),
+                np.full(len(self.directions), NEVER, np.int64),
+                np.zeros(1, np.int64),
             )
+            rings = (self.ring_start, self.ring_bytes, self.ring_head, self.ring_count, self.ring_waiting)
+            solved = solve_window(window, self.layout, self.links, self.busy, rings, tally)
+            departures, arrivals, seg, lost, full = solved
             if full < 0:
                 break
             # a ring outgrew its places: twice as many for every ring, and the window again from the start
             assert saved is not None
             self._restore(saved.widened(2 * saved.ring_start.shape[1]))
             saved = self.state()
-        fresh = np.isinf(self.first_arrival)
+        self.pending = self._held_back(blocks, seg, departures, lost) if tally.held[0] else None
+        arrival_min = tally.arrival_min
+        fresh = self.first_arrival == NEVER
         self.first_arrival[fresh] = arrival_min[fresh]
         present = np.flatnonzero(blocks.count > 0)  # the segments are each present channel's hops, in order
         streams = np.repeat(self.stream[present], self.hops[present])
+        # the rows solved in an earlier window were counted then, those held back are counted in a later one
+        counted = _counted_seconds(departures, window, seg, self.hop_start)
         self.meter.cross_runs(
-            self.directions, seg_link, seg_row, seg_count, seg_tuple, blocks.wire, departures, self.latency, arrivals,
-            streams,
+            self.directions, seg.link, seg.row, seg.count, seg.tuple, blocks.wire, counted, self.latency,
+            to_seconds(arrivals), streams,
         )  # fmt: skip
-        self.meter.dropped_at(drops)
-        self.meter.lost_at(losses)
+        self.meter.dropped_at(tally.drops)
+        self.meter.lost_at(tally.losses)
         sinks = np.flatnonzero((self.sink >= 0) & (blocks.count > 0))
         if not len(sinks):
             return
@@ -287,12 +440,68 @@ class Queues:
         count = blocks.count[sinks]
         offsets = np.concatenate([[0], np.cumsum(count)[:-1]])
         within = np.arange(int(count.sum())) - np.repeat(offsets, count)
-        rows = np.repeat(row_base[sinks], count) + within
+        rows = np.repeat(seg.row_base[sinks], count) + within
         tuples = np.repeat(blocks.first[sinks], count) + within
-        arrival = departures[rows] + np.repeat(self.latency[self.hop_link[self.hop_start[sinks]]], count)
+        owners = self.sink[sinks]
+        departed = departures[rows]
+        arrival = departed + np.repeat(self.links.latency[self.hop_link[self.hop_start[sinks]]], count)
+        # delivered (or dropped, or lost) in this window; a delivery channel has one hop, so a copy of it held
+        # back before was held back there and is solved now
+        now = departed != DEFER
+        if not now.all():
+            owners, count = np.repeat(owners, count)[now], np.ones(int(now.sum()), np.int64)
+            rows, tuples, departed, arrival = rows[now], tuples[now], departed[now], arrival[now]
+        latency = np.where(departed >= 0, (arrival - window.emitted[tuples]) / TICKS, np.nan)
         if self.failures:  # a copy lost at a failure arrives at -inf (a dropped one at NaN)
-            arrival[lost[rows]] = -np.inf
-        self.meter.deliver_many(self.sink[sinks], count, blocks.indices[tuples], arrival - blocks.emitted[tuples])
+            latency[lost[rows]] = -np.inf
+        self.meter.deliver_many(owners, count, blocks.indices[tuples], latency)
+
+    def _window(self, blocks: Blocks, horizon: int) -> tuple[Blocks, Window]:
+        """The window's tuples with the copies held back before (each channel's first), and the window as
+        the kernel takes it."""
+        n_ch = len(blocks.count)
+        held, base = np.zeros(n_ch, np.int64), np.zeros(n_ch, np.int64)
+        departures, lost = np.zeros(0, np.int64), np.zeros(0, np.bool_)
+        if self.pending is not None:
+            p = self.pending.blocks
+            first, count, indices, emitted, parents, wire = _merged(
+                p.first, p.count, p.indices, p.emitted, p.parents, p.wire,
+                blocks.first, blocks.count, blocks.indices, blocks.emitted, blocks.parents, blocks.wire,
+                self.layout.parent,
+            )  # fmt: skip
+            blocks = Blocks(indices, emitted, parents, wire, first, count)
+            held = p.count
+            base = np.maximum(_row_bases(p.count, self.hops), 0)
+            departures, lost = self.pending.departures, self.pending.lost
+        window = Window(
+            blocks.first, blocks.count, to_ticks(blocks.emitted), blocks.parents, np.asarray(blocks.wire, np.int64),
+            horizon, held, base, departures, lost,
+        )  # fmt: skip
+        return blocks, window
+
+    def _held_back(self, blocks: Blocks, seg: Segments, departures: np.ndarray, lost: np.ndarray) -> Pending:
+        """The copies a solved window held back, with what they are read off (:class:`Pending`)."""
+        keep = _carried(blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent,
+                        seg.row_base, departures)  # fmt: skip
+        first, count, take, parents, held, held_lost = _kept(
+            keep, blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent, seg.row_base,
+            departures, lost,
+        )  # fmt: skip
+        kept = Blocks(blocks.indices[take], blocks.emitted[take], parents, blocks.wire[take], first, count)
+        return Pending(kept, held, held_lost)
+
+    def in_flight(self) -> tuple[np.ndarray, np.ndarray]:
+        """The copies on their way to a subscription that the last window held back: subscription numbers
+        (the meter's) and tuple indices."""
+        if self.pending is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        p = self.pending.blocks
+        sinks = np.flatnonzero((self.sink >= 0) & (p.count > 0))
+        if not len(sinks):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        owners = np.repeat(self.sink[sinks], p.count[sinks])
+        at = np.concatenate([np.arange(f, f + n) for f, n in zip(p.first[sinks], p.count[sinks], strict=True)])
+        return owners, p.indices[at]
 
 
 @njit(cache=True)
@@ -339,128 +548,198 @@ def _merge_runs(keys, rows, buffer_keys, buffer_rows):
         rows[:] = src_r
 
 
-@njit(cache=True)
-def _gap_serve(arrival, service, busy_until, starts, ends, out):
-    """Serve in the given order, each tuple in the first gap of the intervals ``starts``/``ends`` (sorted
-    by start, disjoint) at or after its arrival and the previous departure that holds its service; nothing
-    before ``busy_until`` (tests compare it to a plain first fit).  The time each tuple is ready (its
-    arrival, or the previous departure if later) never decreases, so one cursor walks the intervals once."""
-    previous = busy_until
-    i = 0
-    for j in range(len(arrival)):
-        previous, i = _gap_next(arrival[j] if arrival[j] > previous else previous, service[j], starts, ends, i)
-        out[j] = previous
+class Links(NamedTuple):
+    """The link directions as the kernels take them (by number): bandwidth (bit/s), latency (ticks),
+    buffer (bytes; :data:`NEVER`: none) and its ring (-1: none), and the down intervals of direction ``k``,
+    ``down_first[k] .. down_first[k + 1] - 1`` of ``down_start``/``down_end`` (ticks, disjoint,
+    ascending)."""
+
+    bandwidth: np.ndarray
+    latency: np.ndarray
+    buffer: np.ndarray
+    ring_of: np.ndarray
+    down_first: np.ndarray
+    down_start: np.ndarray
+    down_end: np.ndarray
+
+
+class Layout(NamedTuple):
+    """The channels' routes as the kernels take them: channel ``c`` crosses links ``hop_link[hop_start[c] ..
+    hop_start[c + 1] - 1]``; it is read off channel ``parent[c]`` at position ``tap[c]`` (-1: emitted).
+    Links are solved group by group in serving order (:func:`serving_groups`): link ``k`` in group
+    ``group[k]``, a group being one link, or the links of a cycle of dependencies (``cyclic[g]``)."""
+
+    hop_start: np.ndarray
+    hop_link: np.ndarray
+    parent: np.ndarray
+    tap: np.ndarray
+    group: np.ndarray
+    cyclic: np.ndarray
+
+
+class Window(NamedTuple):
+    """One window's tuples as the kernel takes them (:class:`Blocks`, times in ticks, bytes as integers) and
+    its horizon (ticks: arrivals from it on are held back).  Each channel's first ``pending_count[c]``
+    tuples are copies held back before (:class:`Pending`): the departures found for their rows then, hop
+    ``h`` of the ``j``-th at ``pending_departures[pending_base[c] + h * pending_count[c] + j]``
+    (:data:`DEFER`: this window solves it), and whether they were lost (empty: no link is ever down)."""
+
+    first: np.ndarray
+    count: np.ndarray
+    emitted: np.ndarray
+    parents: np.ndarray
+    wire: np.ndarray
+    horizon: int
+    pending_count: np.ndarray
+    pending_base: np.ndarray
+    pending_departures: np.ndarray
+    pending_lost: np.ndarray
+
+
+class Tally(NamedTuple):
+    """What a window's solve counts per link direction: copies dropped, copies lost, the earliest arrival
+    (ticks; :data:`NEVER`: none); and how many copies it held back at the horizon."""
+
+    drops: np.ndarray
+    losses: np.ndarray
+    arrival_min: np.ndarray
+    held: np.ndarray  # one number: the copies held back at the horizon
 
 
 @njit(cache=True)
-def _gap_next(t, service, starts, ends, i):
-    """The departure of a tuple ready at ``t`` served in the first gap that holds ``service``, and the
-    cursor for the next tuple: the intervals before ``i`` end no later than ``t`` (ends ascend, as the
-    intervals are disjoint and sorted by start)."""
-    while i < len(ends) and ends[i] <= t:
-        i += 1
-    while i < len(starts) and starts[i] < t + service:
-        if ends[i] > t:
-            t = ends[i]
-        i += 1
-    return t + service, i
+def _merge_runs(keys, rows, buffer_keys, buffer_rows):
+    """Sort ``rows`` by ``keys`` (both in place), stably, merging the ascending runs they already hold."""
+    n = len(keys)
+    starts = [0]
+    for i in range(1, n):
+        if keys[i] < keys[i - 1]:
+            starts.append(i)
+    if len(starts) == 1:
+        return
+    starts.append(n)
+    src_k, src_r, dst_k, dst_r = keys, rows, buffer_keys[:n], buffer_rows[:n]
+    in_place = True
+    while len(starts) > 2:
+        merged = [0]
+        for q in range(0, len(starts) - 1, 2):
+            lo, mid = starts[q], starts[q + 1]
+            hi = starts[q + 2] if q + 2 < len(starts) else mid
+            i, j, o = lo, mid, lo
+            while i < mid and j < hi:
+                if src_k[j] < src_k[i]:  # ties take the left run: stable
+                    dst_k[o], dst_r[o] = src_k[j], src_r[j]
+                    j += 1
+                else:
+                    dst_k[o], dst_r[o] = src_k[i], src_r[i]
+                    i += 1
+                o += 1
+            while i < mid:
+                dst_k[o], dst_r[o] = src_k[i], src_r[i]
+                i += 1
+                o += 1
+            while j < hi:
+                dst_k[o], dst_r[o] = src_k[j], src_r[j]
+                j += 1
+                o += 1
+            merged.append(hi)
+        starts = merged
+        src_k, src_r, dst_k, dst_r = dst_k, dst_r, src_k, src_r
+        in_place = not in_place
+    if not in_place:
+        keys[:] = src_k
+        rows[:] = src_r
+
+
+class Picked(NamedTuple):
+    """The copies reaching one link in a window: arrival ticks ascending (``keys``), and per copy in the
+    order they were gathered its row and tuple; ``picks[i]`` is where the ``i``-th arrival was gathered."""
+
+    keys: np.ndarray
+    rows: np.ndarray
+    tuples: np.ndarray
+    picks: np.ndarray
+
+
+class Rows(NamedTuple):
+    """What a window's solve gives every row: its departure and its arrival at its link's queue (ticks;
+    :data:`NONE`: dropped or lost before or there), and whether it was lost rather than dropped (empty
+    when no link is ever down)."""
+
+    departures: np.ndarray
+    arrivals: np.ndarray
+    lost: np.ndarray
+
+
+class Segments(NamedTuple):
+    """A window's rows: a *segment* is one channel at one hop, its tuples crossing one link in index order
+    as rows ``row .. row + count - 1`` (hop ``h`` of channel ``c``'s ``j``-th tuple is row ``row_base[c] +
+    h * count + j``).  Segments are numbered channel by channel; ``order`` lists them by group (serving
+    order, :class:`Layout`), each group's in channel order, ``seg_groups``/``groups`` where each group's
+    segments and rows start; ``before`` is the link of the hop before (-1: the channel's first), ``start`` per tuple
+    the row it reaches its channel's first node by (-1: emitted there) and ``start_link`` that row's link."""
+
+    row_base: np.ndarray
+    link: np.ndarray
+    row: np.ndarray
+    count: np.ndarray
+    tuple: np.ndarray
+    channel: np.ndarray
+    before: np.ndarray
+    order: np.ndarray
+    groups: np.ndarray
+    seg_groups: np.ndarray
+    start: np.ndarray
+    start_link: np.ndarray
+    rows: int
+    widest: int
 
 
 @njit(cache=True)
-def _lost_at(fail, begin, done):
-    """A tuple caught by a failure at ``fail`` (it would have started on the wire at ``begin`` and left it at
-    ``done``): when it stops waiting in the buffer and when the wire is free again.  The failure empties the
-    queue, so neither is later than ``fail``."""
-    return (begin if begin < fail else fail), (done if done < fail else fail)
-
-
-@njit(cache=True)
-def solve_window(
-    ch_first,
-    ch_count,
-    hop_start,
-    hop_link,
-    hop_round,
-    ch_parent,
-    ch_tap,
-    rank,
-    rounds,
-    bandwidth,
-    latency,
-    busy,
-    emitted,
-    parents,
-    wire,
-    arrival_min,
-    buffer,
-    ring_of,
-    ring_start,
-    ring_bytes,
-    ring_head,
-    ring_count,
-    ring_waiting,
-    drops,
-    down_first,
-    down_start,
-    down_end,
-    losses,
-):
-    """Departures of one window's tuples at every hop (module docstring), updating ``busy``; sets
-    ``arrival_min[k]`` to the earliest arrival at link ``k`` in the window (``inf``: none).
-
-    A *segment* is one channel at one hop: its tuples cross one link in index order, as rows ``row ..
-    row + count - 1`` (hop ``h`` of channel ``c``'s ``j``-th tuple is row ``row_base[c] + h * count + j``).
-    A link with a finite ``buffer`` drops at the tail (:func:`admit`, its waiting tuples in ring
-    ``ring_of[k]``), counting in ``drops[k]``; a dropped tuple's row and every row after it (its next hops,
-    what reads it further on) depart at NaN.  Link ``k`` is down over the intervals ``down_first[k] ..
-    down_first[k + 1] - 1`` of ``down_start``/``down_end`` (disjoint, ascending; none at all: no
-    failures, and no work for them): a tuple caught by one is lost (:func:`_lost_at`), counting in
-    ``losses[k]``, and departs at NaN like a dropped one, as do the rows after it.  Returns the departure
-    of every row, its arrival at its link's queue (NaN: dropped or lost before; what the offered load is
-    made of), ``row_base``, per segment its link, first row, count and first tuple (a position in the
-    window's flat arrays), per row whether it is lost rather than dropped (an empty array when no link is
-    ever down), and -1; or, as soon as a ring is full, that ring's number (then the rest is unfinished and
-    ``busy`` and the rings changed: the caller widens the rings and solves the window again from its saved
-    state)."""
-    n_links = len(bandwidth)
-    n_ch = len(ch_count)
+def _segments(window, layout, n_links):
+    """The window's segments and rows (:class:`Segments`)."""
+    hop_start, hop_link = layout.hop_start, layout.hop_link
+    n_ch = len(window.count)
+    n_groups = len(layout.cyclic)
     row_base = np.full(n_ch, -1, np.int64)
     total = 0
     segments = 0
     for c in range(n_ch):
-        if ch_count[c] > 0:
+        if window.count[c] > 0:
             row_base[c] = total
-            total += ch_count[c] * (hop_start[c + 1] - hop_start[c])
+            total += window.count[c] * (hop_start[c + 1] - hop_start[c])
             segments += hop_start[c + 1] - hop_start[c]
     seg_link = np.empty(segments, np.int64)
     seg_row = np.empty(segments, np.int64)
     seg_count = np.empty(segments, np.int64)
     seg_tuple = np.empty(segments, np.int64)
+    seg_channel = np.empty(segments, np.int64)
     seg_group = np.empty(segments, np.int64)
-    groups = np.zeros(rounds * n_links + 1, np.int64)  # rows per group, then where each group starts
-    seg_groups = np.zeros(rounds * n_links + 1, np.int64)
-    start = np.full(len(emitted), -1, np.int64)  # per tuple, the row it reaches its channel's first node by
-    start_link = np.full(len(emitted), -1, np.int64)  # and that row's link
-    seg_before = np.empty(segments, np.int64)  # the link of the hop before (-1: the channel's first hop)
+    seg_before = np.empty(segments, np.int64)
+    groups = np.zeros(n_groups + 1, np.int64)  # rows per group, then where each group starts
+    seg_groups = np.zeros(n_groups + 1, np.int64)
+    start = np.full(len(window.emitted), -1, np.int64)
+    start_link = np.full(len(window.emitted), -1, np.int64)
     q = 0
     for c in range(n_ch):
-        n = ch_count[c]
+        n = window.count[c]
         if n == 0:
             continue
-        f = ch_first[c]
-        p = ch_parent[c]
+        f = window.first[c]
+        p = layout.parent[c]
+        tap = layout.tap[c]
         if p >= 0:
             for j in range(n):
-                if ch_tap[c] >= 1:
-                    start[f + j] = row_base[p] + (ch_tap[c] - 1) * ch_count[p] + parents[f + j]
-                    start_link[f + j] = hop_link[hop_start[p] + ch_tap[c] - 1]
+                if tap >= 1:
+                    start[f + j] = row_base[p] + (tap - 1) * window.count[p] + window.parents[f + j]
+                    start_link[f + j] = hop_link[hop_start[p] + tap - 1]
                 else:
-                    start[f + j] = start[ch_first[p] + parents[f + j]]
-                    start_link[f + j] = start_link[ch_first[p] + parents[f + j]]
+                    start[f + j] = start[window.first[p] + window.parents[f + j]]
+                    start_link[f + j] = start_link[window.first[p] + window.parents[f + j]]
         for h in range(hop_start[c + 1] - hop_start[c]):
             k = hop_link[hop_start[c] + h]
-            g = hop_round[hop_start[c] + h] * n_links + rank[k]
+            g = layout.group[k]
             seg_link[q], seg_row[q], seg_count[q], seg_tuple[q], seg_group[q] = k, row_base[c] + h * n, n, f, g
+            seg_channel[q] = c
             seg_before[q] = hop_link[hop_start[c] + h - 1] if h > 0 else -1
             groups[g + 1] += n
             seg_groups[g + 1] += 1
@@ -470,160 +749,376 @@ def solve_window(
         widest = max(widest, groups[g + 1])
         groups[g + 1] += groups[g]
         seg_groups[g + 1] += seg_groups[g]
-    order = np.empty(segments, np.int64)  # segments by group, each group's in channel order
+    order = np.empty(segments, np.int64)
     fill = seg_groups[:-1].copy()
     for q in range(segments):
         order[fill[seg_group[q]]] = q
         fill[seg_group[q]] += 1
-    departures = np.empty(total)
-    window_busy = busy.copy()
-    keys = np.empty(widest)
-    rows = np.empty(widest, np.int64)
-    tuples = np.empty(widest, np.int64)
-    picks = np.empty(widest, np.int64)
-    buffer_keys = np.empty(widest)
-    buffer_picks = np.empty(widest, np.int64)
-    arrivals = np.full(total, np.nan)  # per row, when it reached its link's queue (NaN: it never did)
-    failures = len(down_start) > 0
-    lost = np.zeros(total if failures else 0, np.bool_)  # per row: NaN because lost at a failure
-    for g in range(rounds * n_links):
-        if seg_groups[g] == seg_groups[g + 1]:
-            continue
-        m = 0
-        for i in range(seg_groups[g], seg_groups[g + 1]):
-            q = order[i]
-            n, row0, f = seg_count[q], seg_row[q], seg_tuple[q]
-            before = seg_before[q]
-            for j in range(n):
-                row = row0 + j
+    return Segments(
+        row_base, seg_link, seg_row, seg_count, seg_tuple, seg_channel, seg_before, order, groups, seg_groups, start,
+        start_link, total, widest,
+    )  # fmt: skip
+
+
+@njit(cache=True)
+def _arrivals(g, seg, window, latency, departures, lost, keys, rows, tuples):
+    """Group ``g``'s copies that reach its link, as ``keys`` (arrival ticks), ``rows`` and ``tuples`` (in
+    channel order, each channel's ascending).  A row solved in an earlier window takes its departure from
+    then; a copy dropped or lost before departs at :data:`NONE` here too (its ``lost`` flag follows), one
+    held back before at :data:`DEFER`.  Returns how many reach it."""
+    failures = len(lost) > 0
+    m = 0
+    for i in range(seg.seg_groups[g], seg.seg_groups[g + 1]):
+        q = seg.order[i]
+        n, row0, f, before, c = seg.count[q], seg.row[q], seg.tuple[q], seg.before[q], seg.channel[q]
+        h = (row0 - seg.row_base[c]) // n
+        for j in range(n):
+            row = row0 + j
+            earlier = _earlier(window, c, h, j)
+            if earlier >= 0:  # solved in an earlier window
+                departures[row] = window.pending_departures[earlier]
+                if failures:
+                    lost[row] = window.pending_lost[earlier]
+                continue
+            if before >= 0:  # from the channel's previous hop
+                source = row - n
+                link = before
+            elif seg.start[f + j] >= 0:  # from where the channel is read off its parent
+                source = seg.start[f + j]
+                link = seg.start_link[f + j]
+            else:
                 source = -1
-                if before >= 0:  # from the channel's previous hop
-                    source = row - n
-                    key = departures[source] + latency[before]
-                elif start[f + j] >= 0:  # from where the channel is read off its parent
-                    source = start[f + j]
-                    key = departures[source] + latency[start_link[f + j]]
-                else:
-                    key = emitted[f + j]
-                if np.isnan(key):  # dropped or lost before it got here
-                    departures[row] = np.nan
-                    if failures:
-                        lost[row] = lost[source]
+            if source < 0:
+                key = window.emitted[f + j]
+            elif departures[source] >= 0:
+                key = departures[source] + latency[link]
+            else:  # dropped, lost or held back before it got here
+                departures[row] = departures[source]
+                if failures:
+                    lost[row] = lost[source]
+                continue
+            keys[m], rows[m], tuples[m] = key, row, f + j
+            m += 1
+    return m
+
+
+@njit(cache=True)
+def _serve_in_order(k, m, picked, window, links, busy, rings, tally, out):
+    """A link outside any cycle: its ``m`` copies (:class:`Picked`) through the link rule, FIFO, into ``out``
+    (:class:`Rows`); returns -1, or the ring that is full."""
+    ring = links.ring_of[k]
+    if ring < 0:  # no buffer: the rule's buffer steps are compiled out of the loop
+        return _fifo(k, m, picked, window, links, busy, rings, tally, out, -1)
+    return _fifo(k, m, picked, window, links, busy, rings, tally, out, ring)
+
+
+@njit(cache=True, inline="always")
+def _fifo(k, m, picked, window, links, busy, rings, tally, out, ring):
+    """:func:`_serve_in_order`'s loop, for link ``k`` with buffer ring ``ring`` (-1: none)."""
+    keys, rows, tuples, picks = picked
+    departures, arrivals, lost = out
+    down, last = links.down_first[k], links.down_first[k + 1]
+    latency, bandwidth, buffer = links.latency[k], links.bandwidth[k], links.buffer[k]
+    free = busy[k]
+    size, length = -1, 0  # the last size served and its service time (a link's copies mostly weigh alike)
+    for i in range(m):
+        a, row = keys[i], rows[picks[i]]
+        w = window.wire[tuples[picks[i]]]
+        arrivals[row] = a  # offered, dropped, lost or not
+        down, fail, recover = down_at(a, down, last, links.down_start, links.down_end)
+        if w != size:
+            size, length = w, service(w, bandwidth)
+        fate, _, done = cross(a, w, a if a > free else free, length, latency, fail, recover, ring, rings, buffer)
+        if fate == FULL:
+            return ring
+        if fate == CARRIED:
+            departures[row] = done
+        else:
+            departures[row] = NONE
+            if fate == DROPPED:
+                tally.drops[k] += 1
+                continue
+            lost[row] = True
+            tally.losses[k] += 1
+            if fail <= a:
+                continue  # lost on arrival: it never took the wire
+        if done > free:
+            free = done
+    busy[k] = free
+    return -1
+
+
+@njit(cache=True)
+def _serve_cycle(g, seg, window, links, busy, rings, tally, out):
+    """Group ``g``, the links of a cycle of dependencies (a copy crossing one of them may come back to
+    another): its copies in the order of their arrivals over all of them, one event at a time, each through
+    the link rule at its link, FIFO (module docstring, "Cycles"); returns -1, or the ring that is full."""
+    departures, arrivals, lost = out
+    failures = len(lost) > 0
+    # the group's rows, numbered locally in segment order: row, channel, position, tuple, link
+    size = seg.groups[g + 1] - seg.groups[g]
+    row_of = np.empty(size, np.int64)
+    channel_of = np.empty(size, np.int64)
+    position_of = np.empty(size, np.int64)
+    tuple_of = np.empty(size, np.int64)
+    link_of = np.empty(size, np.int64)
+    source_of = np.full(size, -1, np.int64)  # the row it comes from (-1: emitted)
+    source_link = np.full(size, -1, np.int64)
+    earlier_of = np.full(size, -1, np.int64)  # where an earlier window solved it (-1: this one solves it)
+    segments = seg.seg_groups[g + 1] - seg.seg_groups[g]
+    seg_first_row = np.empty(segments, np.int64)  # where each of the group's segments starts (global, local)
+    seg_local = np.empty(segments, np.int64)
+    i = 0
+    for s_i in range(segments):
+        q = seg.order[seg.seg_groups[g] + s_i]
+        n, f, before, c = seg.count[q], seg.tuple[q], seg.before[q], seg.channel[q]
+        h = (seg.row[q] - seg.row_base[c]) // n
+        seg_first_row[s_i], seg_local[s_i] = seg.row[q], i
+        for j in range(n):
+            row = seg.row[q] + j
+            earlier_of[i] = _earlier(window, c, h, j)
+            row_of[i], channel_of[i], position_of[i] = row, seg.channel[q], j
+            tuple_of[i], link_of[i] = f + j, seg.link[q]
+            if before >= 0:
+                source_of[i], source_link[i] = row - n, before
+            elif seg.start[f + j] >= 0:
+                source_of[i], source_link[i] = seg.start[f + j], seg.start_link[f + j]
+            i += 1
+    by_row = np.argsort(seg_first_row)
+    first_rows = seg_first_row[by_row]
+    # per row, the group's rows that come from it (a copy's next hop, or what is read off it, in the group)
+    internal = np.full(size, -1, np.int64)  # local number of the source when it is in the group
+    for i in range(size):
+        src = source_of[i]
+        if src < 0:
+            continue
+        at = np.searchsorted(first_rows, src, side="right") - 1
+        if at < 0:
+            continue
+        s_i = by_row[at]
+        q = seg.order[seg.seg_groups[g] + s_i]
+        if src < seg_first_row[s_i] + seg.count[q]:
+            internal[i] = seg_local[s_i] + src - seg_first_row[s_i]
+    fanout = np.zeros(size + 1, np.int64)
+    for i in range(size):
+        if internal[i] >= 0:
+            fanout[internal[i] + 1] += 1
+    for i in range(size):
+        fanout[i + 1] += fanout[i]
+    next_of = np.empty(fanout[size], np.int64)
+    fill = fanout[:size].copy()
+    for i in range(size):
+        if internal[i] >= 0:
+            next_of[fill[internal[i]]] = i
+            fill[internal[i]] += 1
+    heap = [(np.int64(0), np.int64(0), np.int64(0), np.int64(0))]
+    heap.pop()
+    stack = np.empty(size, np.int64)  # rows settled without an event (their departure is known or NONE)
+    top = 0
+    for i in range(size):
+        row = row_of[i]
+        if earlier_of[i] >= 0:
+            departures[row] = window.pending_departures[earlier_of[i]]
+            if failures:
+                lost[row] = window.pending_lost[earlier_of[i]]
+            stack[top] = i
+            top += 1
+        elif internal[i] >= 0:
+            continue  # its event comes when its source is settled
+        elif source_of[i] < 0:
+            heapq.heappush(heap, (window.emitted[tuple_of[i]], channel_of[i], position_of[i], i))
+        elif departures[source_of[i]] >= 0:
+            key = departures[source_of[i]] + links.latency[source_link[i]]
+            heapq.heappush(heap, (key, channel_of[i], position_of[i], i))
+        else:
+            departures[row] = departures[source_of[i]]
+            if failures:
+                lost[row] = lost[source_of[i]]
+            stack[top] = i
+            top += 1
+    cursor = links.down_first[:-1].copy()
+    while True:
+        while top > 0:  # what comes from the rows settled: an event, or the same fate
+            top -= 1
+            i = stack[top]
+            row = row_of[i]
+            for d in next_of[fanout[i] : fanout[i + 1]]:
+                if earlier_of[d] >= 0:
                     continue
-                keys[m] = key
-                rows[m], tuples[m], picks[m] = row, f + j, m
-                m += 1
+                if departures[row] >= 0:
+                    key = departures[row] + links.latency[link_of[i]]
+                    heapq.heappush(heap, (key, channel_of[d], position_of[d], d))
+                else:
+                    departures[row_of[d]] = departures[row]
+                    if failures:
+                        lost[row_of[d]] = lost[row]
+                    stack[top] = d
+                    top += 1
+        if len(heap) == 0:
+            return -1
+        a, _, _, i = heapq.heappop(heap)
+        row, k = row_of[i], link_of[i]
+        stack[top] = i
+        top += 1
+        if a >= window.horizon:
+            departures[row] = DEFER
+            tally.held[0] += 1
+            continue
+        arrivals[row] = a
+        if a < tally.arrival_min[k]:
+            tally.arrival_min[k] = a
+        w = window.wire[tuple_of[i]]
+        cursor[k], fail, recover = down_at(a, cursor[k], links.down_first[k + 1], links.down_start, links.down_end)
+        free = busy[k]
+        fate, _, done = cross(
+            a, w, a if a > free else free, service(w, links.bandwidth[k]), links.latency[k], fail, recover,
+            links.ring_of[k], rings, links.buffer[k],
+        )  # fmt: skip
+        if fate == FULL:
+            return links.ring_of[k]
+        if fate == CARRIED:
+            departures[row] = done
+        else:
+            departures[row] = NONE
+            if fate == DROPPED:
+                tally.drops[k] += 1
+                continue
+            lost[row] = True
+            tally.losses[k] += 1
+            if fail <= a:
+                continue
+        if done > free:
+            busy[k] = done
+
+
+@njit(cache=True)
+def solve_window(window, layout, links, busy, rings, tally):
+    """Departures of one window's tuples at every hop (module docstring), updating ``busy`` and the
+    ``rings``, counting in ``tally``.
+
+    Returns ``(departures, arrivals, segments, lost, full)``: per row (:class:`Segments`) its departure
+    and its arrival at its link's queue (ticks; :data:`NONE`: dropped or lost before, or there), the
+    segments, per row whether it is lost rather than dropped (an empty array when no link is ever down),
+    and -1; or, as soon as a ring is full, that ring's number (then the rest is unfinished and ``busy`` and
+    the rings changed: the caller widens the rings and solves the window again from its saved state)."""
+    n_links = len(links.bandwidth)
+    seg = _segments(window, layout, n_links)
+    departures = np.empty(seg.rows, np.int64)
+    arrivals = np.full(seg.rows, NONE, np.int64)
+    lost = np.zeros(seg.rows if len(links.down_start) > 0 else 0, np.bool_)
+    keys = np.empty(seg.widest, np.int64)
+    rows = np.empty(seg.widest, np.int64)
+    tuples = np.empty(seg.widest, np.int64)
+    picks = np.empty(seg.widest, np.int64)
+    buffer_keys = np.empty(seg.widest, np.int64)
+    buffer_picks = np.empty(seg.widest, np.int64)
+    for g in range(len(layout.cyclic)):
+        if seg.seg_groups[g] == seg.seg_groups[g + 1]:
+            continue
+        if layout.cyclic[g]:
+            full = _serve_cycle(g, seg, window, links, busy, rings, tally, Rows(departures, arrivals, lost))
+            if full >= 0:
+                return departures, arrivals, seg, lost, full
+            continue
+        m = _arrivals(g, seg, window, links.latency, departures, lost, keys, rows, tuples)
         if m == 0:
             continue
-        _merge_runs(keys[:m], picks[:m], buffer_keys, buffer_picks)
-        k = seg_link[order[seg_groups[g]]]
-        if keys[0] < arrival_min[k]:
-            arrival_min[k] = keys[0]
-        ring = ring_of[k]
-        r = g // n_links
-        # the down interval that may catch the tuple at hand: the first ending after its arrival (arrivals
-        # ascend within the group); ``down < last`` is false for a link never down
-        down, last = down_first[k], down_first[k + 1]
-        if down < last:
-            down += np.searchsorted(down_end[down:last], keys[0], side="right")
-        if r == 0:
-            free = busy[k]
-            for i in range(m):
-                a = keys[i]
-                w = wire[tuples[picks[i]]]
-                arrivals[rows[picks[i]]] = a  # offered, dropped, lost or not
-                if down < last:
-                    while down < last and down_end[down] <= a:
-                        down += 1
-                    if down < last and down_start[down] <= a:  # the link is down: lost, the wire untouched
-                        departures[rows[picks[i]]] = np.nan
-                        lost[rows[picks[i]]] = True
-                        losses[k] += 1
-                        continue
-                if ring >= 0 and not admit(
-                    a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer[k]
-                ):
-                    departures[rows[picks[i]]] = np.nan
-                    drops[k] += 1
-                    continue
-                begin = a if a > free else free
-                done = begin + w * 8.0 / bandwidth[k]
-                if down < last and down_start[down] <= done + latency[k]:
-                    # caught by the failure: the wire is free again from it, as is the buffer
-                    begin, done = _lost_at(down_start[down], begin, done)
-                    departures[rows[picks[i]]] = np.nan
-                    lost[rows[picks[i]]] = True
-                    losses[k] += 1
-                    if done > free:
-                        free = done
-                else:
-                    free = done
-                    departures[rows[picks[i]]] = done
-                if ring >= 0 and not enqueue(
-                    begin, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting
-                ):
-                    return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, lost, ring
-            busy[k] = free
-            continue
-        # a later round: in the gaps the window's earlier rounds left at this link
-        served = 0
-        for earlier in range(r):
-            e = earlier * n_links + rank[k]
-            served += groups[e + 1] - groups[e]
-        starts = np.empty(served)
-        ends = np.empty(served)
-        served = 0
-        for earlier in range(r):
-            e = earlier * n_links + rank[k]
-            for i in range(seg_groups[e], seg_groups[e + 1]):
-                q = order[i]
-                for j in range(seg_count[q]):
-                    if np.isnan(departures[seg_row[q] + j]):
-                        continue  # dropped: it never took the wire
-                    ends[served] = departures[seg_row[q] + j]
-                    starts[served] = ends[served] - wire[seg_tuple[q] + j] * 8.0 / bandwidth[k]
-                    served += 1
-        by_start = np.argsort(starts[:served], kind="mergesort")
-        starts, ends = starts[:served][by_start], ends[:served][by_start]
-        previous = window_busy[k]
-        cursor = 0
         for i in range(m):
-            a = keys[i]
-            w = wire[tuples[picks[i]]]
-            arrivals[rows[picks[i]]] = a
-            if down < last:
-                while down < last and down_end[down] <= a:
-                    down += 1
-                if down < last and down_start[down] <= a:
-                    departures[rows[picks[i]]] = np.nan
-                    lost[rows[picks[i]]] = True
-                    losses[k] += 1
-                    continue
-            if ring >= 0 and not admit(
-                a, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer[k]
-            ):
-                departures[rows[picks[i]]] = np.nan
-                drops[k] += 1
+            picks[i] = i
+        _merge_runs(keys[:m], picks[:m], buffer_keys, buffer_picks)
+        # the copies reaching the link from the horizon on wait for the next window: an earlier one may
+        # still come from a later window's tuples (none arrives before the horizon)
+        held = m
+        m = np.searchsorted(keys[:m], window.horizon, side="left")
+        for i in range(m, held):
+            departures[rows[picks[i]]] = DEFER
+        tally.held[0] += held - m
+        if m == 0:
+            continue
+        k = seg.link[seg.order[seg.seg_groups[g]]]
+        if keys[0] < tally.arrival_min[k]:
+            tally.arrival_min[k] = keys[0]
+        picked = Picked(keys, rows, tuples, picks)
+        full = _serve_in_order(k, m, picked, window, links, busy, rings, tally, Rows(departures, arrivals, lost))
+        if full >= 0:
+            return departures, arrivals, seg, lost, full
+    return departures, arrivals, seg, lost, -1
+
+
+def serving_groups(n: int, edges: set[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """The order links are solved in: per link its group, and per group whether it is a cycle.
+
+    ``edges`` are the dependencies between links (``a -> b``: some copy crosses ``b`` right after ``a``).
+    The links of a strongly connected component with more than one link (or a link depending on itself)
+    form one group, solved event by event; every other link is a group of its own.  Groups come in order
+    of level (the longest chain of groups feeding one), then of their smallest link, so every group comes
+    after those feeding it."""
+    successors: list[list[int]] = [[] for _ in range(n)]
+    for a, b in edges:
+        successors[a].append(b)
+    for targets in successors:
+        targets.sort()
+    component = _components(n, successors)
+    count = max(component, default=-1) + 1
+    sizes = np.bincount(np.array(component, dtype=np.int64), minlength=count) if n else np.zeros(0, np.int64)
+    cyclic_component = sizes > 1
+    between: set[tuple[int, int]] = set()
+    for a, b in edges:
+        if component[a] == component[b]:
+            if a == b:
+                cyclic_component[component[a]] = True
+        else:
+            between.add((component[a], component[b]))
+    level = _levels(count, between)
+    smallest = np.full(count, n, np.int64)
+    for k in range(n):
+        smallest[component[k]] = min(smallest[component[k]], k)
+    order = np.lexsort((smallest, level))  # components in serving order
+    rank = np.empty(count, np.int64)
+    rank[order] = np.arange(count)
+    group = rank[np.array(component, dtype=np.int64)] if n else np.zeros(0, np.int64)
+    return group.astype(np.int64), cyclic_component[order].astype(np.bool_)
+
+
+def _components(n: int, successors: list[list[int]]) -> list[int]:
+    """Tarjan's strongly connected components of the graph (iteratively): the component of each node."""
+    index = [-1] * n
+    low = [0] * n
+    on_stack = [False] * n
+    component = [-1] * n
+    stack: list[int] = []
+    counter = found = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, child = work.pop()
+            if child == 0:
+                index[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on_stack[node] = True
+            if child < len(successors[node]):
+                work.append((node, child + 1))
+                nxt = successors[node][child]
+                if index[nxt] < 0:
+                    work.append((nxt, 0))
+                elif on_stack[nxt]:
+                    low[node] = min(low[node], index[nxt])
                 continue
-            service = w * 8.0 / bandwidth[k]
-            done, after = _gap_next(a if a > previous else previous, service, starts, ends, cursor)
-            begin = done - service
-            if down < last and down_start[down] <= done + latency[k]:
-                # lost as in round 0; the gap cursor stays, as the next tuple may start before ``done``
-                begin, done = _lost_at(down_start[down], begin, done)
-                departures[rows[picks[i]]] = np.nan
-                lost[rows[picks[i]]] = True
-                losses[k] += 1
-            else:
-                cursor = after
-                departures[rows[picks[i]]] = done
-            if done > previous:
-                previous = done
-            if done > busy[k]:
-                busy[k] = done
-            if ring >= 0 and not enqueue(begin, w, ring, ring_start, ring_bytes, ring_head, ring_count, ring_waiting):
-                return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, lost, ring
-    return departures, arrivals, row_base, seg_link, seg_row, seg_count, seg_tuple, lost, -1
+            if low[node] == index[node]:
+                while True:
+                    member = stack.pop()
+                    on_stack[member] = False
+                    component[member] = found
+                    if member == node:
+                        break
+                found += 1
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return component
 
 
 def _levels(n: int, edges: set[tuple[int, int]]) -> np.ndarray:
@@ -643,36 +1138,8 @@ def _levels(n: int, edges: set[tuple[int, int]]) -> np.ndarray:
             if indegree[b] == 0:
                 ready.append(b)
     if any(indegree):
-        raise AssertionError("the dependency graph without its cycle-closing edges is acyclic")
+        raise AssertionError("the graph of components is acyclic")
     return np.array(level, dtype=np.int64)
-
-
-def cycle_closing_edges(edges: set[tuple[int, int]]) -> set[tuple[int, int]]:
-    """The back edges of a depth-first search over the nodes (sorted, so deterministic)."""
-    succ: dict[int, list[int]] = {}
-    for a, b in edges:
-        succ.setdefault(a, []).append(b)
-    for targets in succ.values():
-        targets.sort()
-    state: dict[int, int] = {}  # 1 on the stack, 2 done
-    back: set[tuple[int, int]] = set()
-    for root in sorted(succ):
-        if root in state:
-            continue
-        state[root] = 1
-        stack = [(root, iter(succ.get(root, ())))]
-        while stack:
-            node, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                state[node] = 2
-                stack.pop()
-            elif state.get(nxt) == 1:
-                back.add((node, nxt))
-            elif nxt not in state:
-                state[nxt] = 1
-                stack.append((nxt, iter(succ.get(nxt, ()))))
-    return back
 
 
 def kernels_cached() -> bool:

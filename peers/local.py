@@ -15,7 +15,8 @@ from dataclasses import replace
 import numpy as np
 import simpy
 
-from network.buffers import QueueState
+from network.buffers import NEVER, QueueState
+from network.linkrule import to_ticks
 from network.meter import Direction, StrategyRun, TrafficMeter, bin_width, load_bin
 from network.queues import Queues
 from network.routing import Network
@@ -147,7 +148,7 @@ class Simulation:
         times = workload.run_emission_times(scenario)
         self.queues.restart(meter, self.queues.free() if state is None else state)
         env = simpy.Environment()
-        env.process(_play(env, self.timetable, self.queues, windows, values, times, progress))
+        env.process(_play(env, self.timetable, self.queues, windows, values, times, progress, scenario.duration))
         with collector_paused():
             env.run()
         return self.queues
@@ -181,12 +182,14 @@ def down_directions(scenario: Scenario) -> dict[Direction, list[tuple[float, flo
     return down
 
 
-def _play(env, timetable: Timetable, queues: Queues, windows, values, times, progress):
+def _play(env, timetable: Timetable, queues: Queues, windows, values, times, progress, duration: float):
     """The clock: at the end of each window, its tuples (all emitted by then) move through the queues."""
     total = sum(len(t) for t in times.values())
     for start, end in windows:
         yield env.timeout(max(0.0, end - env.now))
-        queues.serve(timetable.window(start, end, values, times))
+        # copies reaching a link from the window's end on wait for the next one (the run's last: none wait)
+        horizon = NEVER if end >= duration else int(to_ticks(end))
+        queues.serve(timetable.window(start, end, values, times), horizon)
         if progress is not None:
             progress(sum(int(np.searchsorted(t, end, side="left")) for t in times.values()), total)
 

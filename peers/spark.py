@@ -33,6 +33,7 @@ import numpy as np
 
 from network.buffers import QueueState
 from network.latency import LatencyStats, Sum, add_sums, ranks_needed
+from network.linkrule import TICKS
 from network.meter import StrategyRun, SubscriptionSummary
 from peers.local import Simulation, collector_paused
 from peers.spark_select import OVERALL, Sample, order_statistics
@@ -336,7 +337,7 @@ def chain(
                 if discarded is not None:
                     discarded(run)
             done[k] = []
-            calm = float(truth.busy.max(initial=0.0)) <= windows[cuts[k][0]][0] + horizon * CALM
+            calm = int(truth.busy.max(initial=0)) / TICKS <= windows[cuts[k][0]][0] + horizon * CALM
             if not calm and cancel is not None:
                 for future, chunk in running.items():
                     if chunk.guessed and future not in cancelled:

@@ -104,7 +104,7 @@ class ChunkSummary:
     guessed: bool  # started from a guess, not from the true state
     start: QueueState  # the queues as the chunk started (after the warm-up)
     end: QueueState  # the queues after the chunk
-    first_arrival: np.ndarray  # per link, the earliest arrival in the first window using it (inf: none)
+    first_arrival: np.ndarray  # per link, the earliest arrival (ticks) in the first window using it (NEVER: none)
     link_bytes: np.ndarray
     link_tuples: np.ndarray
     timeline: Bins  # backbone direction x bin, the bytes on the wire (no columns: no backbone traffic)
@@ -151,17 +151,25 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
     traffic = meter.result("", "spark")  # the traffic: its deliveries were taken out above
     start, end = windows[0][0], windows[-1][1]
     found: dict[str, np.ndarray] = {}
+    first_index: dict[str, int] = {}
     for stream, times in workload.run_emission_times(scenario).items():
         lo, hi = np.searchsorted(times, [start, end], side="left").tolist()
         found.update(expected_in_range(scenario, stream, lo, hi))
+        first_index[stream] = lo
     none = np.zeros(0, np.int64)
     expected = [found.get(s.id, none) for s in scenario.subscriptions]
     cut = [simulation.unreachable.indices(s.id, e) for s, e in zip(scenario.subscriptions, expected, strict=True)]
     cut_owners = np.repeat(np.arange(len(cut), dtype=np.int32), [len(c) for c in cut])
     # a copy dropped or lost on the way, or a tuple emitted while the subscription was cut off, is accounted
     # for: not missing (extra if it was not expected at all, or accounted for twice)
-    accounted_owners = np.concatenate([owners, dropped_owners, lost_owners, cut_owners])
-    accounted = np.concatenate([indices, dropped, lost, *cut])
+    # the copies still on their way at the chunk's end (held back at its horizon) are accounted for here and
+    # counted where they land, in the next chunk, which leaves them out of its own check
+    flying_owners, flying = queues.in_flight()
+    accounted_owners = np.concatenate([owners, dropped_owners, lost_owners, flying_owners.astype(np.int32), cut_owners])
+    accounted = np.concatenate([indices, dropped, lost, flying, *cut])
+    first = np.array([first_index[s.stream] for s in scenario.subscriptions], np.int64)
+    ours = accounted >= first[accounted_owners] if len(accounted) else np.zeros(0, np.bool_)
+    accounted_owners, accounted = accounted_owners[ours], accounted[ours]
     missing, extra = differences_by_owner(accounted_owners, accounted, expected)
     n = len(expected)
     missing_before = np.zeros(n, np.int64)

@@ -94,27 +94,29 @@ def test_the_baselines_saturate_the_congested_scenario_and_sharing_stays_below()
     assert entry["peak_utilization"] < 1 and entry["link_drops"] == 0
 
 
-def _drop_tail(emitted: np.ndarray, size: int, hops: list[tuple[float, float, float]]):
-    """One FIFO channel through ``hops`` (bandwidth bit/s, latency s, buffer bytes or inf), tuple by tuple:
-    per tuple its arrival at the end (NaN: dropped), and per hop the arrival times of the tuples reaching it
-    and how many it dropped."""
-    at = emitted.astype(float)
+def _drop_tail(emitted: np.ndarray, size: int, hops: list[tuple[int, float, float]]):
+    """One FIFO channel through ``hops`` (bandwidth bit/s, latency s, buffer bytes or inf), tuple by tuple,
+    in whole picoseconds as Python integers (exact; docs/ACCOUNTING.md, "The link model"): per tuple its
+    arrival at the end (None: dropped), and per hop the arrival times of the tuples reaching it and how many
+    it dropped."""
+    at = [round(t * 10**12) for t in emitted.tolist()]
     arrivals, drops = [], []
     for bandwidth, latency, buffer in hops:
-        arrivals.append(at.copy())
-        free, starts, dropped = 0.0, [], 0
-        out = np.full(len(at), np.nan)
+        arrivals.append(list(at))
+        service = (size * 8 * 10**12 + bandwidth // 2) // bandwidth
+        free, starts, dropped = 0, [], 0
+        out: list[int | None] = [None] * len(at)
         for i, a in enumerate(at):
-            if np.isnan(a):
+            if a is None:
                 continue
             waiting = size * sum(1 for s in starts if s > a)  # admitted, not yet on the wire
             if waiting + size > buffer:
                 dropped += 1
                 continue
             start = max(a, free)
-            free = start + size * 8 / bandwidth
+            free = start + service
             starts.append(start)
-            out[i] = free + latency
+            out[i] = free + round(latency * 10**12)
         drops.append(dropped)
         at = out
     return at, arrivals, drops
@@ -127,21 +129,29 @@ def test_a_thin_buffered_link_matches_a_plain_drop_tail_simulation(tmp_path):
     stream = scenario.streams[0]
     emitted = emission_times(stream, 0, tuple_count(stream, scenario.duration))
     size = scenario.tuple_bytes(3)
-    hops = [(100e6, 0.002, np.inf), (100e6, 0.002, np.inf), (20e3, 0.010, 1000.0), (100e6, 0.002, np.inf)]
-    arrived, arrivals, drops = _drop_tail(emitted, size, hops)  # upload, SP0 -> SP1, SP1 -> SP2, delivery
-    got = np.isfinite(arrived)
+    hops = [
+        (100_000_000, 0.002, np.inf),
+        (100_000_000, 0.002, np.inf),
+        (20_000, 0.010, 1000),
+        (100_000_000, 0.002, np.inf),
+    ]
+    ticks, arrivals, drops = _drop_tail(emitted, size, hops)  # upload, SP0 -> SP1, SP1 -> SP2, delivery
+    got = np.array([t is not None for t in ticks])
     assert drops[2] > 0 and drops[:2] == [0, 0] and drops[3] == 0  # not vacuous: the thin link drops
     thin = next(link for link in entry["links"] if (link["from"], link["to"]) == ("SP1", "SP2"))
     assert thin["dropped"] == drops[2]
-    assert thin["tuples"] == int(np.isfinite(arrivals[3]).sum()) and thin["bytes"] == thin["tuples"] * size
-    offered = np.bincount(np.floor(arrivals[2][np.isfinite(arrivals[2])]).astype(int)) * size
+    reached = [[t for t in hop if t is not None] for hop in arrivals]
+    assert thin["tuples"] == len(reached[3]) and thin["bytes"] == thin["tuples"] * size
+    offered = np.bincount([t // 10**12 for t in reached[2]]) * size
     assert thin["peak_utilization"] == round(offered.max() * 8 / 20e3, 6)
     assert run.offered[("SP1", "SP2")].tolist() == offered.tolist()
     sub = entry["subscriptions"][0]
     assert sub["delivered"] == int(got.sum()) and sub["dropped"] == int((~got).sum())
     assert run.delivered["Q1"].tolist() == np.flatnonzero(got).tolist()
-    np.testing.assert_allclose(run.latencies["Q1"], (arrived - emitted)[got], rtol=0, atol=1e-9)
-    into_sp2 = np.bincount(np.floor(arrivals[3][np.isfinite(arrivals[3])]).astype(int))
+    emitted_ticks = [round(t * 10**12) for t in emitted.tolist()]
+    latencies = [(t - e) / 10**12 for t, e in zip(ticks, emitted_ticks, strict=True) if t is not None]
+    assert run.latencies["Q1"].tolist() == latencies
+    into_sp2 = np.bincount([t // 10**12 for t in reached[3]])
     sp2 = next(sp for sp in entry["super_peers"] if sp["id"] == "SP2")
     assert sp2["peak_load"] == round(into_sp2.max() / 500, 6)
 

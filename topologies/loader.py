@@ -62,6 +62,7 @@ the coordinator and the operator's CLI log in to the broker; a node so named wou
 MAX_TUPLES = ("STREAMGLOBE_MAX_TUPLES", 50_000_000)  # tuples emitted by all streams over the run
 MAX_SUPER_PEERS = ("STREAMGLOBE_MAX_SUPER_PEERS", 50_000)
 
+LONGEST_RUN_S = 4_000_000  # seconds: the links' picosecond clock (network/linkrule.py) holds twice that and more
 TOP_KEYS = {"name": True, "seed": False, "duration": True, "header_bytes": False, "network": True}
 TOP_KEYS |= {"thin_peers": True, "streams": True, "subscriptions": False, "planner": False, "events": False}
 NETWORK_KEYS = {"defaults": False, "super_peers": False, "links": False, "generate": False, "import": False}
@@ -245,6 +246,9 @@ class _Reader:
             self.fail("name", f"longer than {MAX_ID_LENGTH} characters, got {_describe(name)}")
         seed = self.integer(doc.get("seed", 0), "seed")
         duration = self.number(doc["duration"], "duration", positive=True)
+        if duration > LONGEST_RUN_S:
+            self.fail("duration", f"must be at most {LONGEST_RUN_S:,} s (46 days: time is counted in 64-bit "
+                      f"picoseconds, docs/ACCOUNTING.md), got {shown(doc['duration'])}")  # fmt: skip
         self.duration = duration  # a timed replay's mean rate is over the run
         header_bytes = self.integer(
             doc.get("header_bytes", DEFAULT_HEADER_BYTES), "header_bytes", maximum=MAX_HEADER_BYTES

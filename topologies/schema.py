@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from matcher.text import KEYWORDS
 from topologies import events_loader, generators, stream_generator, workload_generators
-from topologies.loader import MAX_CAPACITY, MAX_HEADER_BYTES, MAX_ID_LENGTH, MAX_LENGTH_KM
+from topologies.loader import LONGEST_RUN_S, MAX_CAPACITY, MAX_HEADER_BYTES, MAX_ID_LENGTH, MAX_LENGTH_KM
 from topologies.units import MAX_BUFFER, NUMBER_PATTERN
 
 _NUMBER_TEXT = NUMBER_PATTERN.replace("(?P<number>", "(?:")
@@ -382,7 +382,7 @@ def json_schema() -> dict:
         "properties": {
             "name": PEER_ID,
             "seed": {"type": "integer", "minimum": 0},
-            "duration": {"type": "number", "exclusiveMinimum": 0},
+            "duration": {"type": "number", "exclusiveMinimum": 0, "maximum": LONGEST_RUN_S},
             "header_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_HEADER_BYTES},
             "network": network,
             "thin_peers": {"type": "array", "items": {"oneOf": [thin_peer, _thin_peer_generator()]}},

@@ -4,8 +4,8 @@ The live mode computes when each tuple reaches the far end of a link direction t
 (docs/ARCHITECTURE.md, "The engines"; network/queues.py), from emulated times stamped on the tuples rather
 than from the wall clock: a tuple of ``b`` bytes reaching the queue at ``a`` leaves at ``max(a, link
 free) + 8 b / bandwidth`` and arrives ``latency`` later, in FIFO order of arrival.  A direction with a
-finite buffer drops at the tail with the simulator's own kernels (:func:`network.buffers.admit` and
-:func:`~network.buffers.enqueue`).  The sender of a direction (a super-peer, or a thin-peer for its
+finite buffer drops at the tail.  Every step is the link rule all engines use (network/linkrule.py), in
+its integer ticks.  The sender of a direction (a super-peer, or a thin-peer for its
 upload) runs its :class:`LinkQueue` and stamps each tuple with its due arrival; the receiver holds it
 until then (see peers/live/superpeer_service.py), so a subscriber sees the modelled latency and queueing.
 
@@ -25,14 +25,27 @@ from collections.abc import Mapping
 import numpy as np
 from numba import njit
 
-from network.buffers import admit, enqueue
+from network.buffers import NEVER
+from network.linkrule import (
+    CARRIED,
+    DROPPED,
+    FULL,
+    LOST,
+    NONE,
+    cross,
+    down_at,
+    gap,
+    service,
+    to_seconds,
+    to_ticks,
+)
 from peers.local import down_directions, link_specs
 from topologies.model import Scenario
 
 Direction = tuple[str, str]
 
 LOOKAHEAD_S = 1.0  # wall seconds a super-peer serves a tuple before it is due: the broker's delay fits in it
-CARRIED, DROPPED, LOST = 0, 1, 2  # a tuple's fate on a link direction
+__all__ = ["CARRIED", "DROPPED", "LOST", "LinkQueue", "LinkTable", "down_spans"]
 FATES = {DROPPED: "dropped", LOST: "lost"}  # how a part of tuples that did not cross is marked on the wire
 _NO_DOWNS = np.zeros((0, 2))
 
@@ -46,52 +59,58 @@ def down_spans(scenario: Scenario) -> dict[Direction, np.ndarray]:
 
 class LinkQueue:
     """One link direction's FIFO queue, as its sender runs it over the run: :meth:`send` takes tuples in
-    order of their arrival at the queue and gives each its arrival at the far end and its fate.
+    order of their arrival at the queue and gives each its arrival at the far end and its fate, by the
+    link rule every engine uses (:func:`network.linkrule.cross`), in ticks.
 
     A node serves its tuples in passes (peers/live/superpeer_service.py), so a tuple may reach the queue
     after tuples that arrived later than it in emulated time (they came by another link, in an earlier
-    pass).  Such a tuple is served in the first gap the wire had at or after its arrival, never delaying a
-    tuple already served: the simulator's rule for a later round's tuples (network/queues.py); where tuples
-    do not contend, that is the time of the FIFO in arrival order.  The wire's busy intervals are kept for
-    ``keep_s`` emulated seconds for that (the longest a tuple can come after later ones: a node's pass
-    reaches that far ahead, :meth:`LinkTable.keep`)."""
+    pass).  Such a tuple is served in the first gap the wire had at or after its arrival
+    (:func:`network.linkrule.gap`), never delaying a tuple already served: the simulator's rule for a
+    later round's tuples (network/queues.py); where tuples do not contend, that is the time of the FIFO in
+    arrival order.  The wire's busy intervals are kept for ``keep_s`` emulated seconds for that (the
+    longest a tuple can come after later ones: a node's pass reaches that far ahead,
+    :meth:`LinkTable.keep`).  Times cross the wire as float seconds and become ticks here, exactly for the
+    first 75 minutes of emulated time (the float's 52 bits of picoseconds)."""
 
     keep_s = 10.0
 
     def __init__(self, bandwidth: float, latency: float, buffer: float = math.inf, downs: np.ndarray = _NO_DOWNS):
-        self.bandwidth, self.latency, self.buffer = float(bandwidth), float(latency), float(buffer)
-        self.downs = np.asarray(downs, dtype=np.float64).reshape(-1, 2)
-        self.applied = np.zeros(1, np.int64)  # failures whose emptying of the queue is done
+        self.bandwidth = float(bandwidth)
+        self.latency = int(to_ticks(float(latency)))
+        self.buffer = int(buffer) if math.isfinite(buffer) else NEVER
+        downs = np.asarray(downs, dtype=np.float64).reshape(-1, 2)
+        self.down_start, self.down_end = to_ticks(downs[:, 0]), to_ticks(downs[:, 1])
         # the wire's busy intervals (by start; disjoint, so by end too) and the latest arrival served
-        self.busy_start, self.busy_end = np.zeros(64), np.zeros(64)
+        self.busy_start, self.busy_end = np.zeros(64, np.int64), np.zeros(64, np.int64)
         self.busy = np.zeros(1, np.int64)
-        self.last = np.full(1, -np.inf)
+        self.last = np.full(1, -1, np.int64)
         # the buffer's waiting tuples: one ring (network/buffers.py), widened when full
-        self.ring_start, self.ring_bytes = np.zeros((1, 16)), np.zeros((1, 16))
-        self.ring_head, self.ring_count, self.ring_waiting = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1)
+        self.ring_start, self.ring_bytes = np.zeros((1, 16), np.int64), np.zeros((1, 16), np.int64)
+        self.ring_head, self.ring_count = np.zeros(1, np.int64), np.zeros(1, np.int64)
+        self.ring_waiting = np.zeros(1, np.int64)
 
     def send(self, arrivals: np.ndarray, wire: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per tuple (``arrivals`` ascending: emulated seconds it reaches the queue; ``wire``: its bytes), when
         it reaches the far end and its fate (:data:`CARRIED`, :data:`DROPPED` at a full buffer, :data:`LOST`
         at a failure; the arrival is NaN for those)."""
         n = len(arrivals)
-        due, fate = np.full(n, np.nan), np.zeros(n, np.int8)
-        arrivals = np.ascontiguousarray(arrivals, dtype=np.float64)
-        wire = np.ascontiguousarray(wire, dtype=np.float64)
+        due, fate = np.full(n, NONE, np.int64), np.zeros(n, np.int8)
+        arrivals = to_ticks(np.ascontiguousarray(arrivals, dtype=np.float64))
+        wire = np.ascontiguousarray(wire, dtype=np.int64)
         if n:
-            self._forget(min(float(arrivals[0]), float(self.last[0])) - self.keep_s)
+            self._forget(min(int(arrivals[0]), int(self.last[0])) - int(to_ticks(self.keep_s)))
         start = 0
         while start < n:
+            rings = (self.ring_start, self.ring_bytes, self.ring_head, self.ring_count, self.ring_waiting)
             start = _pace(
-                arrivals, wire, start, self.bandwidth, self.latency, self.buffer, self.downs, self.applied,
-                self.busy_start, self.busy_end, self.busy, self.last,
-                self.ring_start, self.ring_bytes, self.ring_head, self.ring_count, self.ring_waiting, due, fate,
+                arrivals, wire, start, self.bandwidth, self.latency, self.buffer, self.down_start, self.down_end,
+                self.busy_start, self.busy_end, self.busy, self.last, rings, due, fate,
             )  # fmt: skip
             if start < n:
                 self._widen()
-        return due, fate
+        return to_seconds(due), fate
 
-    def _forget(self, before: float) -> None:
+    def _forget(self, before: int) -> None:
         """Drop the busy intervals that ended before ``before`` once they are half of those kept (so each
         interval is copied a bounded number of times); make room for as many again."""
         count = int(self.busy[0])
@@ -106,13 +125,13 @@ class LinkQueue:
     def _widen(self) -> None:
         """Twice the places for busy intervals and for the buffer's ring (oldest first)."""
         count = int(self.busy[0])
-        starts, ends = np.zeros(2 * len(self.busy_start)), np.zeros(2 * len(self.busy_start))
+        starts, ends = np.zeros(2 * len(self.busy_start), np.int64), np.zeros(2 * len(self.busy_start), np.int64)
         starts[:count], ends[:count] = self.busy_start[:count], self.busy_end[:count]
         self.busy_start, self.busy_end = starts, ends
         width = 2 * self.ring_start.shape[1]
         at = (self.ring_head[0] + np.arange(self.ring_count[0])) % self.ring_start.shape[1]
         waiting, sizes = self.ring_start[0, at], self.ring_bytes[0, at]
-        self.ring_start, self.ring_bytes = np.zeros((1, width)), np.zeros((1, width))
+        self.ring_start, self.ring_bytes = np.zeros((1, width), np.int64), np.zeros((1, width), np.int64)
         self.ring_start[0, : len(waiting)], self.ring_bytes[0, : len(sizes)] = waiting, sizes
         self.ring_head[0] = 0
 
@@ -156,36 +175,21 @@ class LinkTable:
 
 @njit(cache=True)
 def _pace(
-    arrivals, wire, start, bandwidth, latency, buffer, downs, applied, busy_start, busy_end, busy, last,
-    ring_start, ring_bytes, ring_head, ring_count, ring_waiting, due, fate,
+    arrivals, wire, start, bandwidth, latency, buffer, down_start, down_end, busy_start, busy_end, busy, last, rings,
+    due, fate,
 ):  # fmt: skip
-    """Serve tuples ``start ..`` (module docstring, :class:`LinkQueue`); returns where it stopped:
+    """Serve tuples ``start ..`` (ticks; :class:`LinkQueue`) by the link rule; returns where it stopped:
     ``len(arrivals)``, or the tuple that found the busy intervals or the ring full (nothing changed for it:
     the caller widens them and goes on)."""
-    buffered = buffer < np.inf
     for i in range(start, len(arrivals)):
         a = arrivals[i]
         w = wire[i]
         if busy[0] == len(busy_start):
             return i
-        # failures up to this arrival empty the queue and free the wire from the failure time
-        while applied[0] < len(downs) and downs[applied[0], 0] <= a:
-            f = downs[applied[0], 0]
-            while busy[0] > 0 and busy_start[busy[0] - 1] >= f:
-                busy[0] -= 1
-            if busy[0] > 0 and busy_end[busy[0] - 1] > f:
-                busy_end[busy[0] - 1] = f
-            ring_count[0] = 0
-            ring_waiting[0] = 0.0
-            applied[0] += 1
-        k = applied[0] - 1
-        if k >= 0 and a < downs[k, 1]:  # it reaches the queue while the direction is down
-            fate[i] = 2
-            continue
-        if buffered and not admit(a, w, 0, ring_start, ring_bytes, ring_head, ring_count, ring_waiting, buffer):
-            fate[i] = 1
-            continue
-        service = w * 8.0 / bandwidth
+        # (a failure empties the queue by itself: the copies it catches hold the wire and the buffer no
+        # later than it, and any other finished before it)
+        _, fail, recover = down_at(a, 0, len(down_start), down_start, down_end)
+        length = service(w, bandwidth)
         n = busy[0]
         if a >= last[0]:  # in order: after the last tuple on the wire
             begin = a
@@ -194,23 +198,22 @@ def _pace(
             at = n
         else:  # served late: in the first gap at or after its arrival
             j = np.searchsorted(busy_end[:n], a, side="right")
-            begin = a
-            while j < n and busy_start[j] < begin + service:
-                if busy_end[j] > begin:
-                    begin = busy_end[j]
-                j += 1
-            at = j
-        if buffered and not enqueue(begin, w, 0, ring_start, ring_bytes, ring_head, ring_count, ring_waiting):
+            begin, at = gap(a, length, busy_start[:n], busy_end[:n], j)
+        code, begin, done = cross(a, w, begin, length, latency, fail, recover, 0, rings, buffer)
+        if code == FULL:
             return i
-        for m in range(n, at, -1):  # keep the intervals by start
-            busy_start[m], busy_end[m] = busy_start[m - 1], busy_end[m - 1]
-        busy_start[at], busy_end[at] = begin, begin + service
-        busy[0] = n + 1
+        if code == DROPPED or (code == LOST and fail <= a):  # it took neither the wire nor the buffer
+            fate[i] = code
+            continue
+        if done > begin:  # it held the wire (a copy caught by a failure, up to it)
+            for m in range(n, at, -1):  # keep the intervals by start
+                busy_start[m], busy_end[m] = busy_start[m - 1], busy_end[m - 1]
+            busy_start[at], busy_end[at] = begin, done
+            busy[0] = n + 1
         if a > last[0]:
             last[0] = a
-        arrive = begin + service + latency
-        if applied[0] < len(downs) and downs[applied[0], 0] <= arrive:  # queued or on the wire at a failure
-            fate[i] = 2
+        if code == LOST:
+            fate[i] = code
             continue
-        due[i] = arrive
+        due[i] = done + latency
     return len(arrivals)

@@ -34,7 +34,7 @@ def test_a_failure_loses_what_is_on_the_wire_and_queued_and_empties_the_queue_by
     # 0.0 is on the wire 0-1 and reaches B at 1.5: delivered; 0.5 is on the wire 1-2 at the failure: lost;
     # 1.0 waits behind it at the failure: lost; 2.0 arrives while the link is down: lost, the wire untouched
     queues.serve(_one_channel([0.0, 0.5, 1.0, 2.0]))
-    assert queues.state().busy.tolist() == [1.7]  # the wire is free again from the failure
+    assert queues.state().busy.tolist() == [1_700_000_000_000]  # ticks: free again from the failure
     # after the recovery the queue is empty: 3.0 starts at once (reaches B at 4.5), 3.5 waits for it (5.5)
     queues.serve(_one_channel([3.0, 3.5], first_index=4))
     run = meter.result("s", "local")

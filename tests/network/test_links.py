@@ -6,8 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from network.linkrule import TICKS, gap, to_seconds
 from network.meter import TrafficMeter, bin_width
-from network.queues import Blocks, Queues, Route, _gap_serve, _merge_runs
+from network.queues import Blocks, Queues, Route, _merge_runs
 
 
 @settings(max_examples=300, deadline=None)
@@ -70,20 +71,22 @@ def _plain_gaps(arrivals, service, busy_until, intervals):
     st.integers(0, 20),
 )
 def test_gap_serving_equals_a_plain_first_fit(pairs, gaps, busy):
-    arrivals = np.sort(np.array([a / 10 for a, _ in pairs], dtype=float))
-    service = np.array([s / 7 for _, s in pairs], dtype=float)
-    starts, ends, t = [], [], 0.0
-    for gap, length in gaps:  # disjoint busy intervals with gaps between them
-        t += gap / 5
+    arrivals = sorted(a for a, _ in pairs)
+    service = [s for _, s in pairs]
+    starts, ends, t = [], [], 0
+    for space, length in gaps:  # disjoint busy intervals with gaps between them
+        t += space
         starts.append(t)
-        t += length / 6
+        t += length
         ends.append(t)
-    got = np.empty(len(arrivals))
-    _gap_serve(arrivals, service, busy / 10, np.array(starts), np.array(ends), got)
-    want = _plain_gaps(arrivals, service, busy / 10, list(zip(starts, ends, strict=True)))
-    assert np.allclose(got, want, rtol=0, atol=1e-9)
+    got, previous, cursor = [], busy, 0
+    for a, s in zip(arrivals, service, strict=True):  # each copy ready at its arrival or the last departure
+        begin, cursor = gap(max(a, previous), s, np.array(starts, np.int64), np.array(ends, np.int64), cursor)
+        previous = begin + s
+        got.append(previous)
+    assert got == _plain_gaps(arrivals, service, busy, list(zip(starts, ends, strict=True)))
     for d, s in zip(got, service, strict=True):  # never overlaps the link's earlier service
-        assert not any(lo < d - 1e-9 and d - s + 1e-9 < hi for lo, hi in zip(starts, ends, strict=True))
+        assert not any(lo < d and d - s < hi for lo, hi in zip(starts, ends, strict=True))
 
 
 def test_bin_width_is_round_and_about_a_hundredth():
@@ -128,7 +131,7 @@ def test_a_full_buffer_drops_at_the_tail_by_hand():
     # bytes fit (leaves 3); 0.3 finds two waiting: dropped
     queues.serve(_one_channel([0.0, 0.1, 0.2, 0.3]))
     state = queues.state()
-    assert state.waiting(0)[0].tolist() == [1.0, 2.0]  # not yet on the wire: the tuples starting at 1 and 2
+    assert to_seconds(state.waiting(0)[0]).tolist() == [1.0, 2.0]  # not yet on the wire: the tuples starting at 1 and 2
     # window 2: 1.5 finds only the tuple starting at 2 waiting (leaves 4); 1.6 finds two: dropped; 4.5 finds
     # none waiting and the link free (leaves 5.5)
     second = _one_channel([1.5, 1.6, 4.5])
@@ -163,4 +166,4 @@ def test_a_full_ring_grows_and_keeps_its_waiting_tuples_in_order():
     # the first starts at once; 100 more fit the buffer behind it; the rest find it full
     assert len(run.delivered["Q"]) == 101 and run.dropped["Q"].tolist() == list(range(101, 150))
     starts, sizes = queues.state().waiting(0)
-    assert len(starts) == 100 and np.all(np.diff(starts) == 1.0) and sizes.sum() == 1000
+    assert len(starts) == 100 and np.all(np.diff(starts) == TICKS) and sizes.sum() == 1000

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from network.buffers import QueueState
 from network.latency import ranks_needed
+from network.linkrule import TICKS, to_seconds, to_ticks
 from network.meter import StrategyRun
 from network.routing import Network
 from peers.local import Simulation, run_local
@@ -156,8 +157,9 @@ def test_a_run_stitched_from_chunks_is_the_whole_run(scenarios, name, strategy, 
     _assert_same(scenario, whole, stitched)
     if (name, strategy) == ("buffered", "data-shipping"):
         assert sum(stitched.summary[s].dropped for s in stitched.summary) > 0  # the buffer did drop
-    if name != "figure1" and strategy == "data-shipping" and chunks > 1:
-        # the backlog grows through the run: every chunk but the first needs the true state
+    if name == "overloaded" and strategy == "data-shipping" and chunks > 1:
+        # the backlog grows through the run (no buffer bounds it, unlike "buffered"'s 0.8 s of 2 KB at
+        # 20 kbit/s, where a guess may hold): every chunk but the first needs the true state
         assert not any(r.guessed for r in runs[1:])
 
 
@@ -224,18 +226,18 @@ def test_a_warm_up_before_each_guess_spares_the_reruns_of_backlogs_that_drain(sc
 
 def _state(busy, waiting=()):
     """Two link directions, the second with a buffer whose ring holds ``waiting`` (start, bytes) pairs."""
-    ring_start, ring_bytes = np.zeros((1, 4)), np.zeros((1, 4))
+    ring_start, ring_bytes = np.zeros((1, 4), np.int64), np.zeros((1, 4), np.int64)
     for i, (start, size) in enumerate(waiting):
-        ring_start[0, i], ring_bytes[0, i] = start, size
+        ring_start[0, i], ring_bytes[0, i] = to_ticks(start), size
     count = np.array([len(waiting)])
     return QueueState(
-        np.array(busy, float),
+        to_ticks(busy),
         np.array([-1, 0]),
         ring_start,
         ring_bytes,
         np.zeros(1, np.int64),
         count,
-        np.array([sum(size for _, size in waiting)], float),
+        np.array([sum(size for _, size in waiting)], np.int64),
     )
 
 
@@ -245,7 +247,7 @@ def _run(start: QueueState, first_arrival: list[float]) -> ChunkSummary:
     links = [empty] * 7
     subscriptions = [empty] * 8
     streams = [empty, empty, 0.0]  # per-stream bytes and tuples, the last arrival
-    head = [0, 0, True, start, start, np.array(first_arrival)]
+    head = [0, 0, True, start, start, to_ticks(first_arrival)]
     return ChunkSummary(*head, *links, {}, {}, {}, *subscriptions, [], (empty, 1, 0), *streams)
 
 
@@ -268,11 +270,11 @@ def test_a_run_holds_over_a_buffer_only_when_its_waiting_tuples_agree_or_are_gon
 
 def test_the_true_state_carries_over_the_links_a_chunk_never_used():
     before, end = _state([1.0, 7.0], [(6.0, 24.0)]), _state([3.0, 0.0])
-    after = before.then(end, np.array([2.0, np.inf]))
-    assert after.busy.tolist() == [3.0, 7.0]
-    assert [a.tolist() for a in after.waiting(0)] == [[6.0], [24.0]]
-    used = before.then(end, np.array([2.0, 0.5]))
-    assert used.busy.tolist() == [3.0, 0.0] and used.ring_count.tolist() == [0]
+    after = before.then(end, to_ticks([2.0, np.inf]))
+    assert to_seconds(after.busy).tolist() == [3.0, 7.0]
+    assert [a.tolist() for a in after.waiting(0)] == [[6 * TICKS], [24]]
+    used = before.then(end, to_ticks([2.0, 0.5]))
+    assert to_seconds(used.busy).tolist() == [3.0, 0.0] and used.ring_count.tolist() == [0]
 
 
 @settings(max_examples=300, deadline=None)

@@ -159,6 +159,12 @@ CASES = [
     ("streams[0].rate", 0, "streams[0].rate: must be positive, got 0"),
     ("streams[0].rate", -2.5, "streams[0].rate: must be positive, got -2.5"),
     ("duration", 0, "duration: must be positive, got 0"),
+    (
+        "duration",
+        4_000_001,
+        "duration: must be at most 4,000,000 s (46 days: time is counted in 64-bit picoseconds, "
+        "docs/ACCOUNTING.md), got 4000001",
+    ),
     ("network.defaults.bandwidth", -5, "network.defaults.bandwidth: bandwidth must be positive, got -5"),
     (
         "network.links[1][2].bandwidth",
