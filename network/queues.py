@@ -62,7 +62,6 @@ from network.linkrule import (
     cross,
     down_at,
     service,
-    to_seconds,
     to_ticks,
 )
 from network.meter import Direction, TrafficMeter
@@ -180,40 +179,42 @@ def _earlier(window, c, h, j):
 
 
 @njit(cache=True)
-def _counted_seconds(departures, window, seg, hop_start):
-    """The departures as the meter counts them (seconds; NaN for what crossed nothing in this window: a
-    copy dropped, lost or held back, and the rows an earlier window solved and counted)."""
+def _counted_seconds(departures, arrivals, window, seg, hop_start):
+    """The departures and arrivals as the meter counts them, in seconds: NaN for what crossed nothing in
+    this window (a copy dropped, lost or held back) and for the rows an earlier window solved and
+    counted."""
     out = np.empty(len(departures))
+    offered = np.empty(len(arrivals))
     for i in range(len(departures)):
         out[i] = departures[i] / TICKS if departures[i] >= 0 else np.nan
+        offered[i] = arrivals[i] / TICKS if arrivals[i] >= 0 else np.nan
     for c in range(len(window.pending_count)):
         held, n = window.pending_count[c], window.count[c]
         for h in range(hop_start[c + 1] - hop_start[c] if held else 0):
             for j in range(held):
                 if _earlier(window, c, h, j) >= 0:
                     out[seg.row_base[c] + h * n + j] = np.nan
-    return out
+    return out, offered
 
 
 @njit(cache=True)
-def _carried(first, count, parents, hop_start, ch_parent, row_base, departures):
-    """Per tuple of a solved window, whether it stays in flight: a row of it held back, or a tuple read
-    off it stays (channels are numbered parents first, so one backward pass closes over ancestors)."""
+def _carried(held_rows, first, count, parents, hop_start, ch_parent, row_base):
+    """Per tuple of a solved window, whether it stays in flight: a row of it held back (``held_rows``), or
+    a tuple read off it stays (channels are numbered parents first, so one backward pass over the
+    channels closes over ancestors)."""
     keep = np.zeros(len(parents), np.bool_)
+    present = np.flatnonzero(count > 0)
+    bases = row_base[present]
+    for row in held_rows:
+        c = present[np.searchsorted(bases, row, side="right") - 1]
+        keep[first[c] + (row - row_base[c]) % count[c]] = True
     for c in range(len(count) - 1, -1, -1):
-        n = count[c]
-        if n == 0:
+        p = ch_parent[c]
+        if p < 0 or count[c] == 0:
             continue
-        hops = hop_start[c + 1] - hop_start[c]
-        for j in range(n):
-            e = first[c] + j
-            if not keep[e]:
-                for h in range(hops):
-                    if departures[row_base[c] + h * n + j] == DEFER:
-                        keep[e] = True
-                        break
-            if keep[e] and ch_parent[c] >= 0:
-                keep[first[ch_parent[c]] + parents[e]] = True
+        for j in range(count[c]):
+            if keep[first[c] + j]:
+                keep[first[p] + parents[first[c] + j]] = True
     return keep
 
 
@@ -423,10 +424,10 @@ class Queues:
         present = np.flatnonzero(blocks.count > 0)  # the segments are each present channel's hops, in order
         streams = np.repeat(self.stream[present], self.hops[present])
         # the rows solved in an earlier window were counted then, those held back are counted in a later one
-        counted = _counted_seconds(departures, window, seg, self.hop_start)
+        counted, offered = _counted_seconds(departures, arrivals, window, seg, self.hop_start)
         self.meter.cross_runs(
-            self.directions, seg.link, seg.row, seg.count, seg.tuple, blocks.wire, counted, self.latency,
-            to_seconds(arrivals), streams,
+            self.directions, seg.link, seg.row, seg.count, seg.tuple, blocks.wire, counted, self.latency, offered,
+            streams,
         )  # fmt: skip
         self.meter.dropped_at(tally.drops)
         self.meter.lost_at(tally.losses)
@@ -481,8 +482,9 @@ class Queues:
 
     def _held_back(self, blocks: Blocks, seg: Segments, departures: np.ndarray, lost: np.ndarray) -> Pending:
         """The copies a solved window held back, with what they are read off (:class:`Pending`)."""
-        keep = _carried(blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent,
-                        seg.row_base, departures)  # fmt: skip
+        held = np.flatnonzero(departures == DEFER)
+        keep = _carried(held, blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent,
+                        seg.row_base)  # fmt: skip
         first, count, take, parents, held, held_lost = _kept(
             keep, blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent, seg.row_base,
             departures, lost,
@@ -523,13 +525,14 @@ def _merge_runs(keys, rows, buffer_keys, buffer_rows):
             lo, mid = starts[q], starts[q + 1]
             hi = starts[q + 2] if q + 2 < len(starts) else mid
             i, j, o = lo, mid, lo
-            while i < mid and j < hi:
-                if src_k[j] < src_k[i]:  # ties take the left run: stable
-                    dst_k[o], dst_r[o] = src_k[j], src_r[j]
-                    j += 1
-                else:
-                    dst_k[o], dst_r[o] = src_k[i], src_r[i]
-                    i += 1
+            while i < mid and j < hi:  # branch-free: which run the next key comes from is unpredictable
+                ki, kj = src_k[i], src_k[j]
+                right = np.int64(kj < ki)  # ties take the left run: stable
+                ri, rj = src_r[i], src_r[j]
+                dst_k[o] = ki + (kj - ki) * right
+                dst_r[o] = ri + (rj - ri) * right
+                j += right
+                i += 1 - right
                 o += 1
             while i < mid:
                 dst_k[o], dst_r[o] = src_k[i], src_r[i]
@@ -625,13 +628,14 @@ def _merge_runs(keys, rows, buffer_keys, buffer_rows):
             lo, mid = starts[q], starts[q + 1]
             hi = starts[q + 2] if q + 2 < len(starts) else mid
             i, j, o = lo, mid, lo
-            while i < mid and j < hi:
-                if src_k[j] < src_k[i]:  # ties take the left run: stable
-                    dst_k[o], dst_r[o] = src_k[j], src_r[j]
-                    j += 1
-                else:
-                    dst_k[o], dst_r[o] = src_k[i], src_r[i]
-                    i += 1
+            while i < mid and j < hi:  # branch-free: which run the next key comes from is unpredictable
+                ki, kj = src_k[i], src_k[j]
+                right = np.int64(kj < ki)  # ties take the left run: stable
+                ri, rj = src_r[i], src_r[j]
+                dst_k[o] = ki + (kj - ki) * right
+                dst_r[o] = ri + (rj - ri) * right
+                j += right
+                i += 1 - right
                 o += 1
             while i < mid:
                 dst_k[o], dst_r[o] = src_k[i], src_r[i]
