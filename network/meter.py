@@ -16,8 +16,7 @@ import numpy as np
 from numba import njit
 
 from network.latency import LatencyStats
-
-Direction = tuple[str, str]
+from topologies.model import Direction
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ import numpy as np
 import simpy
 
 from network.buffers import NEVER, QueueState
+from network.emulated import down_directions, link_specs
 from network.linkrule import to_ticks
-from network.meter import Direction, StrategyRun, TrafficMeter, bin_width, load_bin
+from network.meter import StrategyRun, TrafficMeter, bin_width, load_bin
 from network.queues import Queues
 from network.routing import Network
 from peers.timetable import Timetable, Values
@@ -25,7 +26,6 @@ from sharing.plan import Plan
 from topologies import workload
 from topologies.expected import Unreachable
 from topologies.model import Scenario
-from topologies.outages import down_intervals, super_peer_down_intervals
 
 
 def run_local(
@@ -152,34 +152,6 @@ class Simulation:
         with collector_paused():
             env.run()
         return self.queues
-
-
-def link_specs(scenario: Scenario, network: Network | None = None) -> dict[Direction, tuple[float, float, float]]:
-    """Every link direction a tuple may cross, the backbone's (sorted) then the access links, as (bandwidth
-    bit/s, latency s, buffer bytes: ``inf`` for none)."""
-    network = network or Network.of(scenario)
-    links = {}
-    for d in network.directions:
-        link = network.link(*d)
-        links[d] = (link.bandwidth, float(link.latency), np.inf if link.buffer is None else float(link.buffer))
-    for peer in scenario.thin_peers:
-        access = (peer.bandwidth, float(peer.latency), np.inf)
-        links[(peer.id, peer.attach)] = links[(peer.attach, peer.id)] = access
-    return links
-
-
-def down_directions(scenario: Scenario) -> dict[Direction, list[tuple[float, float]]]:
-    """Per link direction that is ever down, its down intervals ``[fail, recover)`` (``inf``: never
-    recovered): the backbone's (:func:`~topologies.outages.down_intervals`), and both directions of a
-    thin-peer's access link while its super-peer is down (a tuple uploaded to it, or delivered from it, is
-    lost like one on a backbone link; so a source's upload is not counted while its super-peer is down)."""
-    down = down_intervals(scenario)
-    nodes = super_peer_down_intervals(scenario)
-    for peer in scenario.thin_peers:
-        spans = nodes.get(peer.attach)
-        if spans:
-            down[(peer.id, peer.attach)] = down[(peer.attach, peer.id)] = spans
-    return down
 
 
 def _play(env, timetable: Timetable, queues: Queues, windows, values, times, progress, duration: float):

@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING
 from network.routing import Network
 from sharing.plan import Flow, Plan
 from sharing.state import RELATIVE_SLACK, InstalledFlow
-from topologies.model import Scenario, tuple_bytes
+from topologies.model import Direction, Scenario, tuple_bytes
 
 if TYPE_CHECKING:  # sharing.search imports this module
     from sharing.search import Option
 
-Direction = tuple[str, str]
 _NOTHING: Mapping = {}
 
 

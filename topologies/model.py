@@ -12,6 +12,8 @@ from functools import cached_property
 
 from matcher import Distribution, Query
 
+Direction = tuple[str, str]  # one way of a link: (from, to) node ids
+
 ATTRIBUTE_BYTES = 8
 """Wire bytes of one attribute value: every value travels as a float64."""
 

@@ -14,9 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topologies.model import NetworkEvent, Scenario
-
-Direction = tuple[str, str]
+from topologies.model import Direction, NetworkEvent, Scenario
 
 
 @dataclass(frozen=True)

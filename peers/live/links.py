@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from network.buffers import NEVER
+from network.emulated import down_directions, link_specs
 from network.linkrule import (
     CARRIED,
     DROPPED,
@@ -39,10 +40,7 @@ from network.linkrule import (
     to_seconds,
     to_ticks,
 )
-from peers.local import down_directions, link_specs
-from topologies.model import Scenario
-
-Direction = tuple[str, str]
+from topologies.model import Direction, Scenario
 
 LOOKAHEAD_S = 1.0  # wall seconds a super-peer serves a tuple before it is due: the broker's delay fits in it
 __all__ = ["CARRIED", "DROPPED", "LOST", "LinkQueue", "LinkTable", "down_spans"]
@@ -52,7 +50,7 @@ _NO_DOWNS = np.zeros((0, 2))
 
 def down_spans(scenario: Scenario) -> dict[Direction, np.ndarray]:
     """Per link direction that is ever down, its down intervals ``[fail, recover)`` as rows of an array
-    (``inf``: never recovered): the local engine's (:func:`peers.local.down_directions`), backbone and
+    (``inf``: never recovered): the local engine's (:func:`network.emulated.down_directions`), backbone and
     access."""
     return {d: np.array(v, dtype=np.float64).reshape(-1, 2) for d, v in down_directions(scenario).items()}
 

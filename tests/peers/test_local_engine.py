@@ -13,7 +13,8 @@ import pytest
 
 from matcher import Query
 from matcher.parser import parse_condition
-from peers.local import down_directions, run_local
+from network.emulated import down_directions
+from peers.local import run_local
 from sharing.plan import Delivery, Epoch, Flow, Plan
 from topologies import workload
 from topologies.errors import EmulatorError

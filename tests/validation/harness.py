@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from network.emulated import down_directions, link_specs
 from network.linkrule import TICKS, to_ticks
 from network.routing import Network
-from peers.local import Simulation, down_directions, link_specs, run_local
+from peers.local import Simulation, run_local
 from sharing.plan import Plan
 from topologies import workload
 from topologies.model import Scenario

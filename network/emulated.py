@@ -1,0 +1,40 @@
+"""The emulated network: every link direction a tuple may cross (the backbone's both ways, and every
+thin-peer's access link both ways) with what the link rule (network/linkrule.py) needs of it, built once
+from a scenario for every engine: the local and Spark engines' queues (network/queues.py) and the live
+mode's link queues (peers/live/links.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from network.routing import Network
+from topologies.model import Direction, Scenario
+from topologies.outages import down_intervals, super_peer_down_intervals
+
+
+def link_specs(scenario: Scenario, network: Network | None = None) -> dict[Direction, tuple[float, float, float]]:
+    """Every link direction a tuple may cross, the backbone's (sorted) then the access links, as (bandwidth
+    bit/s, latency s, buffer bytes: ``inf`` for none)."""
+    network = network or Network.of(scenario)
+    links = {}
+    for d in network.directions:
+        link = network.link(*d)
+        links[d] = (link.bandwidth, float(link.latency), np.inf if link.buffer is None else float(link.buffer))
+    for peer in scenario.thin_peers:
+        access = (peer.bandwidth, float(peer.latency), np.inf)
+        links[(peer.id, peer.attach)] = links[(peer.attach, peer.id)] = access
+    return links
+
+
+def down_directions(scenario: Scenario) -> dict[Direction, list[tuple[float, float]]]:
+    """Per link direction that is ever down, its down intervals ``[fail, recover)`` (``inf``: never
+    recovered): the backbone's (:func:`~topologies.outages.down_intervals`), and both directions of a
+    thin-peer's access link while its super-peer is down (a tuple uploaded to it, or delivered from it, is
+    lost like one on a backbone link; so a source's upload is not counted while its super-peer is down)."""
+    down = down_intervals(scenario)
+    nodes = super_peer_down_intervals(scenario)
+    for peer in scenario.thin_peers:
+        spans = nodes.get(peer.attach)
+        if spans:
+            down[(peer.id, peer.attach)] = down[(peer.attach, peer.id)] = spans
+    return down
