@@ -15,7 +15,8 @@ same for every copy of its size.  64-bit ticks reach 106 days; a run lasts at mo
 ticks overflows.
 
 **The rule** (:func:`cross`), for a copy of ``w`` bytes reaching the queue at tick ``a`` whose service
-would begin at ``begin`` (``max(a, wire free)`` for a FIFO; a gap for a copy served late, :func:`gap`):
+would begin at ``begin`` (``max(a, wire free)`` for a FIFO; in the live mode, a copy that reaches a
+queue after later ones were sent is served in a gap, :func:`gap`):
 
 1. lost if the direction is down at ``a`` (it never takes the wire nor a place in the buffer);
 2. dropped if the buffer cannot hold it (tail drop, :func:`network.buffers.admit`);

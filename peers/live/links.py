@@ -63,9 +63,9 @@ class LinkQueue:
     A node serves its tuples in passes (peers/live/superpeer_service.py), so a tuple may reach the queue
     after tuples that arrived later than it in emulated time (they came by another link, in an earlier
     pass).  Such a tuple is served in the first gap the wire had at or after its arrival
-    (:func:`network.linkrule.gap`), never delaying a tuple already served: the simulator's rule for a
-    later round's tuples (network/queues.py); where tuples do not contend, that is the time of the FIFO in
-    arrival order.  The wire's busy intervals are kept for ``keep_s`` emulated seconds for that (the
+    (:func:`network.linkrule.gap`), never delaying a tuple already served (it is on its way): where tuples
+    do not contend, that is the time of the FIFO in arrival order, which the simulator keeps exactly
+    (network/queues.py, "Horizon").  The wire's busy intervals are kept for ``keep_s`` emulated seconds for that (the
     longest a tuple can come after later ones: a node's pass reaches that far ahead,
     :meth:`LinkTable.keep`).  Times cross the wire as float seconds and become ticks here, exactly for the
     first 75 minutes of emulated time (the float's 52 bits of picoseconds)."""
