@@ -38,9 +38,8 @@ def run_local(
 ) -> StrategyRun:
     """Simulate ``plan`` over ``scenario``: traffic per link direction, deliveries and their latencies.
 
-    ``window`` is the batch length in seconds of emission time (default :func:`batch_window`; it changes no
-    count, only how closely the FIFO queues interleave tuples of consecutive windows, see
-    network/queues.py); ``values(stream, start, stop)`` replaces the scenario's workload (tests).
+    ``window`` is the batch length in seconds of emission time (default :func:`batch_window`; a unit of
+    work only: no count and no time depends on it, see network/queues.py, "Horizon"); ``values(stream, start, stop)`` replaces the scenario's workload (tests).
     ``progress(done, total)`` is called after each
     window with the tuples emitted so far.  Raises :class:`EmulatorError` for an inconsistent plan (naming
     the flow or subscription) and for epochs that overlap or are not in order.
