@@ -39,10 +39,10 @@ def run_local(
     """Simulate ``plan`` over ``scenario``: traffic per link direction, deliveries and their latencies.
 
     ``window`` is the batch length in seconds of emission time (default :func:`batch_window`; a unit of
-    work only: no count and no time depends on it, see network/queues.py, "Horizon"); ``values(stream, start, stop)`` replaces the scenario's workload (tests).
-    ``progress(done, total)`` is called after each
-    window with the tuples emitted so far.  Raises :class:`EmulatorError` for an inconsistent plan (naming
-    the flow or subscription) and for epochs that overlap or are not in order.
+    work only: no count and no time depends on it, see network/queues.py, "Horizon");
+    ``values(stream, start, stop)`` replaces the scenario's workload (tests).  ``progress(done, total)`` is
+    called after each window with the tuples emitted so far.  Raises :class:`EmulatorError` for an
+    inconsistent plan (naming the flow or subscription) and for epochs that overlap or are not in order.
     """
     with collector_paused():
         simulation = Simulation(scenario, plan, window=window)
@@ -205,7 +205,7 @@ def batch_window(scenario: Scenario) -> float:
     """The default batch window: ``MAX_WINDOW`` seconds, or less so that a batch of the fastest stream holds
     at most ``WINDOW_TUPLES`` tuples.  Each channel moves one batch per window and hop, so longer windows
     mean fewer, larger numpy batches (on 300 super-peers and 500 subscriptions at 200 tuples/s, 5 s windows
-    simulate 2-3x faster than 1 s ones, the same latencies to 0.01 ms); the cap bounds the tuples in flight
+    simulate 2-3x faster than 1 s ones, with the very same results); the cap bounds the tuples in flight
     per channel, hence memory."""
     fastest = max((s.rate for s in scenario.streams), default=0.0)
     # a run of more than MAX_WINDOWS windows (days of emulated time) gets longer ones: an empty window costs
