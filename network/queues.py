@@ -506,51 +506,6 @@ class Queues:
         return owners, p.indices[at]
 
 
-@njit(cache=True)
-def _merge_runs(keys, rows, buffer_keys, buffer_rows):
-    """Sort ``rows`` by ``keys`` (both in place), stably, merging the ascending runs they already hold."""
-    n = len(keys)
-    starts = [0]
-    for i in range(1, n):
-        if keys[i] < keys[i - 1]:
-            starts.append(i)
-    if len(starts) == 1:
-        return
-    starts.append(n)
-    src_k, src_r, dst_k, dst_r = keys, rows, buffer_keys[:n], buffer_rows[:n]
-    in_place = True
-    while len(starts) > 2:
-        merged = [0]
-        for q in range(0, len(starts) - 1, 2):
-            lo, mid = starts[q], starts[q + 1]
-            hi = starts[q + 2] if q + 2 < len(starts) else mid
-            i, j, o = lo, mid, lo
-            while i < mid and j < hi:  # branch-free: which run the next key comes from is unpredictable
-                ki, kj = src_k[i], src_k[j]
-                right = np.int64(kj < ki)  # ties take the left run: stable
-                ri, rj = src_r[i], src_r[j]
-                dst_k[o] = ki + (kj - ki) * right
-                dst_r[o] = ri + (rj - ri) * right
-                j += right
-                i += 1 - right
-                o += 1
-            while i < mid:
-                dst_k[o], dst_r[o] = src_k[i], src_r[i]
-                i += 1
-                o += 1
-            while j < hi:
-                dst_k[o], dst_r[o] = src_k[j], src_r[j]
-                j += 1
-                o += 1
-            merged.append(hi)
-        starts = merged
-        src_k, src_r, dst_k, dst_r = dst_k, dst_r, src_k, src_r
-        in_place = not in_place
-    if not in_place:
-        keys[:] = src_k
-        rows[:] = src_r
-
-
 class Links(NamedTuple):
     """The link directions as the kernels take them (by number): bandwidth (bit/s), latency (ticks),
     buffer (bytes; :data:`NEVER`: none) and its ring (-1: none), and the down intervals of direction ``k``,
