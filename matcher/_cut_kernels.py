@@ -126,16 +126,21 @@ def _add_exactly(partials, count, x):
 
 
 @njit(cache=True, inline="always")
+def _side(row, d, n_dims):
+    """Dimension ``d`` of a box row (``lo``, ``hi``, then the closed flags of each end): ``(lo, hi,
+    lo_closed, hi_closed)``."""
+    return row[d], row[n_dims + d], row[2 * n_dims + d] > 0, row[3 * n_dims + d] > 0
+
+
+@njit(cache=True, inline="always")
 def _misses(piece, box, n_dims):
     """Whether box row ``box`` and ``piece`` are disjoint, exact about closed ends (only the dimensions
     ``box`` constrains can separate them)."""
     for d in range(n_dims):
-        c_lo, c_hi = box[d], box[n_dims + d]
+        c_lo, c_hi, c_loc, c_hic = _side(box, d, n_dims)
         if not _constrains(c_lo, c_hi):
             continue
-        c_loc, c_hic = box[2 * n_dims + d] > 0, box[3 * n_dims + d] > 0
-        p_lo, p_hi = piece[d], piece[n_dims + d]
-        p_loc, p_hic = piece[2 * n_dims + d] > 0, piece[3 * n_dims + d] > 0
+        p_lo, p_hi, p_loc, p_hic = _side(piece, d, n_dims)
         if c_lo > p_hi or (c_lo == p_hi and not (c_loc and p_hic)):
             return True
         if p_lo > c_hi or (p_lo == c_hi and not (p_loc and c_hic)):
@@ -228,12 +233,10 @@ def uniform_outside(box, before, ahead, low, high, summed):
             if _misses(piece, other, n_dims):
                 continue
             for d in range(n_dims):
-                c_lo, c_hi = other[d], other[n_dims + d]
+                c_lo, c_hi, c_loc, c_hic = _side(other, d, n_dims)
                 if not _constrains(c_lo, c_hi):
                     continue
-                c_loc, c_hic = other[2 * n_dims + d] > 0, other[3 * n_dims + d] > 0
-                p_lo, p_hi = piece[d], piece[n_dims + d]
-                p_loc, p_hic = piece[2 * n_dims + d] > 0, piece[3 * n_dims + d] > 0
+                p_lo, p_hi, p_loc, p_hic = _side(piece, d, n_dims)
                 lo_inside = c_lo < p_lo or (c_lo == p_lo and (c_loc or not p_loc))
                 hi_inside = p_hi < c_hi or (p_hi == c_hi and (c_hic or not p_hic))
                 if not lo_inside:  # the piece reaches below the box: cut that part off
