@@ -125,3 +125,14 @@ def backbone(counts: dict, scenario: Scenario) -> dict:
 def fate_counts(fates: dict) -> Counter:
     """How many copies had each kind of fate."""
     return Counter(f[0] for copies in fates.values() for f in copies)
+
+
+def assert_fares_alike(scenario: Scenario, plan: Plan, setup: Packets, played, windows) -> None:
+    """The local engine, at each batch window of ``windows``, gives every copy the fate a packet engine's
+    run ``played`` of ``setup`` gave it, and each backbone direction the same drops and losses."""
+    theirs = packet_fates(played, setup)
+    for window in windows:
+        ours, dropped, lost = emulator_fates(scenario, plan, window)
+        assert differences(ours, theirs) == [], f"window {window}"
+        assert dropped == backbone(played.dropped, scenario)
+        assert lost == backbone(played.lost, scenario)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.validation.harness import backbone, differences, emulator_fates, packet_fates
+from tests.validation.harness import assert_fares_alike
 from tests.validation.packets import load_ns, play_ns3
 from tests.validation.scenarios import SCENARIOS, STRATEGIES
 
@@ -29,9 +29,4 @@ def ns():
 def test_every_copy_fares_as_in_ns3(designed, name, strategy):
     scenario, plan, setup = designed(name, strategy)
     played = play_ns3(setup.network, setup.channels, setup.emitted)
-    theirs = packet_fates(played, setup)
-    for window in (None, 0.35):
-        ours, dropped, lost = emulator_fates(scenario, plan, window)
-        assert differences(ours, theirs) == [], f"window {window}"
-        assert dropped == backbone(played.dropped, scenario)
-        assert lost == backbone(played.lost, scenario)
+    assert_fares_alike(scenario, plan, setup, played, (None, 0.35))

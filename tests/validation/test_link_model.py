@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.packet_reference import play_reference
-from tests.validation.harness import backbone, differences, emulator_fates, fate_counts, packet_fates
+from tests.validation.harness import assert_fares_alike, fate_counts, packet_fates
 from tests.validation.scenarios import SCENARIOS, STRATEGIES, WINDOWS
 
 
@@ -17,12 +17,7 @@ from tests.validation.scenarios import SCENARIOS, STRATEGIES, WINDOWS
 def test_every_copy_fares_as_in_the_packet_simulator_whatever_the_window(designed, name, strategy):
     scenario, plan, setup = designed(name, strategy)
     played = play_reference(setup.network, setup.channels, setup.emitted)
-    theirs = packet_fates(played, setup)
-    for window in WINDOWS:
-        ours, dropped, lost = emulator_fates(scenario, plan, window)
-        assert differences(ours, theirs) == [], f"window {window}"
-        assert dropped == backbone(played.dropped, scenario)
-        assert lost == backbone(played.lost, scenario)
+    assert_fares_alike(scenario, plan, setup, played, WINDOWS)
 
 
 def test_the_designed_scenarios_reach_what_they_are_designed_for(designed):
