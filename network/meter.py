@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from network.latency import LatencyStats
+from network.linkrule import TICKS
 from topologies.model import Direction
 
 
@@ -188,10 +189,11 @@ class TrafficMeter:
         streams: np.ndarray | None = None,
     ) -> None:
         """Runs of tuples at once: run ``r``'s ``count[r]`` tuples reached ``directions[link[r]]``,
-        finishing at ``departures[first[r]:]`` (NaN: dropped, not counted), of ``wire_bytes[first_wire[r]:]``
+        finishing at ``departures[first[r]:]`` (ticks, :data:`~network.linkrule.TICKS` per second; negative:
+        not counted here, dropped or lost or counted in another window), of ``wire_bytes[first_wire[r]:]``
         bytes.  With ``latency`` (per direction), each tuple landing at a super-peer ``latency`` after its
         departure is counted there too (the super-peers' load), and the latest landing anywhere is kept;
-        with ``arrivals`` (aligned with ``departures``, NaN: never reached the link), each tuple reaching a
+        with ``arrivals`` (aligned with ``departures``, ticks; negative: never reached the link), each tuple reaching a
         backbone direction's queue is counted in its offered load, dropped there or not; with ``streams``
         (per run, a position in the meter's ``streams``), backbone traffic is summed per stream too."""
         self.line_of(directions)
@@ -387,17 +389,17 @@ def _widened(matrix: np.ndarray, columns: int) -> np.ndarray:
 @njit(cache=True)
 def _last_offered(link, first, count, arrivals, row, bin_s, max_bins):
     """The last bin any tuple reaches a backbone direction's queue in (-1: none).  A run's arrivals ascend
-    (its tuples in index order, FIFO at the link before), those that never got there (NaN) aside, so only
-    its last one that is not NaN is looked at."""
+    (its tuples in index order, FIFO at the link before), those that never got there (negative) aside, so
+    only its last one that did is looked at."""
     last = -1
     for r in range(len(link)):
         if row[link[r]] < 0:
             continue
         i = first[r] + count[r] - 1
-        while i >= first[r] and np.isnan(arrivals[i]):
+        while i >= first[r] and arrivals[i] < 0:
             i -= 1
         if i >= first[r]:
-            last = max(last, _bin(arrivals[i], bin_s, max_bins))
+            last = max(last, _bin(arrivals[i] / TICKS, bin_s, max_bins))
     return last
 
 
@@ -412,9 +414,9 @@ def _offer_runs(link, first, count, first_wire, wire, arrivals, row, bin_s, max_
             continue
         current, end, in_bin = -1, -np.inf, 0.0
         for i in range(count[r]):
-            a = arrivals[first[r] + i]
-            if np.isnan(a):
+            if arrivals[first[r] + i] < 0:
                 continue
+            a = arrivals[first[r] + i] / TICKS
             q = a / bin_s
             if q >= end:
                 if current >= 0:
@@ -436,22 +438,22 @@ def _bin(departure, bin_s, max_bins):
 @njit(cache=True)
 def _last_bins(link, first, count, departures, row, lands, latency, bin_s, load_bin_s, max_bins):
     """The last timeline bin any backbone departure falls in, and the last any landing at a super-peer
-    does (-1: none).  A run's departures ascend (one channel served FIFO at one link), dropped ones (NaN)
-    aside, so only its last one that is not NaN is looked at."""
+    does (-1: none).  A run's departures ascend (one channel served FIFO at one link), those not counted
+    (negative) aside, so only its last counted one is looked at."""
     last = last_landed = -1
     for r in range(len(link)):
         k = link[r]
         if (row[k] < 0 and lands[k] < 0) or count[r] == 0:
             continue
         i = first[r] + count[r] - 1
-        while i >= first[r] and np.isnan(departures[i]):
+        while i >= first[r] and departures[i] < 0:
             i -= 1
         if i < first[r]:
             continue
         if row[k] >= 0:
-            last = max(last, _bin(departures[i], bin_s, max_bins))
+            last = max(last, _bin(departures[i] / TICKS, bin_s, max_bins))
         if lands[k] >= 0:
-            last_landed = max(last_landed, _bin(departures[i] + latency[k], load_bin_s, max_bins))
+            last_landed = max(last_landed, _bin(departures[i] / TICKS + latency[k], load_bin_s, max_bins))
     return last, last_landed
 
 
@@ -481,8 +483,8 @@ def _accumulate(
     """Add the runs to the per-direction sums, the timeline, the super-peers' landings, and a backbone
     run's to its stream's sums (``streams[r] >= 0``); keep the latest landing in ``last_arrival[0]``.  A
     run's departures ascend, so its bytes are summed per bin before they are added to the timeline (whole
-    numbers: the float sums are exact), and its last departure lands last; a dropped tuple (NaN) is not
-    counted."""
+    numbers: the float sums are exact), and its last departure lands last; a departure that is negative
+    (dropped, lost, or counted in another window) is not counted."""
     for r in range(len(link)):
         k = link[r]
         w = first_wire[r]
@@ -494,9 +496,9 @@ def _accumulate(
         landing = -1  # the bin the run's tuples land in at the far end, and how many so far (they ascend)
         landing_count = 0
         for i in range(count[r]):
-            d = departures[first[r] + i]
-            if np.isnan(d):
+            if departures[first[r] + i] < 0:
                 continue
+            d = departures[first[r] + i] / TICKS
             size = wire[w + i]
             total += size
             crossed += 1
@@ -528,6 +530,6 @@ def _accumulate(
             stream_counts[streams[r]] += crossed
         if crossed:
             i = first[r] + count[r] - 1
-            while np.isnan(departures[i]):
+            while departures[i] < 0:
                 i -= 1
-            last_arrival[0] = max(last_arrival[0], departures[i] + latency[k])
+            last_arrival[0] = max(last_arrival[0], departures[i] / TICKS + latency[k])

@@ -179,22 +179,16 @@ def _earlier(window, c, h, j):
 
 
 @njit(cache=True)
-def _counted_seconds(departures, arrivals, window, seg, hop_start):
-    """The departures and arrivals as the meter counts them, in seconds: NaN for what crossed nothing in
-    this window (a copy dropped, lost or held back) and for the rows an earlier window solved and
-    counted."""
-    out = np.empty(len(departures))
-    offered = np.empty(len(arrivals))
-    for i in range(len(departures)):
-        out[i] = departures[i] / TICKS if departures[i] >= 0 else np.nan
-        offered[i] = arrivals[i] / TICKS if arrivals[i] >= 0 else np.nan
+def _uncount_earlier(departures, window, seg, hop_start):
+    """Mark the rows an earlier window solved (and counted) as not counted in this one (:data:`NONE`), once
+    what is held back has been read off them: the rows of the copies held back before that this window did
+    not solve."""
     for c in range(len(window.pending_count)):
         held, n = window.pending_count[c], window.count[c]
         for h in range(hop_start[c + 1] - hop_start[c] if held else 0):
             for j in range(held):
                 if _earlier(window, c, h, j) >= 0:
-                    out[seg.row_base[c] + h * n + j] = np.nan
-    return out, offered
+                    departures[seg.row_base[c] + h * n + j] = NONE
 
 
 @njit(cache=True)
@@ -423,11 +417,12 @@ class Queues:
         self.first_arrival[fresh] = arrival_min[fresh]
         present = np.flatnonzero(blocks.count > 0)  # the segments are each present channel's hops, in order
         streams = np.repeat(self.stream[present], self.hops[present])
-        # the rows solved in an earlier window were counted then, those held back are counted in a later one
-        counted, offered = _counted_seconds(departures, arrivals, window, seg, self.hop_start)
+        # the rows solved in an earlier window were counted then (their arrivals were not set again), those
+        # held back (DEFER) are counted in a later one
+        _uncount_earlier(departures, window, seg, self.hop_start)
         self.meter.cross_runs(
-            self.directions, seg.link, seg.row, seg.count, seg.tuple, blocks.wire, counted, self.latency, offered,
-            streams,
+            self.directions, seg.link, seg.row, seg.count, seg.tuple, blocks.wire, departures, self.latency,
+            arrivals, streams,
         )  # fmt: skip
         self.meter.dropped_at(tally.drops)
         self.meter.lost_at(tally.losses)
@@ -583,14 +578,13 @@ def _merge_runs(keys, rows, buffer_keys, buffer_rows):
             lo, mid = starts[q], starts[q + 1]
             hi = starts[q + 2] if q + 2 < len(starts) else mid
             i, j, o = lo, mid, lo
-            while i < mid and j < hi:  # branch-free: which run the next key comes from is unpredictable
-                ki, kj = src_k[i], src_k[j]
-                right = np.int64(kj < ki)  # ties take the left run: stable
-                ri, rj = src_r[i], src_r[j]
-                dst_k[o] = ki + (kj - ki) * right
-                dst_r[o] = ri + (rj - ri) * right
-                j += right
-                i += 1 - right
+            while i < mid and j < hi:
+                if src_k[j] < src_k[i]:  # ties take the left run: stable
+                    dst_k[o], dst_r[o] = src_k[j], src_r[j]
+                    j += 1
+                else:
+                    dst_k[o], dst_r[o] = src_k[i], src_r[i]
+                    i += 1
                 o += 1
             while i < mid:
                 dst_k[o], dst_r[o] = src_k[i], src_r[i]

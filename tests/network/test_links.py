@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from network.linkrule import TICKS, gap, to_seconds
+from network.linkrule import TICKS, gap, to_seconds, to_ticks
 from network.meter import TrafficMeter, bin_width
 from network.queues import Blocks, Queues, Route, _merge_runs
 
@@ -103,7 +103,7 @@ def test_meter_timeline_and_access_split():
     # runs: (A, B) departures 0.5 and 0.7 of 10 and 20 bytes; (P, A) two of 5 bytes; (A, B) one of 30 at 2.1
     link, first, count = np.array([0, 1, 0]), np.array([0, 2, 4]), np.array([2, 2, 1])
     wire, first_wire = np.array([10, 20, 5, 5, 30]), np.array([0, 2, 4])
-    departures = np.array([0.5, 0.7, 0.1, 0.2, 2.1])
+    departures = to_ticks(np.array([0.5, 0.7, 0.1, 0.2, 2.1]))  # the meter takes ticks
     meter.cross_runs(directions, link, first, count, first_wire, wire, departures)
     run = meter.result("s", "local")
     assert run.link_bytes == {("A", "B"): 60, ("B", "A"): 0}
