@@ -13,10 +13,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from network.exactness import check, copies_of, summaries
 from network.latency import LatencyStats
-from network.meter import StrategyRun, SubscriptionSummary, load_bin
+from network.meter import StrategyRun, load_bin
 from network.routing import Network
-from topologies.expected import Expected, Unreachable, compare, emitted_before, multiset_difference
+from topologies.expected import Expected, Unreachable
 from topologies.model import Scenario
 from topologies.workload import tuple_count
 
@@ -38,40 +39,28 @@ def subscription_summaries(
     scenario: Scenario, run: StrategyRun, expected: Expected | None
 ) -> tuple[dict, LatencyStats]:
     """Per subscription what the report gives, and the latency over every delivery: the engine's own
-    summary when it has one (Spark), else computed from the delivered tuples and ``expected``."""
+    summary when it has one (Spark), else the check (:mod:`network.exactness`) of the delivered tuples
+    against ``expected``."""
     if run.summary is not None:
         assert run.latency is not None
         return run.summary, run.latency
     assert expected is not None, "an engine without a summary needs the expected tuples"
-    found = {}
-    unreachable = Unreachable(scenario)
-    none = np.zeros(0, dtype=np.int64)
-    for sub in scenario.subscriptions:
-        delivered = run.delivered.get(sub.id, none)
-        delivered_attrs = run.delivered_attrs.get(sub.id, expected.attrs[sub.id])
-        # a copy dropped on the way or lost at a failure, or a tuple emitted while the subscription could
-        # not be reached, is accounted for: not missing (extra if it was not expected at all)
-        dropped, lost = run.dropped.get(sub.id, none), run.lost.get(sub.id, none)
-        wanted = expected.indices[sub.id]
-        cut = unreachable.indices(sub.id, wanted)
-        parts = [p for p in (delivered, dropped, lost, cut) if len(p)]
-        accounted = np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else delivered)
-        missing, extra = compare(accounted, delivered_attrs, wanted, expected.attrs[sub.id])
-        early = None
-        if sub.id in run.rejected_at:
-            early = multiset_difference(accounted, before_rejection(scenario, run, sub.id, wanted))[0]
-        latency = LatencyStats.of(run.latencies.get(sub.id, np.zeros(0)))
-        found[sub.id] = SubscriptionSummary(
-            len(delivered), len(wanted), missing, extra, latency, len(dropped), len(lost), len(cut), early
-        )
+    ids = [sub.id for sub in scenario.subscriptions]
+    counts = check(
+        scenario,
+        Unreachable(scenario),
+        run.rejected_at,
+        [expected.indices[sub] for sub in ids],
+        copies_of(run.delivered, ids),
+        copies_of(run.dropped, ids),
+        copies_of(run.lost, ids),
+    )
+    none = np.zeros(0)
+    latencies = [LatencyStats.of(run.latencies.get(sub, none)) for sub in ids]
+    attrs = {sub: run.delivered_attrs.get(sub, expected.attrs[sub]) for sub in ids}
     values = [v for v in run.latencies.values() if len(v)]
-    return found, LatencyStats.of(np.concatenate(values) if values else np.zeros(0))
-
-
-def before_rejection(scenario: Scenario, run: StrategyRun, sub_id: str, indices: np.ndarray) -> np.ndarray:
-    """The entries of ``indices`` emitted before the planner rejected subscription ``sub_id`` (on arrival,
-    unless the run says it was rejected later, at a failure, docs/DYNAMICS.md)."""
-    return emitted_before(scenario, sub_id, indices, run.rejected_at.get(sub_id, scenario.subscription(sub_id).at))
+    overall = LatencyStats.of(np.concatenate(values) if values else none)
+    return summaries(scenario, counts, latencies, attrs, run.rejected_at), overall
 
 
 def strategy_entry(
