@@ -13,13 +13,13 @@ gives.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from network.latency import LatencyStats
-from network.meter import SubscriptionSummary
-from topologies.expected import Unreachable, differences_by_owner, emitted_before
+from network.meter import StrategyRun, SubscriptionSummary
+from topologies.expected import Expected, Unreachable, differences_by_owner, emitted_before
 from topologies.model import Scenario
 
 Copies = tuple[np.ndarray, np.ndarray]
@@ -129,6 +129,28 @@ def summaries(
             delivered, expected, missing, extra, latencies[k], dropped, lost, unreachable, early
         )
     return found
+
+
+def checked(scenario: Scenario, run: StrategyRun, expected: Expected) -> StrategyRun:
+    """``run``, whose engine kept every copy (``delivered``, ``latencies``, ``dropped``, ``lost``: the
+    local engine, live mode), with its ``summary`` and ``latency``: the whole run checked against the
+    ``expected`` tuples (:func:`topologies.expected.expected_results`)."""
+    ids = [sub.id for sub in scenario.subscriptions]
+    counts = check(
+        scenario,
+        Unreachable(scenario),
+        run.rejected_at,
+        [expected.indices[sub] for sub in ids],
+        copies_of(run.delivered, ids),
+        copies_of(run.dropped, ids),
+        copies_of(run.lost, ids),
+    )
+    none = np.zeros(0)
+    latencies = [LatencyStats.of(run.latencies.get(sub, none)) for sub in ids]
+    attrs = {sub: run.delivered_attrs.get(sub, expected.attrs[sub]) for sub in ids}
+    values = [v for v in run.latencies.values() if len(v)]
+    overall = LatencyStats.of(np.concatenate(values) if values else none)
+    return replace(run, summary=summaries(scenario, counts, latencies, attrs, run.rejected_at), latency=overall)
 
 
 def copies_of(per_subscription: Mapping[str, np.ndarray], ids: Sequence[str]) -> Copies:

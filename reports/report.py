@@ -13,11 +13,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from network.exactness import check, copies_of, summaries
-from network.latency import LatencyStats
 from network.meter import StrategyRun, load_bin
 from network.routing import Network
-from topologies.expected import Expected, Unreachable
 from topologies.model import Scenario
 from topologies.workload import tuple_count
 
@@ -35,45 +32,15 @@ def served_exactly(sub: dict) -> bool:
     return sub["missing"] == 0 and sub["extra"] == 0
 
 
-def subscription_summaries(
-    scenario: Scenario, run: StrategyRun, expected: Expected | None
-) -> tuple[dict, LatencyStats]:
-    """Per subscription what the report gives, and the latency over every delivery: the engine's own
-    summary when it has one (Spark), else the check (:mod:`network.exactness`) of the delivered tuples
-    against ``expected``."""
-    if run.summary is not None:
-        assert run.latency is not None
-        return run.summary, run.latency
-    assert expected is not None, "an engine without a summary needs the expected tuples"
-    ids = [sub.id for sub in scenario.subscriptions]
-    counts = check(
-        scenario,
-        Unreachable(scenario),
-        run.rejected_at,
-        [expected.indices[sub] for sub in ids],
-        copies_of(run.delivered, ids),
-        copies_of(run.dropped, ids),
-        copies_of(run.lost, ids),
-    )
-    none = np.zeros(0)
-    latencies = [LatencyStats.of(run.latencies.get(sub, none)) for sub in ids]
-    attrs = {sub: run.delivered_attrs.get(sub, expected.attrs[sub]) for sub in ids}
-    values = [v for v in run.latencies.values() if len(v)]
-    overall = LatencyStats.of(np.concatenate(values) if values else none)
-    return summaries(scenario, counts, latencies, attrs, run.rejected_at), overall
-
-
-def strategy_entry(
-    scenario: Scenario, run: StrategyRun, expected: Expected | None, surplus: Mapping[str, int] | None = None
-) -> dict:
-    """One run's report entry.  ``surplus``: per stream, the attribute values its plan carries that nobody
+def strategy_entry(scenario: Scenario, run: StrategyRun, surplus: Mapping[str, int] | None = None) -> dict:
+    """One run's report entry, its subscriptions as the engine's check found them (``run.summary``,
+    network/exactness.py).  ``surplus``: per stream, the attribute values its plan carries that nobody
     downstream selects (:func:`reports.surplus.surplus_values`), when computed: the entry's streams then
     give them in bytes, and :func:`assemble_report` splits the gap to ``ideal`` with them."""
     links = link_entries(scenario, run)
-    summaries, latency = subscription_summaries(scenario, run, expected)
     subscriptions = []
     for sub in scenario.subscriptions:
-        found = summaries[sub.id]
+        found = run.summary[sub.id]
         subscriptions.append(
             {
                 "id": sub.id,
@@ -107,7 +74,7 @@ def strategy_entry(
         "links": links,
         "access_links": access,
         "subscriptions": subscriptions,
-        "latency_s": latency.as_dict(),
+        "latency_s": run.latency.as_dict(),
         "super_peers": super_peers,
         "peak_load": max(loads, default=None),
         "dropped": sum(s["dropped"] for s in subscriptions),
@@ -283,11 +250,9 @@ def access_links(scenario: Scenario, run: StrategyRun, subscriptions: list[dict]
     ]
 
 
-def build_report(scenario: Scenario, runs: dict[str, StrategyRun], expected: Expected | None, engine: str) -> dict:
+def build_report(scenario: Scenario, runs: dict[str, StrategyRun], engine: str) -> dict:
     """The report as a JSON-ready dict; strategies in the order given."""
-    return assemble_report(
-        scenario, {name: strategy_entry(scenario, run, expected) for name, run in runs.items()}, engine
-    )
+    return assemble_report(scenario, {name: strategy_entry(scenario, run) for name, run in runs.items()}, engine)
 
 
 def assemble_report(scenario: Scenario, strategies: dict[str, dict], engine: str) -> dict:

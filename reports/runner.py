@@ -30,7 +30,6 @@ from reports.simulate import Engine, simulate, simulate_parallel, simulate_spark
 from sharing import check_strategy, strategy_names
 from sharing.plan import Plan
 from topologies.errors import InputError
-from topologies.expected import expected_results
 from topologies.model import Scenario
 from topologies.workload import tuple_count
 
@@ -247,10 +246,9 @@ def warm_up() -> float:
 
     started = time.perf_counter()
     scenario = scenario_from_document(WARM_UP, "<warm-up>")
-    expected = expected_results(scenario)
     for name in ("data-shipping", "sharing-em"):
         run = run_local(scenario, make_plan(scenario, name))
-        assemble_report(scenario, {name: strategy_entry(scenario, run, expected)}, "local")
+        assemble_report(scenario, {name: strategy_entry(scenario, run)}, "local")
     return time.perf_counter() - started
 
 
@@ -325,11 +323,6 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunResult:
             # once per installation (make venv does it): else each worker process would compile them at once
             status.phase(f"compiling the simulator's kernels (numba), once: {COMPILE_NOTE}")
             warm_up()
-        # the Spark engine checks deliveries where they are; on the driver, expected tuples would be per-tuple data
-        expected = None
-        if options.engine != "spark":
-            status.phase("computing every subscription's expected answer")
-            expected = expected_results(scenario)
         plans = _PlansFile(out.path("plans.json"))
         common = {"show_progress": mode, "check_plans": check_plans, "status": status, "decisions": decisions}
         try:
@@ -338,13 +331,13 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunResult:
                 if options.engine == "spark":
                     entries, runs, timings = simulate_spark(scenario, strategies, engine, parts, **common)
                 else:
-                    entries, runs, timings = simulate_parallel(scenario, strategies, expected, jobs, parts, **common)
+                    entries, runs, timings = simulate_parallel(scenario, strategies, jobs, parts, **common)
                 status.phase("writing plans.json")
                 for name in strategies:
                     plans.add_file(name, os.path.join(parts, f"{name}.json"))
                 os.rmdir(parts)
             else:
-                entries, runs, timings = simulate(scenario, strategies, engine, expected, plan_sink=plans.add, **common)
+                entries, runs, timings = simulate(scenario, strategies, engine, plan_sink=plans.add, **common)
         finally:
             plans.close()
         report = assemble_report(scenario, entries, engine=options.engine)

@@ -26,7 +26,6 @@ from sharing import make_plan
 from sharing.check import plan_problems
 from sharing.plan import Plan
 from topologies.errors import EmulatorError
-from topologies.expected import Expected
 from topologies.model import Scenario
 from topologies.workload import tuple_count
 
@@ -42,7 +41,6 @@ def simulate(
     scenario: Scenario,
     strategies: list[str],
     engine: Engine,
-    expected: Expected | None,
     *,
     show_progress: bool | str,
     check_plans: bool = False,
@@ -67,7 +65,7 @@ def simulate(
     with ProgressBar(per_strategy, strategies, show_progress, status) as bar:
         for name in strategies:
             plan, entries[name], runs[name], timings[name] = _strategy(
-                scenario, network, name, engine, expected, check_plans, partial(bar.update, name)
+                scenario, network, name, engine, check_plans, partial(bar.update, name)
             )
             bar.update(name, "done", per_strategy)
             if decisions is not None:
@@ -83,7 +81,6 @@ def _strategy(
     network: Network,
     name: str,
     engine: Engine,
-    expected: Expected | None,
     check_plans: bool,
     report: Callable[[str, int], None],
 ) -> tuple[Plan, dict, StrategyRun, tuple[float, float]]:
@@ -94,7 +91,7 @@ def _strategy(
     report("running", 0)
     run = engine(scenario, plan, progress=lambda done, total: report("running", done))
     timings = (t1 - t0, time.perf_counter() - t1)
-    entry = strategy_entry(scenario, run, expected, surplus_values(scenario, plan))
+    entry = strategy_entry(scenario, run, surplus_values(scenario, plan))
     return plan, entry, replace(run, delivered={}, latencies={}), timings
 
 
@@ -121,7 +118,6 @@ def _planning(report: Callable[[str, int], None], done: int, total: int) -> None
 def simulate_parallel(
     scenario: Scenario,
     strategies: list[str],
-    expected: Expected | None,
     jobs: int,
     plan_dir: str,
     *,
@@ -132,7 +128,7 @@ def simulate_parallel(
     decisions: dict[str, list[dict]] | None = None,
 ) -> Results:
     """:func:`simulate` on the local engine (or ``engine``) with up to ``jobs`` strategies at a time, each in
-    its own worker process (forked, so the scenario and the expected results are shared, not copied); each
+    its own worker process (forked, so the scenario is shared, not copied); each
     plan is written to ``plan_dir/<strategy>.json``.  The results are those of :func:`simulate`: each
     strategy is planned and simulated exactly as it would be alone.  A worker's error is raised here; a
     worker that dies (killed, out of memory) is an EmulatorError naming its strategy; the others are then
@@ -147,7 +143,6 @@ def simulate_parallel(
     messages = context.Queue()
     job = {
         "scenario": scenario,
-        "expected": expected,
         "engine": run_local if engine is None else engine,
         "check": check_plans,
         "out": plan_dir,
@@ -210,7 +205,6 @@ def _worker(job: dict, name: str) -> None:
             Network.of(scenario),
             name,
             job["engine"],
-            job["expected"],
             job["check"],
             lambda phase, done: queue.put(("progress", name, phase, done)),
         )
@@ -304,7 +298,7 @@ def simulate_spark(
 
         t0 = time.perf_counter()
         done = engine.simulate(simulation, name, progress)
-        entry = strategy_entry(scenario, done, None, surplus)
+        entry = strategy_entry(scenario, done, surplus)
         return name, (entry, replace(done, delivered={}, latencies={}), (plan_s, time.perf_counter() - t0))
 
     try:

@@ -292,12 +292,11 @@ def point_rows(point: dict[str, object], report: dict, timings: dict[str, tuple[
 def _run_point(scenario: Scenario, strategies: list[str], engine, engine_name: str, plan_dir: str | None) -> tuple:
     """One point's report and timings: every strategy planned and simulated, here."""
     from reports.simulate import simulate, simulate_spark
-    from topologies.expected import expected_results
 
     if engine_name == "spark":
         entries, _, timings = simulate_spark(scenario, strategies, engine, plan_dir, show_progress=False)
     else:
-        entries, _, timings = simulate(scenario, strategies, engine, expected_results(scenario), show_progress=False)
+        entries, _, timings = simulate(scenario, strategies, engine, show_progress=False)
     return assemble_report(scenario, entries, engine=engine_name), timings
 
 

@@ -44,7 +44,6 @@ from sharing import (
 )
 from sharing.epochs import timeline
 from topologies.errors import EmulatorError, InputError, shown
-from topologies.expected import expected_results
 from topologies.loader import load_scenario, scenario_from_document
 from topologies.model import Scenario, SubscriptionSpec
 
@@ -204,9 +203,8 @@ def check(scenario: Scenario, run: StrategyRun) -> StrategyResult:
     _scenario(scenario)
     if not isinstance(run, StrategyRun):
         raise InputError(f"run: expected a StrategyRun (from sg.simulate), got {_what(run)}")
-    _of_scenario(scenario, "run", set(run.delivered) | set(run.summary or ()), set(run.link_bytes))
-    expected = None if run.summary is not None else expected_results(scenario)
-    entry = strategy_entry(scenario, run, expected)
+    _of_scenario(scenario, "run", set(run.summary), set(run.link_bytes))
+    entry = strategy_entry(scenario, run)
     report = assemble_report(scenario, {run.strategy: entry}, run.engine)
     return Report.of(report)[run.strategy]
 
