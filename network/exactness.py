@@ -1,13 +1,13 @@
 """The exactness check (docs/ACCOUNTING.md, "Exactness"): what an engine did with each subscription's
 copies, against the tuples it should have received, reduced to counts per subscription.
 
-One definition for every engine.  The local engine's and live mode's runs are checked whole; the Spark
-engine checks each chunk of a run where its tuples are, and the chunks' :class:`Counts` add up to the
-run's (:meth:`Counts.plus`: every count is a sum over disjoint ranges of tuple indices).  The copies come
-as flat arrays indexed by *owner*, a subscription's number in the scenario's order (:data:`Copies`), the
-way the meter gives them (:meth:`network.meter.TrafficMeter.deliveries`); :func:`summaries` then makes a
-run's counts, with their latency statistics, the :class:`~network.meter.SubscriptionSummary` a report
-gives.
+One definition for every engine: :func:`check` counts, :func:`summaries` turns a whole run's counts and
+latency statistics into the :class:`~network.meter.SubscriptionSummary` a report gives.  The local
+engine's and live mode's runs are checked whole (:func:`checked`, from the copies the run kept); the
+Spark engine checks each chunk of a run where its tuples are, and the chunks' :class:`Counts` add up to
+the run's (:meth:`Counts.plus`: every count is a sum over disjoint ranges of tuple indices).  The copies
+come as flat arrays indexed by *owner*, a subscription's number in the scenario's order (:data:`Copies`),
+the way the meter gives them (:meth:`network.meter.TrafficMeter.deliveries`).
 """
 
 from __future__ import annotations

@@ -55,6 +55,22 @@ def run_local(
         return checked(scenario, run, expected_results(scenario, values))
 
 
+class LocalEngine:
+    """The local engine as the run command drives it (:class:`reports.simulate.Engine`): :func:`run_local`
+    with the scenario's workload; strategies side by side in forked worker processes; the simulator's
+    numba kernels run in this process and its forks, so they are compiled into numba's cache once before
+    the workers start."""
+
+    name = "local"
+    forks = True
+    kernels = True
+
+    def __call__(
+        self, scenario: Scenario, plan: Plan, progress: Callable[[int, int], None] | None = None
+    ) -> StrategyRun:
+        return run_local(scenario, plan, progress)
+
+
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for the block (on again after it, if it was on).

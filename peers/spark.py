@@ -59,11 +59,23 @@ _job_numbers = count()
 class SparkEngine:
     """The Spark engine on one master: an engine callable ``(scenario, plan, progress=None) ->
     StrategyRun``, whose :meth:`simulate` also runs a plan already laid out (the run command lays plans out
-    in another process while Spark simulates the ones before)."""
+    in another process while Spark simulates the ones before, :func:`reports.simulate.simulate_pipelined`).
+
+    What the run command asks of an engine (:class:`reports.simulate.Engine`): its report label; it spreads
+    each strategy over the executors itself, one strategy at a time (no forked workers); its executors
+    compile the kernels they run."""
+
+    name = "spark"
+    forks = False
+    kernels = False
 
     def __init__(self, master: str | None = None, conf: dict[str, str] | None = None):
         self.master = parse_master(master)
         self.conf = conf
+
+    def start(self) -> None:
+        """Start the Spark session now (once, before threads submit jobs to it)."""
+        spark_session(self.master, self.conf)
 
     def __call__(self, scenario: Scenario, plan: Plan, progress: Progress | None = None) -> StrategyRun:
         return self.simulate(Simulation(scenario, plan), plan.strategy, progress)
