@@ -35,6 +35,11 @@ if TYPE_CHECKING:
     from peers.local import Simulation
 
 
+RunPlan = Callable[..., StrategyRun]
+"""What running strategies one way needs of an engine: to run a plan, ``(scenario, plan, progress=None) ->
+StrategyRun`` (any :class:`Engine`, or a plain function such as :func:`peers.local.run_local`)."""
+
+
 class Engine(Protocol):
     """What running strategies asks of an engine (:func:`reports.runner.engine_for` makes one): it runs a
     plan, ``(scenario, plan, progress=None) -> StrategyRun``, and says how it is driven.  ``name``: the
@@ -75,7 +80,7 @@ class PlanCheckError(EmulatorError):
 def simulate(
     scenario: Scenario,
     strategies: list[str],
-    engine: Engine,
+    engine: RunPlan,
     *,
     show_progress: bool | str,
     check_plans: bool = False,
@@ -115,7 +120,7 @@ def _strategy(
     scenario: Scenario,
     network: Network,
     name: str,
-    engine: Engine,
+    engine: RunPlan,
     check_plans: bool,
     report: Callable[[str, int], None],
 ) -> tuple[Plan, dict, StrategyRun, tuple[float, float]]:
@@ -158,7 +163,7 @@ def simulate_parallel(
     *,
     show_progress: bool | str,
     check_plans: bool = False,
-    engine: Engine | None = None,
+    engine: RunPlan | None = None,
     status: Status | None = None,
     decisions: dict[str, list[dict]] | None = None,
 ) -> Results:
