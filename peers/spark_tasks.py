@@ -8,10 +8,10 @@ the FIFO link queues with the local engine's own code, from a given state of the
 next free, and the tuples waiting in the buffers of links that have one).  What leaves the task is
 
 - one **summary** row: traffic per link direction, the timeline, per subscription the tuples delivered and
-  expected, the missing and extra copies (against the plain evaluation of the subscription over the chunk's
-  tuples, ``topologies.expected``), the exact latency sum, and the state of the queues (where they ended,
-  and the earliest arrival at each link, which tells the driver whether a guessed starting state was
-  right, see docs/SPARK.md);
+  expected, the missing and extra copies (the check every engine makes, ``network.exactness``, against the
+  plain evaluation of the subscription over the chunk's tuples, ``topologies.expected``), the exact latency
+  sum, and the state of the queues (where they ended, and the earliest arrival at each link, which tells
+  the driver whether a guessed starting state was right, see docs/SPARK.md);
 - one **latency** row per subscription delivered to: its number and its latencies' IEEE bits,
   compressed, as one binary cell (:func:`peers.spark_select.latency_cell`; a positive double's bits sort
   as its value does).  They stay on the executors for
