@@ -163,7 +163,7 @@ def check(scenario: Scenario) -> dict:
     network = Network.of(scenario)
     expected = expected_results(scenario)
     runs = {name: run_local(scenario, make_plan(scenario, name, network)) for name in STRATEGIES}
-    report = build_report(scenario, runs, expected, engine="local")
+    report = build_report(scenario, runs, engine="local")
     recount = unreachable_by_networkx(scenario, expected.indices)
     found = {}
     for name, entry in report["strategies"].items():

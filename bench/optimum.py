@@ -155,7 +155,7 @@ def main(args: argparse.Namespace) -> int:
     optimum = optimum_bytes(scenario, expected, network)
     solve_s = time.perf_counter() - started
     runs = {name: run_local(scenario, make_plan(scenario, name, network)) for name in STRATEGIES}
-    report = build_report(scenario, runs, expected, "local")
+    report = build_report(scenario, runs, "local")
     least = sum(optimum.values())
     rows = []
     for name, entry in report["strategies"].items():

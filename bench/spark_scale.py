@@ -16,11 +16,11 @@ each round also measures what the machine itself gives two processes: a CPU-boun
 run alone, then twice at once, three times in turns (:func:`machine_round`).  On a virtual machine two
 cores need not be twice one (the host may share a physical core between them, or be busy), and the
 engine's ratio of 2 cores over 1 is bounded by that one, measured the same hour.  Printed per row: the
-Spark master, wall seconds, the Spark run's stages (``peers.spark.run_spark``: the driver's layout of the
-plan, the chunk jobs, reading the summaries, the latency selection), the seconds of the run's entry in the
-report (``reports.report.strategy_entry``, against the expected tuples made once beforehand: for the local
-engine the exactness check and the latency statistics over its deliveries, which the Spark engine computes
-on its executors, for Spark reading its summaries), tuple-hops per wall second, and the
+Spark master, wall seconds (the run's check of its deliveries included: the local engine's over them all at
+the end, Spark's on its executors, network/exactness.py), the Spark run's stages (``peers.spark.run_spark``:
+the driver's layout of the plan, the chunk jobs, reading the summaries, the latency selection), the seconds
+of the run's entry in the report (``reports.report.strategy_entry``, from the run's summary), tuple-hops per
+wall second, and the
 peak memory of the driver's JVM (on the cluster the executors are the worker's processes; on ``local[2]``
 they are threads of the driver's JVM); then the Python driver's peak.  The ratios are 2 cluster cores over
 1 (the whole run, and the chunk jobs alone: on one machine the driver's serial stages share its cores with
@@ -67,10 +67,7 @@ def _tuple_hops(scenario, run) -> int:
     from topologies import workload
 
     uploads = sum(workload.tuple_count(s, scenario.duration) for s in scenario.streams)
-    delivered = (
-        sum(s.delivered for s in run.summary.values()) if run.summary else sum(len(v) for v in run.delivered.values())
-    )
-    return run.backbone_tuples + uploads + delivered
+    return run.backbone_tuples + uploads + sum(s.delivered for s in run.summary.values())
 
 
 def _jvm_peak_rss(session) -> int:
@@ -98,7 +95,6 @@ def main(args: argparse.Namespace) -> int:
     from reports.report import strategy_entry
     from sharing import check_strategy, make_plan
     from topologies.errors import InputError
-    from topologies.expected import expected_results
     from topologies.loader import load_scenario
 
     check_strategy(args.strategy)
@@ -109,7 +105,6 @@ def main(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     warm = load_scenario(WARM_UP)
     plan = make_plan(scenario, args.strategy, Network.of(scenario))
-    expected = expected_results(scenario)  # made once per run, for every strategy: not timed
     warm_plan = make_plan(warm, args.strategy, Network.of(warm))
     run_local(warm, warm_plan)
     logs = Path(tempfile.mkdtemp(prefix="bench-spark-cluster-"))
@@ -150,7 +145,7 @@ def main(args: argparse.Namespace) -> int:
                 if counted != hops:
                     raise AssertionError(f"the {name} run counted other tuple-hops than the local engine's")
                 t0 = time.perf_counter()
-                strategy_entry(scenario, run, expected)  # the report's entry: the check, the statistics
+                strategy_entry(scenario, run)  # the report's entry
                 entry = time.perf_counter() - t0
                 del run
                 runs.setdefault((name, cores), []).append((seconds, stages, entry))

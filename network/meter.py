@@ -42,15 +42,18 @@ class StrategyRun:
 
     ``link_bytes`` / ``link_tuples`` hold every backbone link direction (zeros included); ``access_bytes``
     is the thin-peer traffic (each emitted tuple uploaded once with all attributes, plus every delivered
-    tuple); ``access_link_bytes`` splits it per access-link direction.  ``delivered[sub]`` lists the tuple
-    indices delivered in ascending order (one entry per delivered copy) and ``latencies[sub]`` the seconds
-    from emission to arrival at the thin-peer, aligned with it.  ``timeline[direction]`` is bytes per
-    backbone direction per bin of ``bin_s`` seconds (all arrays of equal length, at most
+    tuple); ``access_link_bytes`` splits it per access-link direction.  ``timeline[direction]`` is bytes
+    per backbone direction per bin of ``bin_s`` seconds (all arrays of equal length, at most
     ``MAX_TIMELINE_BINS``, the last one counting every later departure; empty when the engine has no clock).
 
-    An engine that does not bring every delivery home (Spark) leaves ``delivered`` and ``latencies`` empty
-    and gives ``summary`` instead: per subscription the counts, the check against the expected tuples and
-    the latency statistics, with ``latency`` over all deliveries.
+    ``summary`` gives per subscription the counts, the check against the expected tuples and the latency
+    statistics, and ``latency`` those over all deliveries: every engine's run has them, made by the one
+    check (network/exactness.py), and a report reads them alone.  An engine that brings every copy home
+    (the local engine, live mode) also keeps them, as detail: ``delivered[sub]`` lists the tuple indices
+    delivered (one entry per delivered copy; in ascending order on the local engine) and
+    ``latencies[sub]`` the seconds from emission to arrival at the thin-peer, aligned with it; ``dropped``
+    and ``lost`` below the copies dropped and lost on the way.  Spark leaves them empty: its copies stay on
+    the executors.  (:meth:`TrafficMeter.result` gives a run before its check: no ``summary`` yet.)
     """
 
     strategy: str
@@ -69,7 +72,7 @@ class StrategyRun:
     # what the network limits are measured by (docs/REPORT.md): per access-link direction the tuples that
     # crossed it; per backbone direction the tuples dropped at its tail and the bytes reaching its queue per
     # bin (its offered load); per super-peer the tuples landing there per bin (its load); per subscription
-    # the indices of the copies dropped on the way (an engine with a ``summary`` counts them there)
+    # the indices of the copies dropped on the way (detail, as ``delivered``; the summary counts them)
     load_bin_s: float = 1.0  # the bins of ``offered`` and ``landed``
     access_link_tuples: dict[Direction, int] = field(default_factory=dict)
     link_dropped: dict[Direction, int] = field(default_factory=dict)
@@ -81,8 +84,8 @@ class StrategyRun:
     operators: dict[str, int] = field(default_factory=dict)
     rejected: dict[str, str] = field(default_factory=dict)
     # failures (docs/DYNAMICS.md): per backbone direction the tuples lost there in flight at a failure; per
-    # subscription the indices of its copies lost on the way (an engine with a ``summary`` counts them
-    # there); the plan's re-plans, one per change of the backbone
+    # subscription the indices of its copies lost on the way (detail, as ``delivered``; the summary counts
+    # them); the plan's re-plans, one per change of the backbone
     link_lost: dict[Direction, int] = field(default_factory=dict)
     lost: dict[str, np.ndarray] = field(default_factory=dict)
     replans: tuple = ()
@@ -302,6 +305,8 @@ class TrafficMeter:
         return _by_owner(parts)
 
     def result(self, strategy: str, engine: str) -> StrategyRun:
+        """The run so far: its traffic and every copy, not yet checked (no ``summary``: the engine adds it,
+        :func:`network.exactness.checked`).  The meter forgets the copies."""
         owner, indices, times = self.deliveries()
         cuts = np.searchsorted(owner, np.arange(len(self.subscriptions) + 1))
         delivered, latencies = {}, {}

@@ -17,15 +17,17 @@ import simpy
 
 from network.buffers import NEVER, QueueState
 from network.emulated import down_directions, link_specs
+from network.exactness import checked
 from network.linkrule import to_ticks
 from network.meter import StrategyRun, TrafficMeter, bin_width, load_bin
 from network.queues import Queues
 from network.routing import Network
-from peers.timetable import Timetable, Values
+from peers.timetable import Timetable
 from sharing.plan import Plan
 from topologies import workload
-from topologies.expected import Unreachable
+from topologies.expected import Unreachable, expected_results
 from topologies.model import Scenario
+from topologies.workload import Values
 
 
 def run_local(
@@ -36,7 +38,8 @@ def run_local(
     window: float | None = None,
     values: Values | None = None,
 ) -> StrategyRun:
-    """Simulate ``plan`` over ``scenario``: traffic per link direction, deliveries and their latencies.
+    """Simulate ``plan`` over ``scenario``: traffic per link direction, every copy delivered (with its
+    latency), dropped or lost, and the check of them against the expected tuples (network/exactness.py).
 
     ``window`` is the batch length in seconds of emission time (default :func:`batch_window`; a unit of
     work only: no count and no time depends on it, see network/queues.py, "Horizon");
@@ -48,7 +51,24 @@ def run_local(
         simulation = Simulation(scenario, plan, window=window)
         meter = simulation.meter()
         simulation.play(simulation.windows(), meter, values=values, progress=progress)
-        return simulation.with_plan(meter.result(plan.strategy, "local"))
+        run = simulation.with_plan(meter.result(plan.strategy, "local"))
+        return checked(scenario, run, expected_results(scenario, values))
+
+
+class LocalEngine:
+    """The local engine as the run command drives it (:class:`reports.simulate.Engine`): :func:`run_local`
+    with the scenario's workload; strategies side by side in forked worker processes; the simulator's
+    numba kernels run in this process and its forks, so they are compiled into numba's cache once before
+    the workers start."""
+
+    name = "local"
+    forks = True
+    kernels = True
+
+    def __call__(
+        self, scenario: Scenario, plan: Plan, progress: Callable[[int, int], None] | None = None
+    ) -> StrategyRun:
+        return run_local(scenario, plan, progress)
 
 
 @contextmanager
@@ -99,7 +119,7 @@ class Simulation:
         }  # rejected after arriving (at a re-plan): the report checks what each received up to then
         self.replans = plan.replans
         # the expected tuples emitted while a subscription was cut off are accounted for, like the dropped and
-        # lost ones (the Spark engine counts them per chunk; the report recomputes them for the local one)
+        # lost ones (the Spark engine counts them per chunk)
         self.unreachable = Unreachable(scenario)
 
     def with_plan(self, run: StrategyRun) -> StrategyRun:

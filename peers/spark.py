@@ -32,9 +32,10 @@ from itertools import count
 import numpy as np
 
 from network.buffers import QueueState
+from network.exactness import Counts, summaries
 from network.latency import LatencyStats, Sum, add_sums, ranks_needed
 from network.linkrule import TICKS
-from network.meter import StrategyRun, SubscriptionSummary
+from network.meter import StrategyRun
 from peers.local import Simulation, collector_paused
 from peers.spark_select import OVERALL, Sample, order_statistics
 from peers.spark_session import failure_line, parse_master, spark_session
@@ -58,11 +59,23 @@ _job_numbers = count()
 class SparkEngine:
     """The Spark engine on one master: an engine callable ``(scenario, plan, progress=None) ->
     StrategyRun``, whose :meth:`simulate` also runs a plan already laid out (the run command lays plans out
-    in another process while Spark simulates the ones before)."""
+    in another process while Spark simulates the ones before, :func:`reports.simulate.simulate_pipelined`).
+
+    What the run command asks of an engine (:class:`reports.simulate.Engine`): its report label; it spreads
+    each strategy over the executors itself, one strategy at a time (no forked workers); its executors
+    compile the kernels they run."""
+
+    name = "spark"
+    forks = False
+    kernels = False
 
     def __init__(self, master: str | None = None, conf: dict[str, str] | None = None):
         self.master = parse_master(master)
         self.conf = conf
+
+    def start(self) -> None:
+        """Start the Spark session now (once, before threads submit jobs to it)."""
+        spark_session(self.master, self.conf)
 
     def __call__(self, scenario: Scenario, plan: Plan, progress: Progress | None = None) -> StrategyRun:
         return self.simulate(Simulation(scenario, plan), plan.strategy, progress)
@@ -445,12 +458,7 @@ class _Totals:
         self.access: dict[tuple[str, str], int] = {}
         self.access_tuples: dict[tuple[str, str], int] = {}
         self.received: dict[str, tuple[str, ...]] = {}
-        self.delivered, self.expected = np.zeros(subs, np.int64), np.zeros(subs, np.int64)
-        self.missing, self.extra = np.zeros(subs, np.int64), np.zeros(subs, np.int64)
-        self.dropped = np.zeros(subs, np.int64)
-        self.lost = np.zeros(subs, np.int64)
-        self.unreachable = np.zeros(subs, np.int64)
-        self.missing_before = np.zeros(subs, np.int64)
+        self.counts = Counts.zeros(subs)
         self.rejected_at = simulation.rejected_at
         self.sums: list[Sum] = [{} for _ in range(subs)]
         self.samples: list[Sample] = []
@@ -472,40 +480,27 @@ class _Totals:
             self.access_tuples[direction] = self.access_tuples.get(direction, 0) + sent
         for sub, attrs in summary.received.items():
             self.received.setdefault(sub, attrs)
-        self.delivered += summary.delivered
-        self.expected += summary.expected
-        self.missing += summary.missing
-        self.extra += summary.extra
-        self.dropped += summary.dropped
-        self.lost += summary.lost
-        self.unreachable += summary.unreachable
-        self.missing_before += summary.missing_before
+        self.counts = self.counts.plus(summary.counts)
         self.sums = [add_sums(pair) for pair in zip(self.sums, summary.sums, strict=True)]
         self.samples.append(summary.latency_sample)
 
     def targets(self) -> dict[int, set[int]]:
         """The ranks each percentile needs, per subscription number and :data:`OVERALL`."""
-        found = {k: ranks_needed(int(n)) for k, n in enumerate(self.delivered.tolist()) if n}
-        if self.delivered.sum():
-            found[OVERALL] = ranks_needed(int(self.delivered.sum()))
+        delivered = self.counts.delivered
+        found = {k: ranks_needed(int(n)) for k, n in enumerate(delivered.tolist()) if n}
+        if delivered.sum():
+            found[OVERALL] = ranks_needed(int(delivered.sum()))
         return found
 
     def run(self, strategy: str, ranked: dict[tuple[int, int], float]) -> StrategyRun:
         attrs = dict(self.default_attrs)
         attrs.update(self.received)
-        summary = {}
-        for k, sub in enumerate(self.subscriptions):
-            n, dropped, lost = int(self.delivered[k]), int(self.dropped[k]), int(self.lost[k])
-            unreachable = int(self.unreachable[k])
-            missing, extra = int(self.missing[k]), int(self.extra[k])
-            if attrs[sub] != self.default_attrs[sub]:  # delivered with other attributes: none is the expected one
-                missing, extra = int(self.expected[k]), n + dropped + lost + unreachable
-            latency = LatencyStats.of_parts(n, self.sums[k], {r: ranked[(k, r)] for r in ranks_needed(n)})
-            early = int(self.missing_before[k]) if sub in self.rejected_at else None
-            summary[sub] = SubscriptionSummary(
-                n, int(self.expected[k]), missing, extra, latency, dropped, lost, unreachable, early
-            )
-        total = int(self.delivered.sum())
+        latencies = [
+            LatencyStats.of_parts(n, self.sums[k], {r: ranked[(k, r)] for r in ranks_needed(n)})
+            for k, n in enumerate(self.counts.delivered.tolist())
+        ]
+        summary = summaries(self.scenario, self.counts, latencies, attrs, self.rejected_at)
+        total = int(self.counts.delivered.sum())
         overall = LatencyStats.of_parts(
             total, add_sums(self.sums), {r: ranked[(OVERALL, r)] for r in ranks_needed(total)}
         )

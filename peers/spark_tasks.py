@@ -8,10 +8,10 @@ the FIFO link queues with the local engine's own code, from a given state of the
 next free, and the tuples waiting in the buffers of links that have one).  What leaves the task is
 
 - one **summary** row: traffic per link direction, the timeline, per subscription the tuples delivered and
-  expected, the missing and extra copies (against the plain evaluation of the subscription over the chunk's
-  tuples, ``topologies.expected``), the exact latency sum, and the state of the queues (where they ended,
-  and the earliest arrival at each link, which tells the driver whether a guessed starting state was
-  right, see docs/SPARK.md);
+  expected, the missing and extra copies (the check every engine makes, ``network.exactness``, against the
+  plain evaluation of the subscription over the chunk's tuples, ``topologies.expected``), the exact latency
+  sum, and the state of the queues (where they ended, and the earliest arrival at each link, which tells
+  the driver whether a guessed starting state was right, see docs/SPARK.md);
 - one **latency** row per subscription delivered to: its number and its latencies' IEEE bits,
   compressed, as one binary cell (:func:`peers.spark_select.latency_cell`; a positive double's bits sort
   as its value does).  They stay on the executors for
@@ -34,11 +34,12 @@ import numpy as np
 import pyarrow as pa
 
 from network.buffers import QueueState
+from network.exactness import Counts, check
 from network.latency import Sum, exact_sums_by_owner
 from peers.local import Simulation, collector_paused
 from peers.spark_select import Sample, latency_cell, sample_of
 from topologies import workload
-from topologies.expected import differences_by_owner, emitted_before, expected_in_range
+from topologies.expected import expected_in_range
 
 RECORD_SCHEMA = "chunk int, attempt int, sub int, bits binary"
 _ARROW_SCHEMA = pa.schema([("chunk", pa.int32()), ("attempt", pa.int32()), ("sub", pa.int32()), ("bits", pa.binary())])
@@ -115,14 +116,7 @@ class ChunkSummary:
     access: dict[tuple[str, str], int]
     access_tuples: dict[tuple[str, str], int]
     received: dict[str, tuple[str, ...]]
-    delivered: np.ndarray
-    expected: np.ndarray
-    missing: np.ndarray
-    extra: np.ndarray
-    dropped: np.ndarray  # per subscription, the copies dropped on the way
-    lost: np.ndarray  # per subscription, the copies lost at a failure on the way
-    unreachable: np.ndarray  # per subscription, the expected tuples emitted while it was cut off
-    missing_before: np.ndarray  # per subscription rejected after arriving, its copies missing before then
+    counts: Counts  # per subscription, its part of the check (network/exactness.py)
     sums: list[Sum]
     latency_sample: Sample  # for the overall latency ranks (peers/spark_select.py)
     stream_bytes: np.ndarray  # per stream (the scenario's order), its backbone bytes and tuples
@@ -146,8 +140,7 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
     queues = simulation.play(windows, meter, state=state)
     received = meter.received
     owners, indices, latencies = meter.deliveries()
-    dropped_owners, dropped = meter.dropped_copies()
-    lost_owners, lost = meter.lost_copies()
+    dropped, lost = meter.dropped_copies(), meter.lost_copies()
     traffic = meter.result("", "spark")  # the traffic: its deliveries were taken out above
     start, end = windows[0][0], windows[-1][1]
     found: dict[str, np.ndarray] = {}
@@ -158,29 +151,17 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         first_index[stream] = lo
     none = np.zeros(0, np.int64)
     expected = [found.get(s.id, none) for s in scenario.subscriptions]
-    cut = [simulation.unreachable.indices(s.id, e) for s, e in zip(scenario.subscriptions, expected, strict=True)]
-    cut_owners = np.repeat(np.arange(len(cut), dtype=np.int32), [len(c) for c in cut])
-    # a copy dropped or lost on the way, or a tuple emitted while the subscription was cut off, is accounted
-    # for: not missing (extra if it was not expected at all, or accounted for twice)
-    # the copies still on their way at the chunk's end (held back at its horizon) are accounted for here and
-    # counted where they land, in the next chunk, which leaves them out of its own check
-    flying_owners, flying = queues.in_flight()
-    accounted_owners = np.concatenate([owners, dropped_owners, lost_owners, flying_owners.astype(np.int32), cut_owners])
-    accounted = np.concatenate([indices, dropped, lost, flying, *cut])
-    first = np.array([first_index[s.stream] for s in scenario.subscriptions], np.int64)
-    ours = accounted >= first[accounted_owners] if len(accounted) else np.zeros(0, np.bool_)
-    accounted_owners, accounted = accounted_owners[ours], accounted[ours]
-    missing, extra = differences_by_owner(accounted_owners, accounted, expected)
-    n = len(expected)
-    missing_before = np.zeros(n, np.int64)
-    if simulation.rejected_at:  # rejected at a re-plan: what it should have received before then
-        early = [
-            emitted_before(scenario, sub.id, e, simulation.rejected_at[sub.id])
-            if sub.id in simulation.rejected_at
-            else e[:0]
-            for sub, e in zip(scenario.subscriptions, expected, strict=True)
-        ]
-        missing_before = differences_by_owner(accounted_owners, accounted, early)[0]
+    counts = check(
+        scenario,
+        simulation.unreachable,
+        simulation.rejected_at,
+        expected,
+        (owners, indices),
+        dropped,
+        lost,
+        in_flight=queues.in_flight(),
+        first=np.array([first_index[s.stream] for s in scenario.subscriptions], np.int64),
+    )
     links = len(traffic.link_bytes)
     summary = ChunkSummary(
         number=chunk.number,
@@ -199,15 +180,8 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         access=traffic.access_link_bytes,
         access_tuples=traffic.access_link_tuples,
         received=received,
-        delivered=np.bincount(owners, minlength=n)[:n].astype(np.int64) if len(owners) else np.zeros(n, np.int64),
-        expected=np.array([len(e) for e in expected], np.int64),
-        missing=missing,
-        extra=extra,
-        dropped=np.bincount(dropped_owners, minlength=n)[:n].astype(np.int64),
-        lost=np.bincount(lost_owners, minlength=n)[:n].astype(np.int64),
-        unreachable=np.array([len(c) for c in cut], np.int64),
-        missing_before=missing_before,
-        sums=exact_sums_by_owner(owners, latencies, n),
+        counts=counts,
+        sums=exact_sums_by_owner(owners, latencies, len(scenario.subscriptions)),
         latency_sample=sample_of(latencies),
         stream_bytes=np.array(list(traffic.stream_bytes.values()), np.int64),
         stream_tuples=np.array(list(traffic.stream_tuples.values()), np.int64),

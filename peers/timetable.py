@@ -29,7 +29,7 @@ made): it is laid out, not checked again.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import NamedTuple
@@ -43,8 +43,7 @@ from peers.superpeer import ChannelKey, flow_key, raw_key
 from sharing.epochs import EpochOrder
 from sharing.plan import Delivery, Epoch, Flow, Plan
 from topologies.model import Scenario
-
-Values = Callable[[str, int, int], dict[str, np.ndarray]]
+from topologies.workload import Values
 
 
 class Channel(NamedTuple):

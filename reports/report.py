@@ -13,10 +13,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from network.latency import LatencyStats
-from network.meter import StrategyRun, SubscriptionSummary, load_bin
+from network.meter import StrategyRun, load_bin
 from network.routing import Network
-from topologies.expected import Expected, Unreachable, compare, emitted_before, multiset_difference
 from topologies.model import Scenario
 from topologies.workload import tuple_count
 
@@ -34,57 +32,15 @@ def served_exactly(sub: dict) -> bool:
     return sub["missing"] == 0 and sub["extra"] == 0
 
 
-def subscription_summaries(
-    scenario: Scenario, run: StrategyRun, expected: Expected | None
-) -> tuple[dict, LatencyStats]:
-    """Per subscription what the report gives, and the latency over every delivery: the engine's own
-    summary when it has one (Spark), else computed from the delivered tuples and ``expected``."""
-    if run.summary is not None:
-        assert run.latency is not None
-        return run.summary, run.latency
-    assert expected is not None, "an engine without a summary needs the expected tuples"
-    found = {}
-    unreachable = Unreachable(scenario)
-    none = np.zeros(0, dtype=np.int64)
-    for sub in scenario.subscriptions:
-        delivered = run.delivered.get(sub.id, none)
-        delivered_attrs = run.delivered_attrs.get(sub.id, expected.attrs[sub.id])
-        # a copy dropped on the way or lost at a failure, or a tuple emitted while the subscription could
-        # not be reached, is accounted for: not missing (extra if it was not expected at all)
-        dropped, lost = run.dropped.get(sub.id, none), run.lost.get(sub.id, none)
-        wanted = expected.indices[sub.id]
-        cut = unreachable.indices(sub.id, wanted)
-        parts = [p for p in (delivered, dropped, lost, cut) if len(p)]
-        accounted = np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else delivered)
-        missing, extra = compare(accounted, delivered_attrs, wanted, expected.attrs[sub.id])
-        early = None
-        if sub.id in run.rejected_at:
-            early = multiset_difference(accounted, before_rejection(scenario, run, sub.id, wanted))[0]
-        latency = LatencyStats.of(run.latencies.get(sub.id, np.zeros(0)))
-        found[sub.id] = SubscriptionSummary(
-            len(delivered), len(wanted), missing, extra, latency, len(dropped), len(lost), len(cut), early
-        )
-    values = [v for v in run.latencies.values() if len(v)]
-    return found, LatencyStats.of(np.concatenate(values) if values else np.zeros(0))
-
-
-def before_rejection(scenario: Scenario, run: StrategyRun, sub_id: str, indices: np.ndarray) -> np.ndarray:
-    """The entries of ``indices`` emitted before the planner rejected subscription ``sub_id`` (on arrival,
-    unless the run says it was rejected later, at a failure, docs/DYNAMICS.md)."""
-    return emitted_before(scenario, sub_id, indices, run.rejected_at.get(sub_id, scenario.subscription(sub_id).at))
-
-
-def strategy_entry(
-    scenario: Scenario, run: StrategyRun, expected: Expected | None, surplus: Mapping[str, int] | None = None
-) -> dict:
-    """One run's report entry.  ``surplus``: per stream, the attribute values its plan carries that nobody
+def strategy_entry(scenario: Scenario, run: StrategyRun, surplus: Mapping[str, int] | None = None) -> dict:
+    """One run's report entry, its subscriptions as the engine's check found them (``run.summary``,
+    network/exactness.py).  ``surplus``: per stream, the attribute values its plan carries that nobody
     downstream selects (:func:`reports.surplus.surplus_values`), when computed: the entry's streams then
     give them in bytes, and :func:`assemble_report` splits the gap to ``ideal`` with them."""
     links = link_entries(scenario, run)
-    summaries, latency = subscription_summaries(scenario, run, expected)
     subscriptions = []
     for sub in scenario.subscriptions:
-        found = summaries[sub.id]
+        found = run.summary[sub.id]
         subscriptions.append(
             {
                 "id": sub.id,
@@ -118,7 +74,7 @@ def strategy_entry(
         "links": links,
         "access_links": access,
         "subscriptions": subscriptions,
-        "latency_s": latency.as_dict(),
+        "latency_s": run.latency.as_dict(),
         "super_peers": super_peers,
         "peak_load": max(loads, default=None),
         "dropped": sum(s["dropped"] for s in subscriptions),
@@ -294,11 +250,9 @@ def access_links(scenario: Scenario, run: StrategyRun, subscriptions: list[dict]
     ]
 
 
-def build_report(scenario: Scenario, runs: dict[str, StrategyRun], expected: Expected | None, engine: str) -> dict:
+def build_report(scenario: Scenario, runs: dict[str, StrategyRun], engine: str) -> dict:
     """The report as a JSON-ready dict; strategies in the order given."""
-    return assemble_report(
-        scenario, {name: strategy_entry(scenario, run, expected) for name, run in runs.items()}, engine
-    )
+    return assemble_report(scenario, {name: strategy_entry(scenario, run) for name, run in runs.items()}, engine)
 
 
 def assemble_report(scenario: Scenario, strategies: dict[str, dict], engine: str) -> dict:

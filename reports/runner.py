@@ -26,11 +26,10 @@ from reports.report import (
     summary_markdown,
     timeline_csv,
 )
-from reports.simulate import Engine, simulate, simulate_parallel, simulate_spark
+from reports.simulate import Engine, simulate, simulate_parallel, simulate_pipelined
 from sharing import check_strategy, strategy_names
 from sharing.plan import Plan
 from topologies.errors import InputError
-from topologies.expected import expected_results
 from topologies.model import Scenario
 from topologies.workload import tuple_count
 
@@ -45,16 +44,16 @@ def choose_strategies(names: tuple[str, ...] | list[str] | None) -> list[str]:
     return [s for s in strategy_names() if not names or s in names]
 
 
-def choose_jobs(jobs: int | None, engine: str, strategies: list[str]) -> int:
+def choose_jobs(jobs: int | None, engine: Engine, strategies: list[str]) -> int:
     """How many strategies run at a time: ``--jobs``, by default one per CPU (at most one per strategy) on
-    the local engine; the Spark engine runs one strategy at a time (Spark spreads each over its
-    executors)."""
+    an engine that forks a worker per strategy (the local one); another runs one strategy at a time (Spark
+    spreads each over its executors)."""
     if jobs is None:
-        return 1 if engine != "local" else max(1, min(len(strategies), os.cpu_count() or 1))
+        return max(1, min(len(strategies), os.cpu_count() or 1)) if engine.forks else 1
     if jobs < 1:
         raise InputError(f"--jobs: must be at least 1, got {jobs}")
-    if jobs > 1 and engine != "local":
-        raise InputError(f"--jobs {jobs}: the {engine} engine runs one strategy at a time (use --jobs 1)")
+    if jobs > 1 and not engine.forks:
+        raise InputError(f"--jobs {jobs}: the {engine.name} engine runs one strategy at a time (use --jobs 1)")
     return min(jobs, len(strategies))
 
 
@@ -64,9 +63,9 @@ def engine_for(name: str, master: str | None, conf: list[str] | None = None) -> 
     if name not in ENGINES:
         raise InputError(f"unknown engine {name!r}; valid engines: {', '.join(ENGINES)}")
     if name == "local":
-        from peers.local import run_local
+        from peers.local import LocalEngine
 
-        return run_local
+        return LocalEngine()
     from peers.spark import spark_engine
     from peers.spark_session import parse_conf
 
@@ -247,10 +246,9 @@ def warm_up() -> float:
 
     started = time.perf_counter()
     scenario = scenario_from_document(WARM_UP, "<warm-up>")
-    expected = expected_results(scenario)
     for name in ("data-shipping", "sharing-em"):
         run = run_local(scenario, make_plan(scenario, name))
-        assemble_report(scenario, {name: strategy_entry(scenario, run, expected)}, "local")
+        assemble_report(scenario, {name: strategy_entry(scenario, run)}, "local")
     return time.perf_counter() - started
 
 
@@ -280,8 +278,7 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         strategies = choose_strategies(self.strategies)
-        choose_jobs(self.jobs, self.engine, strategies)
-        engine_for(self.engine, self.spark_master, list(self.spark_conf))
+        choose_jobs(self.jobs, engine_for(self.engine, self.spark_master, list(self.spark_conf)), strategies)
 
 
 @dataclass(frozen=True)
@@ -309,8 +306,8 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunResult:
     Raises InputError for an output directory that cannot be used (before any work), PlanCheckError for an
     unsound plan (with ``check_plans``), EngineError when the Spark engine fails."""
     strategies = choose_strategies(options.strategies)
-    jobs = choose_jobs(options.jobs, options.engine, strategies)
     engine = engine_for(options.engine, options.spark_master, list(options.spark_conf))
+    jobs = choose_jobs(options.jobs, engine, strategies)
     out_dir = options.out or os.path.join("out", scenario.name)  # the loader keeps names to 100 characters
     mode = progress_mode(options.progress)
     check_plans = options.check_plans
@@ -321,33 +318,30 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunResult:
         OutputDirectory(out_dir, options.force) as out,
         Status("run", per_strategy * len(strategies), "tuple", mode, of=_tuples_of(per_strategy, strategies)) as status,
     ):
-        if options.engine == "local" and not kernels_cached():
+        if engine.kernels and not kernels_cached():
             # once per installation (make venv does it): else each worker process would compile them at once
             status.phase(f"compiling the simulator's kernels (numba), once: {COMPILE_NOTE}")
             warm_up()
-        # the Spark engine checks deliveries where they are; on the driver, expected tuples would be per-tuple data
-        expected = None
-        if options.engine != "spark":
-            status.phase("computing every subscription's expected answer")
-            expected = expected_results(scenario)
         plans = _PlansFile(out.path("plans.json"))
         common = {"show_progress": mode, "check_plans": check_plans, "status": status, "decisions": decisions}
         try:
-            if jobs > 1 or (options.engine == "spark" and len(strategies) > 1):
+            if jobs > 1 or (not engine.forks and len(strategies) > 1):
                 parts = tempfile.mkdtemp(prefix=".plans.", dir=out.tmp)
-                if options.engine == "spark":
-                    entries, runs, timings = simulate_spark(scenario, strategies, engine, parts, **common)
+                if engine.forks:
+                    entries, runs, timings = simulate_parallel(
+                        scenario, strategies, jobs, parts, engine=engine, **common
+                    )
                 else:
-                    entries, runs, timings = simulate_parallel(scenario, strategies, expected, jobs, parts, **common)
+                    entries, runs, timings = simulate_pipelined(scenario, strategies, engine, parts, **common)
                 status.phase("writing plans.json")
                 for name in strategies:
                     plans.add_file(name, os.path.join(parts, f"{name}.json"))
                 os.rmdir(parts)
             else:
-                entries, runs, timings = simulate(scenario, strategies, engine, expected, plan_sink=plans.add, **common)
+                entries, runs, timings = simulate(scenario, strategies, engine, plan_sink=plans.add, **common)
         finally:
             plans.close()
-        report = assemble_report(scenario, entries, engine=options.engine)
+        report = assemble_report(scenario, entries, engine=engine.name)
         status.phase("writing report.json, links.csv, timeline.csv, summary.md")
         texts = {"report.json": report_json(report), "links.csv": links_csv(report), "timeline.csv": timeline_csv(runs)}
         for name, text in texts.items():

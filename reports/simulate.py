@@ -1,10 +1,11 @@
 """Running the strategies of a scenario: plan each, simulate it, reduce the run to its report entry.
 
 Three ways, the same results: :func:`simulate` one strategy after the other in this process;
-:func:`simulate_parallel` several at a time, each in a forked worker process (the local engine); and
-:func:`simulate_spark`, where a forked planner lays the plans out one after the other while the Spark
-engine simulates the ones before it, two strategies at a time, so that neither the driver's planning nor a
-strategy whose chunks must run one after the other leaves the executors idle.
+:func:`simulate_parallel` several at a time, each in a forked worker process (an engine that ``forks``:
+the local one); and :func:`simulate_pipelined`, where a forked planner lays the plans out one after the
+other while the engine (Spark) simulates the ones before it, two strategies at a time, so that neither the
+driver's planning nor a strategy whose chunks must run one after the other leaves the executors idle.
+Which way is the engine's to say (:class:`Engine`), never its name's.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from typing import TYPE_CHECKING, Protocol
 
 from network.meter import StrategyRun
 from network.routing import Network
@@ -26,11 +28,48 @@ from sharing import make_plan
 from sharing.check import plan_problems
 from sharing.plan import Plan
 from topologies.errors import EmulatorError
-from topologies.expected import Expected
 from topologies.model import Scenario
 from topologies.workload import tuple_count
 
-Engine = Callable[..., StrategyRun]
+if TYPE_CHECKING:
+    from peers.local import Simulation
+
+
+RunPlan = Callable[..., StrategyRun]
+"""What running strategies one way needs of an engine: to run a plan, ``(scenario, plan, progress=None) ->
+StrategyRun`` (any :class:`Engine`, or a plain function such as :func:`peers.local.run_local`)."""
+
+
+class Engine(Protocol):
+    """What running strategies asks of an engine (:func:`reports.runner.engine_for` makes one): it runs a
+    plan, ``(scenario, plan, progress=None) -> StrategyRun``, and says how it is driven.  ``name``: the
+    report's engine; ``forks``: strategies run side by side, ``--jobs`` at a time, each in a forked worker
+    process (:func:`simulate_parallel`), else one at a time, each spread by the engine itself, while a
+    forked planner lays the next ones out (:func:`simulate_pipelined`, for a :class:`PipelinedEngine`);
+    ``kernels``: it runs the simulator's numba kernels in this process and its forks, which are then
+    compiled once before any work."""
+
+    name: str
+    forks: bool
+    kernels: bool
+
+    def __call__(
+        self, scenario: Scenario, plan: Plan, progress: Callable[[int, int], None] | None = None
+    ) -> StrategyRun: ...
+
+
+class PipelinedEngine(Engine, Protocol):
+    """An engine that does not fork (``forks`` false): it starts once (:meth:`start`), then simulates
+    plans laid out elsewhere (:meth:`simulate`, a :class:`peers.local.Simulation`), from several threads
+    at once."""
+
+    def start(self) -> None: ...
+
+    def simulate(
+        self, simulation: Simulation, strategy: str, progress: Callable[[int, int], None] | None = None
+    ) -> StrategyRun: ...
+
+
 Results = tuple[dict[str, dict], dict[str, StrategyRun], dict[str, tuple[float, float]]]
 
 
@@ -41,8 +80,7 @@ class PlanCheckError(EmulatorError):
 def simulate(
     scenario: Scenario,
     strategies: list[str],
-    engine: Engine,
-    expected: Expected | None,
+    engine: RunPlan,
     *,
     show_progress: bool | str,
     check_plans: bool = False,
@@ -67,7 +105,7 @@ def simulate(
     with ProgressBar(per_strategy, strategies, show_progress, status) as bar:
         for name in strategies:
             plan, entries[name], runs[name], timings[name] = _strategy(
-                scenario, network, name, engine, expected, check_plans, partial(bar.update, name)
+                scenario, network, name, engine, check_plans, partial(bar.update, name)
             )
             bar.update(name, "done", per_strategy)
             if decisions is not None:
@@ -82,8 +120,7 @@ def _strategy(
     scenario: Scenario,
     network: Network,
     name: str,
-    engine: Engine,
-    expected: Expected | None,
+    engine: RunPlan,
     check_plans: bool,
     report: Callable[[str, int], None],
 ) -> tuple[Plan, dict, StrategyRun, tuple[float, float]]:
@@ -94,7 +131,7 @@ def _strategy(
     report("running", 0)
     run = engine(scenario, plan, progress=lambda done, total: report("running", done))
     timings = (t1 - t0, time.perf_counter() - t1)
-    entry = strategy_entry(scenario, run, expected, surplus_values(scenario, plan))
+    entry = strategy_entry(scenario, run, surplus_values(scenario, plan))
     return plan, entry, replace(run, delivered={}, latencies={}), timings
 
 
@@ -121,18 +158,17 @@ def _planning(report: Callable[[str, int], None], done: int, total: int) -> None
 def simulate_parallel(
     scenario: Scenario,
     strategies: list[str],
-    expected: Expected | None,
     jobs: int,
     plan_dir: str,
     *,
     show_progress: bool | str,
     check_plans: bool = False,
-    engine: Engine | None = None,
+    engine: RunPlan | None = None,
     status: Status | None = None,
     decisions: dict[str, list[dict]] | None = None,
 ) -> Results:
     """:func:`simulate` on the local engine (or ``engine``) with up to ``jobs`` strategies at a time, each in
-    its own worker process (forked, so the scenario and the expected results are shared, not copied); each
+    its own worker process (forked, so the scenario is shared, not copied); each
     plan is written to ``plan_dir/<strategy>.json``.  The results are those of :func:`simulate`: each
     strategy is planned and simulated exactly as it would be alone.  A worker's error is raised here; a
     worker that dies (killed, out of memory) is an EmulatorError naming its strategy; the others are then
@@ -147,7 +183,6 @@ def simulate_parallel(
     messages = context.Queue()
     job = {
         "scenario": scenario,
-        "expected": expected,
         "engine": run_local if engine is None else engine,
         "check": check_plans,
         "out": plan_dir,
@@ -210,7 +245,6 @@ def _worker(job: dict, name: str) -> None:
             Network.of(scenario),
             name,
             job["engine"],
-            job["expected"],
             job["check"],
             lambda phase, done: queue.put(("progress", name, phase, done)),
         )
@@ -256,13 +290,13 @@ class ProgressBar:
             self.status.close()
 
 
-SPARK_STREAMS = 2  # strategies the Spark engine simulates at once
+PIPELINED_STREAMS = 2  # strategies a pipelined engine (Spark) simulates at once
 
 
-def simulate_spark(
+def simulate_pipelined(
     scenario: Scenario,
     strategies: list[str],
-    engine,
+    engine: PipelinedEngine,
     plan_dir: str,
     *,
     show_progress: bool | str,
@@ -270,18 +304,16 @@ def simulate_spark(
     status: Status | None = None,
     decisions: dict[str, list[dict]] | None = None,
 ) -> Results:
-    """:func:`simulate` on the Spark engine ``engine`` (a :class:`peers.spark.SparkEngine`), pipelined.
+    """:func:`simulate` on an engine that does not fork (the Spark engine), pipelined.
 
     A forked planner process plans every strategy in turn, writes its plan to ``plan_dir/<strategy>.json``
     and its layout (:class:`peers.local.Simulation`, which validates the plan) next to it; this process
-    hands each layout to Spark as soon as it is ready, :data:`SPARK_STREAMS` strategies at a time (threads
-    submitting their jobs to the one session).  The planner is forked before the Spark session starts, and
-    only the layouts cross over.  The results are those of :func:`simulate`."""
+    hands each layout to the engine as soon as it is ready, :data:`PIPELINED_STREAMS` strategies at a time
+    (threads submitting their jobs to the one Spark session).  The planner is forked before the engine
+    starts, and only the layouts cross over.  The results are those of :func:`simulate`."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
     from queue import Empty
-
-    from peers.spark_session import spark_session
 
     per_strategy = sum(tuple_count(s, scenario.duration) for s in scenario.streams)
     context = multiprocessing.get_context("fork")
@@ -304,15 +336,15 @@ def simulate_spark(
 
         t0 = time.perf_counter()
         done = engine.simulate(simulation, name, progress)
-        entry = strategy_entry(scenario, done, None, surplus)
+        entry = strategy_entry(scenario, done, surplus)
         return name, (entry, replace(done, delivered={}, latencies={}), (plan_s, time.perf_counter() - t0))
 
     try:
         with (
             ProgressBar(per_strategy, strategies, show_progress, status) as bar,
-            ThreadPoolExecutor(SPARK_STREAMS) as pool,
+            ThreadPoolExecutor(PIPELINED_STREAMS) as pool,
         ):
-            spark_session(engine.master, engine.conf)  # started here, not by two threads at once
+            engine.start()  # here, not by two threads at once
             running: set = set()
             planned = 0
             while len(results) < len(strategies):
@@ -351,7 +383,7 @@ def simulate_spark(
 
 
 def _planner(scenario: Scenario, strategies: list[str], check_plans: bool, plan_dir: str, queue) -> None:
-    """:func:`simulate_spark`'s planner, in a forked process: each strategy's plan and layout, in order."""
+    """:func:`simulate_pipelined`'s planner, in a forked process: each strategy's plan and layout, in order."""
     import signal
 
     from peers.local import Simulation

@@ -289,16 +289,16 @@ def point_rows(point: dict[str, object], report: dict, timings: dict[str, tuple[
     return rows
 
 
-def _run_point(scenario: Scenario, strategies: list[str], engine, engine_name: str, plan_dir: str | None) -> tuple:
-    """One point's report and timings: every strategy planned and simulated, here."""
-    from reports.simulate import simulate, simulate_spark
-    from topologies.expected import expected_results
+def _run_point(scenario: Scenario, strategies: list[str], engine, plan_dir: str | None) -> tuple:
+    """One point's report and timings: every strategy planned and simulated, here (an engine that forks:
+    one after the other, the point being a worker of its own; else pipelined in ``plan_dir``)."""
+    from reports.simulate import simulate, simulate_pipelined
 
-    if engine_name == "spark":
-        entries, _, timings = simulate_spark(scenario, strategies, engine, plan_dir, show_progress=False)
+    if engine.forks:
+        entries, _, timings = simulate(scenario, strategies, engine, show_progress=False)
     else:
-        entries, _, timings = simulate(scenario, strategies, engine, expected_results(scenario), show_progress=False)
-    return assemble_report(scenario, entries, engine=engine_name), timings
+        entries, _, timings = simulate_pipelined(scenario, strategies, engine, plan_dir, show_progress=False)
+    return assemble_report(scenario, entries, engine=engine.name), timings
 
 
 def _write_point(path: str, point: dict, fingerprint: str, rows: list[dict], seconds: float) -> None:
@@ -411,15 +411,15 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepResult:
         else:
             rows[k] = found
     reused = len(rows)
-    jobs = 1 if options.engine == "spark" else min(options.jobs or os.cpu_count() or 1, max(1, len(todo)))
+    jobs = min(options.jobs or os.cpu_count() or 1, max(1, len(todo))) if engine.forks else 1
     with Status("sweep", len(points), "point", options.progress) as status:
         if reused:
             status.note(f"{reused} of {len(points)} points finished already")
         status.update(reused, f"{len(todo)} points to run, {jobs} at a time")
-        if options.engine == "spark":
-            _run_serially(points, scenarios, todo, strategies, engine, out_dir, rows, status)
-        else:
+        if engine.forks:
             _run_parallel(points, spec.x, scenarios, todo, strategies, engine, jobs, rows, status)
+        else:
+            _run_serially(points, scenarios, todo, strategies, engine, out_dir, rows, status)
         status.phase("writing sweep.csv and sweep.md")
         from reports.sweep_plots import sweep_markdown, write_sweep_csv, write_sweep_plots
 
@@ -445,7 +445,7 @@ def _run_serially(points, scenarios, todo, strategies, engine, out_dir, rows, st
         status.update(len(rows), f"running {_label(points[k])}")
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=".plans.", dir=out_dir) as plan_dir:
-            report, timings = _run_point(scenarios[k], strategies, engine, "spark", plan_dir)
+            report, timings = _run_point(scenarios[k], strategies, engine, plan_dir)
         rows[k] = point_rows(points[k], report, timings)
         _write_point(path, points[k], fingerprint, rows[k], time.monotonic() - t0)
         status.note(f"point {len(rows)}/{len(points)} done: {_label(points[k])} ({time.monotonic() - t0:.0f} s)")
@@ -526,7 +526,7 @@ def _worker(k: int, job: tuple) -> None:
     scenario, strategies, engine, point, path, fingerprint, queue = job
     t0 = time.monotonic()
     try:
-        report, timings = _run_point(scenario, strategies, engine, "local", None)
+        report, timings = _run_point(scenario, strategies, engine, None)
         rows = point_rows(point, report, timings)
         _write_point(path, point, fingerprint, rows, time.monotonic() - t0)
         queue.put(("done", k, rows))

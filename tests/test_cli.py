@@ -167,19 +167,17 @@ def test_a_terminated_run_leaves_nothing_half_written(tmp_path):
 def test_a_worker_error_or_death_stops_the_parallel_run(tmp_path):
     from reports.simulate import simulate_parallel
     from topologies.errors import EmulatorError, InputError
-    from topologies.expected import expected_results
     from topologies.loader import load_scenario
 
     scenario = load_scenario(FIGURE1)
-    expected = expected_results(scenario)
     with pytest.raises(InputError, match="unknown strategy 'teleport'"):
-        simulate_parallel(scenario, ["ideal", "teleport"], expected, 2, str(tmp_path), show_progress=False)
+        simulate_parallel(scenario, ["ideal", "teleport"], 2, str(tmp_path), show_progress=False)
 
     def dies(*args, **kwargs):
         os._exit(3)
 
     with pytest.raises(EmulatorError, match="running multicast died \\(exit code 3\\)"):
-        simulate_parallel(scenario, ["multicast"], expected, 2, str(tmp_path), show_progress=False, engine=dies)
+        simulate_parallel(scenario, ["multicast"], 2, str(tmp_path), show_progress=False, engine=dies)
 
 
 def test_out_never_touches_what_is_not_a_report_of_ours(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -19,6 +20,10 @@ import numpy as np
 from matcher import Distribution
 from topologies.model import Scenario, StreamSpec
 from topologies.replay import read_replay
+
+Values = Callable[[str, int, int], dict[str, np.ndarray]]
+"""``values(stream, start, stop)``: the columns of tuples ``start..stop-1`` of a stream, as :func:`columns`
+gives them (another function of this shape replaces the workload in tests)."""
 
 BLOCK = 65536
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from network.exactness import checked
 from network.meter import StrategyRun, bin_width
 from network.routing import Network
 from peers.live.access import OPERATOR
@@ -40,6 +41,7 @@ from sharing import make_plan
 from sharing.plan import Epoch, Plan
 from topologies import workload
 from topologies.errors import EmulatorError, EngineError, InputError, shown
+from topologies.expected import expected_results
 from topologies.loader import PEER_ID
 from topologies.model import Scenario, SubscriptionSpec
 
@@ -595,7 +597,9 @@ class Coordinator:
         return Topics.data(key).receiver(self.scenario.homes)
 
     def result(self, scenario: Scenario, thin_peers: list[ThinPeerService]) -> StrategyRun:
-        """The traffic that crossed each emulated link, as the receivers counted it, and the deliveries."""
+        """The traffic that crossed each emulated link, as the receivers counted it, and the deliveries,
+        checked against the tuples ``scenario`` (the scenario as it ran, its inputs as recorded) should have
+        given each subscription (network/exactness.py)."""
         directions = sorted(Network.of(self.scenario).directions)  # the whole backbone, failed nodes included
         link_bytes = dict.fromkeys(directions, 0)
         link_tuples = dict.fromkeys(directions, 0)
@@ -645,7 +649,7 @@ class Coordinator:
              for s in scenario.subscriptions if len(delivered[s.id])),
             default=0.0,
         )  # fmt: skip
-        return StrategyRun(
+        run = StrategyRun(
             strategy=self.strategy,
             engine="mqtt",
             link_bytes=link_bytes,
@@ -663,6 +667,7 @@ class Coordinator:
             lost=fated["lost"],
             last_arrival=last,
         )
+        return checked(scenario, run, expected_results(scenario))
 
 
 def _counts(values: object, length: int | None) -> bool:

@@ -13,7 +13,6 @@ from reports.surplus import surplus_values
 from sharing import STRATEGIES, make_plan
 from tests.sharing.sharing_checker import scenarios
 from tests.surplus_reference import reference_surplus
-from topologies.expected import expected_results
 from topologies.loader import load_scenario
 
 
@@ -48,7 +47,6 @@ def test_the_gap_to_ideal_splits_into_surplus_and_tuple_hops():
 
     scenario = load_scenario("topologies/figure1.yaml")
     network = Network.of(scenario)
-    expected = expected_results(scenario)
     runs, surplus = {}, {}
     for name in STRATEGIES:
         plan = make_plan(scenario, name, network)
@@ -56,9 +54,7 @@ def test_the_gap_to_ideal_splits_into_surplus_and_tuple_hops():
         surplus[name] = surplus_values(scenario, plan)
     from reports.report import assemble_report, strategy_entry
 
-    report = assemble_report(
-        scenario, {n: strategy_entry(scenario, r, expected, surplus[n]) for n, r in runs.items()}, "local"
-    )
+    report = assemble_report(scenario, {n: strategy_entry(scenario, r, surplus[n]) for n, r in runs.items()}, "local")
     ideal = report["strategies"]["ideal"]
     for name, entry in report["strategies"].items():
         gap = entry["gap_to_ideal"]
@@ -87,7 +83,7 @@ def test_no_split_without_surplus_figures():
     scenario = load_scenario("topologies/figure1.yaml")
     network = Network.of(scenario)
     runs = {n: run_local(scenario, make_plan(scenario, n, network)) for n in ("ideal", "sharing-em")}
-    report = build_report(scenario, runs, expected_results(scenario), "local")
+    report = build_report(scenario, runs, "local")
     assert all("gap_to_ideal" not in e for e in report["strategies"].values())
     assert gap_markdown(report) == []
 
@@ -102,10 +98,8 @@ def test_a_plan_over_the_budget_gets_no_surplus_and_no_split(monkeypatch):
     assert surplus_values(scenario, plans["ideal"]) is not None
     monkeypatch.setattr(module, "BUDGET", 2)  # figure1's trees hold more flows and deliveries than that
     assert surplus_values(scenario, plans["ideal"]) is None
-    expected = expected_results(scenario)
     entries = {
-        n: strategy_entry(scenario, run_local(scenario, p), expected, surplus_values(scenario, p))
-        for n, p in plans.items()
+        n: strategy_entry(scenario, run_local(scenario, p), surplus_values(scenario, p)) for n, p in plans.items()
     }
     report = assemble_report(scenario, entries, "local")
     assert all("gap_to_ideal" not in e for e in report["strategies"].values())

@@ -1,0 +1,166 @@
+"""The exactness check (docs/ACCOUNTING.md, "Exactness"): what an engine did with each subscription's
+copies, against the tuples it should have received, reduced to counts per subscription.
+
+One definition for every engine: :func:`check` counts, :func:`summaries` turns a whole run's counts and
+latency statistics into the :class:`~network.meter.SubscriptionSummary` a report gives.  The local
+engine's and live mode's runs are checked whole (:func:`checked`, from the copies the run kept); the
+Spark engine checks each chunk of a run where its tuples are, and the chunks' :class:`Counts` add up to
+the run's (:meth:`Counts.plus`: every count is a sum over disjoint ranges of tuple indices).  The copies
+come as flat arrays indexed by *owner*, a subscription's number in the scenario's order (:data:`Copies`),
+the way the meter gives them (:meth:`network.meter.TrafficMeter.deliveries`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from network.latency import LatencyStats
+from network.meter import StrategyRun, SubscriptionSummary
+from topologies.expected import Expected, Unreachable, differences_by_owner, emitted_before
+from topologies.model import Scenario
+
+Copies = tuple[np.ndarray, np.ndarray]
+"""``(owners, indices)``: copy ``i`` is of tuple ``indices[i]`` for subscription number ``owners[i]``."""
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Per subscription number: the copies ``delivered``, the tuples ``expected``, the ``missing`` and
+    ``extra`` copies (expected but not accounted for, and accounted for but not expected), the copies
+    ``dropped`` at a full buffer and ``lost`` at a failure on the way, the expected tuples ``unreachable``
+    (emitted while it was cut off), and of those emitted before a rejection after arrival (at a
+    re-plan), the ones missing (``missing_before``; 0 for a subscription not so rejected)."""
+
+    delivered: np.ndarray
+    expected: np.ndarray
+    missing: np.ndarray
+    extra: np.ndarray
+    dropped: np.ndarray
+    lost: np.ndarray
+    unreachable: np.ndarray
+    missing_before: np.ndarray
+
+    @classmethod
+    def zeros(cls, n: int) -> Counts:
+        return cls(*(np.zeros(n, np.int64) for _ in fields(cls)))
+
+    def plus(self, other: Counts) -> Counts:
+        """The counts of two disjoint parts of a run (two chunks) as one."""
+        return Counts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+
+def check(
+    scenario: Scenario,
+    unreachable: Unreachable,
+    rejected_at: Mapping[str, float],
+    expected: Sequence[np.ndarray],
+    delivered: Copies,
+    dropped: Copies,
+    lost: Copies,
+    in_flight: Copies | None = None,
+    first: np.ndarray | None = None,
+) -> Counts:
+    """The counts of a run, or of a part of it (a Spark chunk), per subscription of ``scenario``.
+
+    ``expected[k]``: the ascending tuple indices subscription ``k`` should receive in the part checked;
+    ``unreachable`` tells which of them were emitted while it was cut off, ``rejected_at`` (subscription ->
+    time) which subscriptions the planner rejected after they arrived, and when.  A copy dropped or lost on
+    the way, or an expected tuple emitted while the subscription was cut off, is accounted for: not
+    missing (extra if it was not expected at all, or accounted for twice).
+
+    A part of a run also gives the copies ``in_flight`` at its end (still on their way, held back at its
+    horizon): accounted for here, and counted where they land, in the next part, which leaves out every
+    copy of a tuple before its own first (``first[k]``: the first index of subscription ``k``'s stream in
+    the part; None: no copy is left out)."""
+    subscriptions = scenario.subscriptions
+    n = len(subscriptions)
+    cut = [unreachable.indices(s.id, e) for s, e in zip(subscriptions, expected, strict=True)]
+    cut_owners = np.repeat(np.arange(n, dtype=np.int64), [len(c) for c in cut])
+    copies = [delivered, dropped, lost, *([in_flight] if in_flight is not None else [])]
+    owners = np.concatenate([*(np.asarray(o, np.int64) for o, _ in copies), cut_owners])
+    indices = np.concatenate([*(np.asarray(i, np.int64) for _, i in copies), *cut])
+    if first is not None and len(indices):
+        ours = indices >= first[owners]
+        owners, indices = owners[ours], indices[ours]
+    missing, extra = differences_by_owner(owners, indices, expected)
+    missing_before = np.zeros(n, np.int64)
+    if rejected_at:  # rejected at a re-plan: what it should have received before then
+        early = [
+            emitted_before(scenario, s.id, e, rejected_at[s.id]) if s.id in rejected_at else e[:0]
+            for s, e in zip(subscriptions, expected, strict=True)
+        ]
+        missing_before = differences_by_owner(owners, indices, early)[0]
+    return Counts(
+        delivered=_per_owner(delivered[0], n),
+        expected=np.array([len(e) for e in expected], np.int64),
+        missing=missing,
+        extra=extra,
+        dropped=_per_owner(dropped[0], n),
+        lost=_per_owner(lost[0], n),
+        unreachable=np.array([len(c) for c in cut], np.int64),
+        missing_before=missing_before,
+    )
+
+
+def summaries(
+    scenario: Scenario,
+    counts: Counts,
+    latencies: Sequence[LatencyStats],
+    attrs: Mapping[str, tuple[str, ...]],
+    rejected_later: Collection[str],
+) -> dict[str, SubscriptionSummary]:
+    """Per subscription id, a whole run's :class:`SubscriptionSummary`: its ``counts`` and its
+    ``latencies`` (by subscription number), given the attributes its deliveries carried (``attrs``: a
+    subscription delivered with other attributes than its query's got none of its expected tuples, and
+    every copy accounted for is extra) and the subscriptions rejected after they arrived (only those have
+    a ``missing_before_rejection``)."""
+    found = {}
+    for k, sub in enumerate(scenario.subscriptions):
+        delivered, dropped, lost = int(counts.delivered[k]), int(counts.dropped[k]), int(counts.lost[k])
+        unreachable, expected = int(counts.unreachable[k]), int(counts.expected[k])
+        missing, extra = int(counts.missing[k]), int(counts.extra[k])
+        if tuple(attrs[sub.id]) != tuple(sub.query.attributes(scenario.stream(sub.stream).attribute_names)):
+            missing, extra = expected, delivered + dropped + lost + unreachable
+        early = int(counts.missing_before[k]) if sub.id in rejected_later else None
+        found[sub.id] = SubscriptionSummary(
+            delivered, expected, missing, extra, latencies[k], dropped, lost, unreachable, early
+        )
+    return found
+
+
+def checked(scenario: Scenario, run: StrategyRun, expected: Expected) -> StrategyRun:
+    """``run``, whose engine kept every copy (``delivered``, ``latencies``, ``dropped``, ``lost``: the
+    local engine, live mode), with its ``summary`` and ``latency``: the whole run checked against the
+    ``expected`` tuples (:func:`topologies.expected.expected_results`)."""
+    ids = [sub.id for sub in scenario.subscriptions]
+    counts = check(
+        scenario,
+        Unreachable(scenario),
+        run.rejected_at,
+        [expected.indices[sub] for sub in ids],
+        copies_of(run.delivered, ids),
+        copies_of(run.dropped, ids),
+        copies_of(run.lost, ids),
+    )
+    none = np.zeros(0)
+    latencies = [LatencyStats.of(run.latencies.get(sub, none)) for sub in ids]
+    attrs = {sub: run.delivered_attrs.get(sub, expected.attrs[sub]) for sub in ids}
+    values = [v for v in run.latencies.values() if len(v)]
+    overall = LatencyStats.of(np.concatenate(values) if values else none)
+    return replace(run, summary=summaries(scenario, counts, latencies, attrs, run.rejected_at), latency=overall)
+
+
+def copies_of(per_subscription: Mapping[str, np.ndarray], ids: Sequence[str]) -> Copies:
+    """Copies given per subscription id (``ids``: the scenario's, in order) as flat arrays by owner."""
+    none = np.zeros(0, np.int64)
+    parts = [np.asarray(per_subscription.get(sub, none), np.int64) for sub in ids]
+    owners = np.repeat(np.arange(len(ids), dtype=np.int64), [len(p) for p in parts])
+    return owners, np.concatenate(parts) if parts else none
+
+
+def _per_owner(owners: np.ndarray, n: int) -> np.ndarray:
+    """How many entries of ``owners`` each owner ``0 .. n-1`` has."""
+    return np.bincount(np.asarray(owners, np.int64), minlength=n)[:n].astype(np.int64)
