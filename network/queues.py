@@ -158,12 +158,19 @@ def _merged(p_first, p_count, p_indices, p_emitted, p_parents, p_wire, first, co
             m_indices[o + j], m_emitted[o + j], m_parents[o + j], m_wire[o + j] = (
                 p_indices[e], p_emitted[e], p_parents[e], p_wire[e]
             )  # fmt: skip
+        n, e, q = count[c], first[c], o + p_count[c]
+        if n == 0:
+            continue
+        # whole slices (copied as blocks) for the window's tuples; parents move past the parent's pending ones
+        m_indices[q : q + n] = indices[e : e + n]
+        m_emitted[q : q + n] = emitted[e : e + n]
+        m_wire[q : q + n] = wire[e : e + n]
+        m_parents[q : q + n] = parents[e : e + n]
         shift = p_count[ch_parent[c]] if ch_parent[c] >= 0 else 0
-        for j in range(count[c]):
-            e = first[c] + j
-            q = o + p_count[c] + j
-            m_indices[q], m_emitted[q], m_wire[q] = indices[e], emitted[e], wire[e]
-            m_parents[q] = parents[e] + shift if parents[e] >= 0 else -1
+        if shift:
+            for j in range(q, q + n):
+                if m_parents[j] >= 0:
+                    m_parents[j] += shift
     return m_first, m_count, m_indices, m_emitted, m_parents, m_wire
 
 
