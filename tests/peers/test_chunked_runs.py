@@ -377,15 +377,24 @@ def test_guesses_under_way_are_cancelled_once_the_true_state_shows_a_backlog(sce
     job = ChunkJob(simulation, tuple(windows))
     futures: dict[tuple[int, int], Future] = {}
     cancelled = []
+    # a guess waits until the driver cancels (or a minute passes: then the assertions below fail rather
+    # than hang), so the driver sees chunk 0 end before any guess does, however busy the machine is
+    released = threading.Event()
 
     def cancel(chunk: Chunk) -> None:
         cancelled.append((chunk.number, chunk.attempt))
         futures[(chunk.number, chunk.attempt)].cancel()
+        released.set()
+
+    def run(chunk: Chunk) -> ChunkSummary:
+        if chunk.guessed:
+            released.wait(60)
+        return simulate_chunk(job, chunk)[0]
 
     with ThreadPoolExecutor(max_workers=1) as pool:
 
         def start(chunk: Chunk) -> Future:
-            future = futures[(chunk.number, chunk.attempt)] = pool.submit(lambda: simulate_chunk(job, chunk)[0])
+            future = futures[(chunk.number, chunk.attempt)] = pool.submit(run, chunk)
             return future
 
         cuts = _cut(simulation, windows, 5)
