@@ -1,7 +1,8 @@
 """The emulated network: every link direction a tuple may cross (the backbone's both ways, and every
 thin-peer's access link both ways) with what the link rule (network/linkrule.py) needs of it, built once
 from a scenario for every engine: the local and Spark engines' queues (network/queues.py) and the live
-mode's link queues (peers/live/links.py)."""
+mode's link queues (peers/live/links.py); the planner's network limits (sharing/limits.py) read the same
+bandwidths."""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from network.emulated import link_specs
 from network.routing import Network
 from sharing.plan import Flow, Plan
 from sharing.state import RELATIVE_SLACK, InstalledFlow
@@ -45,7 +46,8 @@ class NetworkLoads:
         self.network = network
         self._header = scenario.header_bytes
         self._rates = {s.id: float(s.rate) for s in scenario.streams}
-        self.bandwidth = {d: network.link(*d).bandwidth for d in network.directions}
+        links = link_specs(scenario, network)  # the links as the engines emulate them
+        self.bandwidth = {d: links[d][0] for d in network.directions}
         self.link_limit = {d: share * bw for d, bw in self.bandwidth.items()}
         self.capacity = dict(scenario.capacities)
         self.node_limit = {sp: share * capacity for sp, capacity in scenario.capacities}
