@@ -404,37 +404,49 @@ def select_window(
     return indices[:n], emitted[:n], parents[:n], wire[:n]
 
 
-def select_rows(
-    table: SelectorTable, reader: int, names: tuple[str, ...], values: np.ndarray, rows: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """What reader ``reader`` of ``table`` (whose one stream has attributes ``names``) keeps of the tuples
-    ``rows`` (ascending columns of ``values``, one row per attribute): positions into ``rows`` and wire
-    bytes, as :meth:`peers.superpeer.Selector.pick` gives them.
+def select_batch(
+    table: SelectorTable, readers: Sequence[int], names: tuple[str, ...], values: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """What each of ``readers`` (numbers in ``table``, all of one stream with attributes ``names``) keeps of
+    a batch of that stream's tuples (``values``: one row per attribute, one column per tuple; NaN where a
+    tuple has no value): per reader, the positions kept (ascending) and their wire bytes.
 
-    The single-reader use of :func:`select_window`: channel 0 uploads the rows asked about, channel 1 is
-    the reader reading channel 0."""
-    asked = np.ascontiguousarray(np.asarray(values, np.float64)[:, rows])
-    n = asked.shape[1]
-    ch_first, ch_count = np.empty(2, np.int64), np.empty(2, np.int64)
+    One :func:`select_window` call: channel 0 uploads the batch, channel ``j + 1`` is reader ``j`` reading
+    channel 0.  The live mode's super-peers run it on every batch they receive."""
+    batch = np.ascontiguousarray(values, np.float64)
+    n, k = batch.shape[1], len(readers)
+    ch_first, ch_count = np.empty(k + 1, np.int64), np.empty(k + 1, np.int64)
     _, _, parents, wire = select_window(
-        np.array([0, 1], np.int64),
-        np.full(2, -1.0),
-        np.full(2, float(n)),
-        np.array([-1, reader], np.int64),
-        np.array([-1, 0], np.int64),
-        np.zeros(2, np.int64),
-        np.zeros(2, np.int64),
+        np.arange(k + 1, dtype=np.int64),
+        np.full(k + 1, -1.0),
+        np.full(k + 1, float(n)),
+        np.array([-1, *readers], np.int64),
+        np.array([-1, *[0] * k], np.int64),
+        np.zeros(k + 1, np.int64),
+        np.zeros(k + 1, np.int64),
         np.zeros(1, np.int64),
         np.array([n], np.int64),
         np.zeros(1, np.int64),
         np.zeros(1, np.int64),
         np.array([len(names)], np.int64),
         np.arange(n, dtype=np.float64),
-        asked.ravel(),
+        batch.ravel(),
         table.arrays(),
         table.header_bytes,
         ch_first,
         ch_count,
     )
-    kept = slice(ch_first[1], ch_first[1] + ch_count[1]) if ch_first[1] >= 0 else slice(0, 0)
-    return parents[kept], wire[kept]
+    picked = []
+    for c in range(1, k + 1):
+        kept = slice(ch_first[c], ch_first[c] + ch_count[c]) if ch_first[c] >= 0 else slice(0, 0)
+        picked.append((parents[kept], wire[kept]))
+    return picked
+
+
+def select_rows(
+    table: SelectorTable, reader: int, names: tuple[str, ...], values: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """What reader ``reader`` of ``table`` (whose one stream has attributes ``names``) keeps of the tuples
+    ``rows`` (ascending columns of ``values``, one row per attribute): positions into ``rows`` and wire
+    bytes, as :meth:`peers.superpeer.Selector.pick` gives them (:func:`select_batch` on those tuples)."""
+    return select_batch(table, [reader], names, np.asarray(values, np.float64)[:, rows])[0]
