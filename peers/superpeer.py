@@ -76,11 +76,11 @@ class Output(NamedTuple):
 class Reader:
     """One consumer of an input at a super-peer: a child flow or a delivery.
 
-    It keeps the tuples satisfying ``predicate``; it forwards ``attrs``, or every input column when
-    ``full_values`` (a ``trim`` flow: a tuple's need classes are decided where it enters the tree, so its
-    children are evaluated on full tuples), and its tuples
-    weigh ``len(attrs)`` attributes, or for a trim flow the union of the attributes of the ``trim`` entries
-    each tuple satisfies.
+    It keeps the tuples satisfying ``predicate``; its tuples weigh ``len(attrs)`` attributes, or for a
+    ``trim`` flow the union of the attributes of the ``trim`` entries each tuple satisfies.  The live mode
+    forwards ``attrs``, or every input column when ``full_values`` (a ``trim`` flow: its readers further
+    down test attributes a tuple does not carry, which the model decides where the tuple enters the tree and
+    marks in its header, docs/ACCOUNTING.md; the values stand in for the marks).
     """
 
     target: ChannelKey
