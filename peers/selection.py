@@ -67,6 +67,12 @@ class SelectorTable:
         self._box_numbers: dict[tuple[object, str], int] = {}  # (box, stream) -> number
         self._kept: list[object] = []  # the boxes looked up by id, so their ids stay their own
         self._frozen: tuple | None = None
+        # what :meth:`arrays` built so far (extended, not built again, after more additions): the distinct
+        # boxes' rows, the rows of ``members``, the readers' hulls, each as the five arrays of
+        # :data:`_ROW_FILL`, ``_built_width`` constraints wide; and how many of each it holds
+        self._built_width = 1
+        self._built_boxes = self._built_rows = self._built_hulls = self._built_constraints = 0
+        self._distinct, self._rows, self._hulls = (_empty_rows(0, 1) for _ in range(3))
 
     def __len__(self) -> int:
         return len(self.width)
@@ -134,31 +140,16 @@ class SelectorTable:
         return number
 
     def arrays(self) -> tuple:
-        """Everything :func:`select_window` needs of the readers, built once after the last addition."""
+        """Everything :func:`select_window` needs of the readers, built after the last addition (extending
+        what an earlier call built: a live run adds readers epoch after epoch)."""
         if self._frozen is None:
-            size = np.array(self._box_size, np.int64)
-            n_boxes, width = len(size), max(1, int(size.max(initial=0)))
-            # constraint k of distinct box b at [b, k] (padding: position -1, which always holds)
-            row = np.repeat(np.arange(n_boxes), size)
-            col = np.arange(len(row)) - np.repeat(np.cumsum(size) - size, size)
-            bounds = np.fromiter(chain.from_iterable(self._bounds), np.float64, 4 * len(row)).reshape(-1, 4)
-            pos = np.full((n_boxes, width), -1, np.int64)
-            lo, hi = np.full((n_boxes, width), -np.inf), np.full((n_boxes, width), np.inf)
-            lo_closed, hi_closed = np.zeros((n_boxes, width), np.bool_), np.zeros((n_boxes, width), np.bool_)
-            pos[row, col] = self._pos
-            lo[row, col], hi[row, col] = bounds[:, 0], bounds[:, 1]
-            lo_closed[row, col], hi_closed[row, col] = bounds[:, 2] > 0, bounds[:, 3] > 0
-            # laid out predicate by predicate: the kernel scans a reader's boxes as one run of rows
-            members = np.array(self.members, np.int64)
-            pos, lo, hi, lo_closed, hi_closed = (x[members] for x in (pos, lo, hi, lo_closed, hi_closed))
-            # and after them, per reader of several boxes, their hull: a tuple outside it is in none of them
+            self._extend()
             boxes_at, boxes_end = np.array(self.boxes_at, np.int64), np.array(self.boxes_end, np.int64)
-            hull_at = np.where(boxes_end - boxes_at > 1, len(members) + np.arange(len(boxes_at)), -1)
-            hulls = [np.full((len(boxes_at), width), v, x.dtype) for v, x in ((-1, pos), (-np.inf, lo), (np.inf, hi))]
-            hulls += [np.zeros((len(boxes_at), width), np.bool_) for _ in range(2)]
-            _hulls(boxes_at, boxes_end, pos, lo, hi, lo_closed, hi_closed, *hulls)
+            # rows laid out predicate by predicate, the kernel scanning a reader's boxes as one run of them,
+            # and after them, per reader of several boxes, their hull: a tuple outside it is in none of them
+            hull_at = np.where(boxes_end - boxes_at > 1, len(self.members) + np.arange(len(boxes_at)), -1)
             pos, lo, hi, lo_closed, hi_closed = (
-                np.concatenate([x, h]) for x, h in zip((pos, lo, hi, lo_closed, hi_closed), hulls, strict=True)
+                np.concatenate([x, h]) for x, h in zip(self._rows, self._hulls, strict=True)
             )
 
             def ints(values):
@@ -188,6 +179,58 @@ class SelectorTable:
                 hi_closed,
             )
         return self._frozen
+
+    def _extend(self) -> None:
+        """Add the boxes, rows and hulls of what was added since the last call to what is built."""
+        size = np.array(self._box_size[self._built_boxes :], np.int64)
+        width = max(self._built_width, int(size.max(initial=0)))
+        if width > self._built_width:
+            self._distinct, self._rows, self._hulls = (
+                _widened(x, width) for x in (self._distinct, self._rows, self._hulls)
+            )
+            self._built_width = width
+        # constraint k of new distinct box b at [b, k] (padding: position -1, which always holds)
+        n_boxes = len(size)
+        row = np.repeat(np.arange(n_boxes), size)
+        col = np.arange(len(row)) - np.repeat(np.cumsum(size) - size, size)
+        first = self._built_constraints
+        flat = chain.from_iterable(self._bounds[first:])
+        bounds = np.fromiter(flat, np.float64, 4 * len(row)).reshape(-1, 4)
+        pos, lo, hi, lo_closed, hi_closed = _empty_rows(n_boxes, width)
+        pos[row, col] = self._pos[first:]
+        lo[row, col], hi[row, col] = bounds[:, 0], bounds[:, 1]
+        lo_closed[row, col], hi_closed[row, col] = bounds[:, 2] > 0, bounds[:, 3] > 0
+        self._distinct = _joined(self._distinct, (pos, lo, hi, lo_closed, hi_closed))
+        members = np.array(self.members[self._built_rows :], np.int64)
+        self._rows = _joined(self._rows, tuple(x[members] for x in self._distinct))
+        boxes_at = np.array(self.boxes_at[self._built_hulls :], np.int64)
+        boxes_end = np.array(self.boxes_end[self._built_hulls :], np.int64)
+        hulls = _empty_rows(len(boxes_at), width)
+        _hulls(boxes_at, boxes_end, *self._rows, *hulls)
+        self._hulls = _joined(self._hulls, hulls)
+        self._built_boxes, self._built_constraints = len(self._box_size), len(self._pos)
+        self._built_rows, self._built_hulls = len(self.members), len(self.boxes_at)
+
+
+_ROW_FILL = ((-1, np.int64), (-np.inf, np.float64), (np.inf, np.float64), (False, np.bool_), (False, np.bool_))
+"""Box rows as five arrays (attribute positions, lower and upper bounds, whether each is closed) and what
+pads a row past its constraints: position -1 (always holds), unbounded, open."""
+
+
+def _empty_rows(n: int, width: int) -> tuple[np.ndarray, ...]:
+    return tuple(np.full((n, width), value, dtype) for value, dtype in _ROW_FILL)
+
+
+def _widened(rows: tuple[np.ndarray, ...], width: int) -> tuple[np.ndarray, ...]:
+    """``rows`` padded to ``width`` constraints."""
+    wide = _empty_rows(len(rows[0]), width)
+    for x, w in zip(rows, wide, strict=True):
+        w[:, : x.shape[1]] = x
+    return wide
+
+
+def _joined(rows: tuple[np.ndarray, ...], more: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    return tuple(np.concatenate([x, y]) for x, y in zip(rows, more, strict=True))
 
 
 @njit(cache=True)

@@ -195,28 +195,30 @@ def _boxes_hold(values, rows, positions, lo, hi, lo_closed, hi_closed):
 
 class ReaderTable:
     """The readers of the plans of a run over ``scenario``'s streams, as entries of one
-    :class:`~peers.selection.SelectorTable` (:attr:`table`): :meth:`number` adds a reader on first use and
-    gives its entry after that, found by its flow or delivery object (kept, so its id stays its own) or
-    else by content."""
+    :class:`~peers.selection.SelectorTable` (:attr:`table`): :meth:`reader` makes the reader of a flow or
+    delivery object and adds it to the table on first use, and gives both after that (found by the object,
+    kept so that its id stays its own, or else by content)."""
 
     def __init__(self, scenario: Scenario):
         self.names = {s.id: s.attribute_names for s in scenario.streams}
         self.table = SelectorTable(self.names, scenario.header_bytes)
-        self._by_item: dict[int, tuple[Flow | Delivery, int]] = {}
+        self._by_item: dict[tuple[int, ChannelKey], tuple[Flow | Delivery, Reader, int]] = {}
         self._by_content: dict[tuple, int] = {}  # (stream, predicate, attributes, trim entries) -> entry
         self._entries: dict[tuple, int] = {}  # (stream, predicate, attributes) -> trim entry
 
-    def number(self, stream: str, item: Flow | Delivery, reader: Reader) -> int:
-        """The entry of ``reader`` (made of ``item``), which reads ``stream``."""
-        hit = self._by_item.get(id(item))
+    def reader(self, stream: str, item: Flow | Delivery, key: ChannelKey) -> tuple[Reader, int]:
+        """The reader of ``item`` (a flow, or a delivery whose output is keyed ``key``), which reads
+        ``stream``, and its entry."""
+        hit = self._by_item.get((id(item), key))
         if hit is None:
+            reader = flow_reader(item) if isinstance(item, Flow) else delivery_reader(key, item)
             trim = tuple(self._entry(stream, p, names) for p, names in reader.trim)
             content = (stream, reader.predicate, reader.attrs, trim)
             number = self._by_content.get(content)
             if number is None:
                 number = self._by_content[content] = self.table.add(stream, reader.predicate, reader.attrs, trim)
-            hit = self._by_item[id(item)] = (item, number)
-        return hit[1]
+            hit = self._by_item[(id(item), key)] = (item, reader, number)
+        return hit[1], hit[2]
 
     def _entry(self, stream: str, predicate: Predicate, names: tuple[str, ...]) -> int:
         number = self._entries.get((stream, predicate, names))
@@ -241,7 +243,6 @@ class Operator:
         self.stream = stream
         self.available = frozenset(available)
         self.readers = tuple(readers)
-        self.targets = tuple(r.target for r in self.readers)
         self.numbers = tuple(numbers)
         self._table = table
 
@@ -268,28 +269,26 @@ def install(scenario: Scenario, epoch: Epoch, table: ReaderTable) -> dict[tuple[
     :meth:`~sharing.plan.Plan.check`: it is installed, not checked again.
     """
     readers: dict[tuple[str, ChannelKey], list[tuple[Reader, int]]] = {}
-    carried: dict[ChannelKey, tuple[str, ...]] = {}
+    carried: dict[ChannelKey, tuple[tuple[str, ...], str]] = {}  # input -> its attributes, its stream
     for stream in scenario.streams:
-        carried[raw_key(stream.id)] = stream.attribute_names
-
-    def attach(node: str, source: ChannelKey, stream: str, item: Flow | Delivery, reader: Reader) -> None:
-        readers.setdefault((node, source), []).append((reader, table.number(stream, item, reader)))
+        carried[raw_key(stream.id)] = (stream.attribute_names, stream.id)
 
     for flow in epoch.flows:
         source = raw_key(flow.stream) if flow.parent is None else flow_key(flow.parent)
-        carried[flow_key(flow.id)] = carried[source] if flow.trim else flow.attrs
-        attach(flow.origin, source, flow.stream, flow, flow_reader(flow))
+        key = flow_key(flow.id)
+        carried[key] = (carried[source][0] if flow.trim else flow.attrs, flow.stream)
+        readers.setdefault((flow.origin, source), []).append(table.reader(flow.stream, flow, key))
 
     for key, delivery in zip(subscription_keys(epoch), epoch.deliveries, strict=True):
         stream = scenario.subscription(delivery.subscription).stream
         source = raw_key(stream) if delivery.flow is None else flow_key(delivery.flow)
-        attach(delivery.home, source, stream, delivery, delivery_reader(key, delivery))
+        readers.setdefault((delivery.home, source), []).append(table.reader(stream, delivery, key))
 
-    streams = {raw_key(s.id): s.id for s in scenario.streams} | {flow_key(f.id): f.stream for f in epoch.flows}
-    return {
-        (node, source): Operator(streams[source], carried[source], [r for r, _ in rs], [n for _, n in rs], table)
-        for (node, source), rs in readers.items()
-    }
+    operators = {}
+    for (node, source), pairs in readers.items():
+        available, stream = carried[source]
+        operators[(node, source)] = Operator(stream, available, [r for r, _ in pairs], [n for _, n in pairs], table)
+    return operators
 
 
 def flow_reader(flow: Flow) -> Reader:
