@@ -1,12 +1,13 @@
 """Every reader of a window in one compiled pass: which tuples each channel carries and what they weigh.
 
 :class:`SelectorTable` holds the readers of a whole run (a flow's or a delivery's filter and projection) as
-flat arrays, one entry per distinct reader: the timetable adds each reader once, by content, so the many
-flow and delivery objects of a plan that read alike share an entry.  :func:`select_window` then walks a
-window's phases in channel order inside one numba kernel, so the cost of a window is the tuples it moves,
-not a Python call per reader.  A parent channel precedes its children, so when a phase is reached its
-parent's block for the window is complete: the phase keeps, of the parent's tuples emitted within the
-phase's interval, those its reader selects.
+flat arrays, one entry per distinct reader: the timetable (local engine, Spark) and the live mode's
+installs (peers/superpeer.py) add each reader once, by content, so the many flow and delivery objects of a
+plan that read alike share an entry.  :func:`select_window` then walks a window's phases in channel order
+inside one numba kernel, so the cost of a window is the tuples it moves, not a Python call per reader.  A
+parent channel precedes its children, so when a phase is reached its parent's block for the window is
+complete: the phase keeps, of the parent's tuples emitted within the phase's interval, those its reader
+selects.  :func:`select_batch` runs it on one batch for several readers of it (a live super-peer's input).
 
 A reader is its predicate as boxes over the stream's attributes (NaN lies in no box) and a fixed wire width,
 or for a ``trim`` reader (the ``ideal`` bound) a width made of the attributes of the ``trim`` entries each
