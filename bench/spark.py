@@ -6,9 +6,10 @@ A super-peer reads one input stream and feeds ``--flows`` outgoing flows, each k
 few random boxes in 3-D.  The same cached DataFrame of ``--tuples`` tuples is evaluated on ``--master``
 (default ``local[2]``):
 
-- ours: the super-peer's :class:`~peers.superpeer.FlowOperator` (one shared ``MultiMatcher`` over every
-  flow, then filter and project per flow) in ``mapInArrow``, rebuilt per Python worker from broadcast
-  plain arrays (index structures such as R-trees do not pickle);
+- ours: the super-peer's selection as every engine runs it, the flows as entries of a
+  :class:`~peers.selection.SelectorTable` run together on each Arrow batch by
+  :func:`~peers.selection.select_batch` (the compiled kernel, box tests behind each flow's hull) in
+  ``mapInArrow``, the table broadcast;
 - Catalyst: every flow's predicate written as a Spark SQL expression (OR of ANDs of comparisons), in each
   of the formulations of :data:`FORMULATIONS`: tuples routed to the flows they satisfy (an array of labels,
   exploded, then counted per flow), or two conditional aggregates per flow in one pass; each either as one
@@ -33,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -72,31 +72,6 @@ DIMS = ("x", "y", "z")
 DOMAIN = 100.0
 
 
-@dataclass(frozen=True)
-class PortableOperator:
-    """A :class:`~peers.superpeer.FlowOperator` with its matcher replaced by the matcher's class and plain
-    arrays (``MultiMatcher.to_arrays``), for a broadcast."""
-
-    state: dict
-    matcher_class: type
-    matcher_arrays: dict
-
-
-def portable(operator) -> PortableOperator:
-    state = dict(vars(operator))
-    matcher = state.pop("matcher")
-    return PortableOperator(state, type(matcher), matcher.to_arrays())
-
-
-def rebuild(shipped: PortableOperator):
-    from peers.superpeer import FlowOperator
-
-    operator = FlowOperator.__new__(FlowOperator)
-    vars(operator).update(shipped.state)
-    operator.matcher = shipped.matcher_class.from_arrays(shipped.matcher_arrays)
-    return operator
-
-
 def flow_predicates(flows: int, boxes: int, seed: int):
     """``flows`` predicates, each an OR of ``boxes`` random closed boxes in 3-D (sides 5-30% of the domain)."""
     import numpy as np
@@ -118,12 +93,15 @@ def flow_predicates(flows: int, boxes: int, seed: int):
     return predicates
 
 
-def super_peer_operator(predicates):
-    """The operator of super-peer SP0 on its input: one reader (outgoing flow) per predicate."""
-    from peers.superpeer import FlowOperator, Reader, flow_key
+def super_peer_readers(predicates):
+    """The readers of super-peer SP0 on its input, one outgoing flow per predicate, as a selector table."""
+    from peers.selection import SelectorTable
 
-    readers = [Reader(flow_key(f"F{j}"), f"flow F{j}", p, DIMS) for j, p in enumerate(predicates)]
-    return FlowOperator("SP0", "bench input", DIMS, readers, header_bytes=16)
+    table = SelectorTable({"input": DIMS}, header_bytes=16)
+    for predicate in predicates:
+        table.add("input", predicate, DIMS)
+    table.arrays()  # compiled once here, shipped with the table
+    return table
 
 
 def sql_condition(predicate):
@@ -164,38 +142,35 @@ def _input_frame(session, tuples: int, partitions: int, seed: int):
     return session.range(0, tuples, numPartitions=partitions).mapInArrow(generate, schema)
 
 
-def _ours(frame, broadcast, job_id: str):
-    """Per flow ``(kept, sum of ids)`` by the super-peer operator inside mapInArrow."""
+def _ours(frame, broadcast):
+    """Per flow ``(kept, sum of ids)`` by the super-peer's selection inside mapInArrow."""
     from functools import partial
 
-    task = partial(_evaluate_operator, broadcast, job_id)
+    task = partial(_evaluate_operator, broadcast)
     result = frame.mapInArrow(task, "flow int, kept long, checksum long")
     rows = result.groupBy("flow").sum("kept", "checksum").collect()
     return {r["flow"]: (r["sum(kept)"], r["sum(checksum)"]) for r in rows}
 
 
-_operator_cache: dict = {}  # per Python worker: job id -> the rebuilt operator
-
-
-def _evaluate_operator(broadcast, job_id: str, batches):
-    """Runs in the tasks (a partial of this module-level function, so ``_operator_cache`` lives per
-    worker): the operator over each batch, then per flow ``(kept, sum of ids)`` of the partition."""
+def _evaluate_operator(broadcast, batches):
+    """Runs in the tasks: the selection over each batch, then per flow ``(kept, sum of ids)`` of the
+    partition."""
     import numpy as np
     import pyarrow as pa
 
-    if job_id not in _operator_cache:
-        _operator_cache.clear()
-        _operator_cache[job_id] = rebuild(broadcast.value)
-    operator = _operator_cache[job_id]
-    flows = len(operator.readers)
+    from peers.selection import select_batch
+
+    table = broadcast.value
+    flows = len(table)
+    readers = range(flows)
     kept = np.zeros(flows, dtype=np.int64)
     checksum = np.zeros(flows, dtype=np.int64)
     for batch in batches:
         ids = batch.column("id").to_numpy()
-        columns = {dim: batch.column(dim).to_numpy() for dim in DIMS}
-        for j, out in enumerate(operator.process(len(ids), columns)):
-            kept[j] += len(out.positions)
-            checksum[j] += int(ids[out.positions].sum())
+        values = np.stack([batch.column(dim).to_numpy() for dim in DIMS])
+        for j, (positions, _) in enumerate(select_batch(table, readers, DIMS, values)):
+            kept[j] += len(positions)
+            checksum[j] += int(ids[positions].sum())
     yield pa.RecordBatch.from_arrays(
         [pa.array(np.arange(flows, dtype=np.int32)), pa.array(kept), pa.array(checksum)],
         names=["flow", "kept", "checksum"],
@@ -322,8 +297,8 @@ def main(args: argparse.Namespace) -> int:
             seconds, _ = _best_time(lambda: _catalyst(frame, predicates, "explode", 0), 1, warm=False)
             print(json.dumps({"seconds": seconds, "flag": _jit_flag_in_effect(session)}))
             return 0
-        broadcast = sc.broadcast(portable(super_peer_operator(predicates)))
-        ours_s, ours = _best_time(lambda: _ours(frame, broadcast, f"bench-{args.seed}"), args.repeat)
+        broadcast = sc.broadcast(super_peer_readers(predicates))
+        ours_s, ours = _best_time(lambda: _ours(frame, broadcast), args.repeat)
         broadcast.destroy()
         sample = frame.limit(min(args.screen, args.tuples)).persist(StorageLevel.MEMORY_ONLY)
         frames.append(sample)

@@ -1,12 +1,13 @@
 """Every reader of a window in one compiled pass: which tuples each channel carries and what they weigh.
 
 :class:`SelectorTable` holds the readers of a whole run (a flow's or a delivery's filter and projection) as
-flat arrays, one entry per distinct reader: the timetable adds each reader once, by content, so the many
-flow and delivery objects of a plan that read alike share an entry.  :func:`select_window` then walks a
-window's phases in channel order inside one numba kernel, so the cost of a window is the tuples it moves,
-not a Python call per reader.  A parent channel precedes its children, so when a phase is reached its
-parent's block for the window is complete: the phase keeps, of the parent's tuples emitted within the
-phase's interval, those its reader selects.
+flat arrays, one entry per distinct reader: the timetable (local engine, Spark) and the live mode's
+installs (peers/superpeer.py) add each reader once, by content, so the many flow and delivery objects of a
+plan that read alike share an entry.  :func:`select_window` then walks a window's phases in channel order
+inside one numba kernel, so the cost of a window is the tuples it moves, not a Python call per reader.  A
+parent channel precedes its children, so when a phase is reached its parent's block for the window is
+complete: the phase keeps, of the parent's tuples emitted within the phase's interval, those its reader
+selects.  :func:`select_batch` runs it on one batch for several readers of it (a live super-peer's input).
 
 A reader is its predicate as boxes over the stream's attributes (NaN lies in no box) and a fixed wire width,
 or for a ``trim`` reader (the ``ideal`` bound) a width made of the attributes of the ``trim`` entries each
@@ -67,6 +68,12 @@ class SelectorTable:
         self._box_numbers: dict[tuple[object, str], int] = {}  # (box, stream) -> number
         self._kept: list[object] = []  # the boxes looked up by id, so their ids stay their own
         self._frozen: tuple | None = None
+        # what :meth:`arrays` built so far (extended, not built again, after more additions): the distinct
+        # boxes' rows, the rows of ``members``, the readers' hulls, each as the five arrays of
+        # :data:`_ROW_FILL`, ``_built_width`` constraints wide; and how many of each it holds
+        self._built_width = 1
+        self._built_boxes = self._built_rows = self._built_hulls = self._built_constraints = 0
+        self._distinct, self._rows, self._hulls = (_empty_rows(0, 1) for _ in range(3))
 
     def __len__(self) -> int:
         return len(self.width)
@@ -134,31 +141,16 @@ class SelectorTable:
         return number
 
     def arrays(self) -> tuple:
-        """Everything :func:`select_window` needs of the readers, built once after the last addition."""
+        """Everything :func:`select_window` needs of the readers, built after the last addition (extending
+        what an earlier call built: a live run adds readers epoch after epoch)."""
         if self._frozen is None:
-            size = np.array(self._box_size, np.int64)
-            n_boxes, width = len(size), max(1, int(size.max(initial=0)))
-            # constraint k of distinct box b at [b, k] (padding: position -1, which always holds)
-            row = np.repeat(np.arange(n_boxes), size)
-            col = np.arange(len(row)) - np.repeat(np.cumsum(size) - size, size)
-            bounds = np.fromiter(chain.from_iterable(self._bounds), np.float64, 4 * len(row)).reshape(-1, 4)
-            pos = np.full((n_boxes, width), -1, np.int64)
-            lo, hi = np.full((n_boxes, width), -np.inf), np.full((n_boxes, width), np.inf)
-            lo_closed, hi_closed = np.zeros((n_boxes, width), np.bool_), np.zeros((n_boxes, width), np.bool_)
-            pos[row, col] = self._pos
-            lo[row, col], hi[row, col] = bounds[:, 0], bounds[:, 1]
-            lo_closed[row, col], hi_closed[row, col] = bounds[:, 2] > 0, bounds[:, 3] > 0
-            # laid out predicate by predicate: the kernel scans a reader's boxes as one run of rows
-            members = np.array(self.members, np.int64)
-            pos, lo, hi, lo_closed, hi_closed = (x[members] for x in (pos, lo, hi, lo_closed, hi_closed))
-            # and after them, per reader of several boxes, their hull: a tuple outside it is in none of them
+            self._extend()
             boxes_at, boxes_end = np.array(self.boxes_at, np.int64), np.array(self.boxes_end, np.int64)
-            hull_at = np.where(boxes_end - boxes_at > 1, len(members) + np.arange(len(boxes_at)), -1)
-            hulls = [np.full((len(boxes_at), width), v, x.dtype) for v, x in ((-1, pos), (-np.inf, lo), (np.inf, hi))]
-            hulls += [np.zeros((len(boxes_at), width), np.bool_) for _ in range(2)]
-            _hulls(boxes_at, boxes_end, pos, lo, hi, lo_closed, hi_closed, *hulls)
+            # rows laid out predicate by predicate, the kernel scanning a reader's boxes as one run of them,
+            # and after them, per reader of several boxes, their hull: a tuple outside it is in none of them
+            hull_at = np.where(boxes_end - boxes_at > 1, len(self.members) + np.arange(len(boxes_at)), -1)
             pos, lo, hi, lo_closed, hi_closed = (
-                np.concatenate([x, h]) for x, h in zip((pos, lo, hi, lo_closed, hi_closed), hulls, strict=True)
+                np.concatenate([x, h]) for x, h in zip(self._rows, self._hulls, strict=True)
             )
 
             def ints(values):
@@ -188,6 +180,58 @@ class SelectorTable:
                 hi_closed,
             )
         return self._frozen
+
+    def _extend(self) -> None:
+        """Add the boxes, rows and hulls of what was added since the last call to what is built."""
+        size = np.array(self._box_size[self._built_boxes :], np.int64)
+        width = max(self._built_width, int(size.max(initial=0)))
+        if width > self._built_width:
+            self._distinct, self._rows, self._hulls = (
+                _widened(x, width) for x in (self._distinct, self._rows, self._hulls)
+            )
+            self._built_width = width
+        # constraint k of new distinct box b at [b, k] (padding: position -1, which always holds)
+        n_boxes = len(size)
+        row = np.repeat(np.arange(n_boxes), size)
+        col = np.arange(len(row)) - np.repeat(np.cumsum(size) - size, size)
+        first = self._built_constraints
+        flat = chain.from_iterable(self._bounds[first:])
+        bounds = np.fromiter(flat, np.float64, 4 * len(row)).reshape(-1, 4)
+        pos, lo, hi, lo_closed, hi_closed = _empty_rows(n_boxes, width)
+        pos[row, col] = self._pos[first:]
+        lo[row, col], hi[row, col] = bounds[:, 0], bounds[:, 1]
+        lo_closed[row, col], hi_closed[row, col] = bounds[:, 2] > 0, bounds[:, 3] > 0
+        self._distinct = _joined(self._distinct, (pos, lo, hi, lo_closed, hi_closed))
+        members = np.array(self.members[self._built_rows :], np.int64)
+        self._rows = _joined(self._rows, tuple(x[members] for x in self._distinct))
+        boxes_at = np.array(self.boxes_at[self._built_hulls :], np.int64)
+        boxes_end = np.array(self.boxes_end[self._built_hulls :], np.int64)
+        hulls = _empty_rows(len(boxes_at), width)
+        _hulls(boxes_at, boxes_end, *self._rows, *hulls)
+        self._hulls = _joined(self._hulls, hulls)
+        self._built_boxes, self._built_constraints = len(self._box_size), len(self._pos)
+        self._built_rows, self._built_hulls = len(self.members), len(self.boxes_at)
+
+
+_ROW_FILL = ((-1, np.int64), (-np.inf, np.float64), (np.inf, np.float64), (False, np.bool_), (False, np.bool_))
+"""Box rows as five arrays (attribute positions, lower and upper bounds, whether each is closed) and what
+pads a row past its constraints: position -1 (always holds), unbounded, open."""
+
+
+def _empty_rows(n: int, width: int) -> tuple[np.ndarray, ...]:
+    return tuple(np.full((n, width), value, dtype) for value, dtype in _ROW_FILL)
+
+
+def _widened(rows: tuple[np.ndarray, ...], width: int) -> tuple[np.ndarray, ...]:
+    """``rows`` padded to ``width`` constraints."""
+    wide = _empty_rows(len(rows[0]), width)
+    for x, w in zip(rows, wide, strict=True):
+        w[:, : x.shape[1]] = x
+    return wide
+
+
+def _joined(rows: tuple[np.ndarray, ...], more: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    return tuple(np.concatenate([x, y]) for x, y in zip(rows, more, strict=True))
 
 
 @njit(cache=True)
@@ -404,37 +448,49 @@ def select_window(
     return indices[:n], emitted[:n], parents[:n], wire[:n]
 
 
-def select_rows(
-    table: SelectorTable, reader: int, names: tuple[str, ...], values: np.ndarray, rows: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """What reader ``reader`` of ``table`` (whose one stream has attributes ``names``) keeps of the tuples
-    ``rows`` (ascending columns of ``values``, one row per attribute): positions into ``rows`` and wire
-    bytes, as :meth:`peers.superpeer.Selector.pick` gives them.
+def select_batch(
+    table: SelectorTable, readers: Sequence[int], names: tuple[str, ...], values: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """What each of ``readers`` (numbers in ``table``, all of one stream with attributes ``names``) keeps of
+    a batch of that stream's tuples (``values``: one row per attribute, one column per tuple; NaN where a
+    tuple has no value): per reader, the positions kept (ascending) and their wire bytes.
 
-    The single-reader use of :func:`select_window`: channel 0 uploads the rows asked about, channel 1 is
-    the reader reading channel 0."""
-    asked = np.ascontiguousarray(np.asarray(values, np.float64)[:, rows])
-    n = asked.shape[1]
-    ch_first, ch_count = np.empty(2, np.int64), np.empty(2, np.int64)
+    One :func:`select_window` call: channel 0 uploads the batch, channel ``j + 1`` is reader ``j`` reading
+    channel 0.  The live mode's super-peers run it on every batch they receive."""
+    batch = np.ascontiguousarray(values, np.float64)
+    n, k = batch.shape[1], len(readers)
+    ch_first, ch_count = np.empty(k + 1, np.int64), np.empty(k + 1, np.int64)
     _, _, parents, wire = select_window(
-        np.array([0, 1], np.int64),
-        np.full(2, -1.0),
-        np.full(2, float(n)),
-        np.array([-1, reader], np.int64),
-        np.array([-1, 0], np.int64),
-        np.zeros(2, np.int64),
-        np.zeros(2, np.int64),
+        np.arange(k + 1, dtype=np.int64),
+        np.full(k + 1, -1.0),
+        np.full(k + 1, float(n)),
+        np.array([-1, *readers], np.int64),
+        np.array([-1, *[0] * k], np.int64),
+        np.zeros(k + 1, np.int64),
+        np.zeros(k + 1, np.int64),
         np.zeros(1, np.int64),
         np.array([n], np.int64),
         np.zeros(1, np.int64),
         np.zeros(1, np.int64),
         np.array([len(names)], np.int64),
         np.arange(n, dtype=np.float64),
-        asked.ravel(),
+        batch.ravel(),
         table.arrays(),
         table.header_bytes,
         ch_first,
         ch_count,
     )
-    kept = slice(ch_first[1], ch_first[1] + ch_count[1]) if ch_first[1] >= 0 else slice(0, 0)
-    return parents[kept], wire[kept]
+    picked = []
+    for c in range(1, k + 1):
+        kept = slice(ch_first[c], ch_first[c] + ch_count[c]) if ch_first[c] >= 0 else slice(0, 0)
+        picked.append((parents[kept], wire[kept]))
+    return picked
+
+
+def select_rows(
+    table: SelectorTable, reader: int, names: tuple[str, ...], values: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """What reader ``reader`` of ``table`` (whose one stream has attributes ``names``) keeps of the tuples
+    ``rows`` (ascending columns of ``values``, one row per attribute): positions into ``rows`` and wire
+    bytes, as :meth:`peers.superpeer.Selector.pick` gives them (:func:`select_batch` on those tuples)."""
+    return select_batch(table, [reader], names, np.asarray(values, np.float64)[:, rows])[0]

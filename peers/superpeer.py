@@ -1,34 +1,33 @@
 """The in-network operators a super-peer installs for one epoch of a Plan.
 
-For each incoming flow (or raw stream) a super-peer runs ONE :class:`FlowOperator`: a single matcher
-(``matcher.filters.policy.matcher_for``: ``MultiMatcher``, or the cost-based ``AdaptiveMultiMatcher`` from
-``ADAPTIVE_MIN_BOXES`` boxes on) over every child flow and delivery reading that input there (and the
-``trim`` entries of flows of need classes), then, per reader, filter and project.  The class is plain numpy
-over column batches, no clock: Spark tasks and the MQTT services call :meth:`FlowOperator.process`.  The
-local engine compiles the same readers (predicate, attributes, ``trim`` entries) into the entries of
-:class:`peers.selection.SelectorTable`; :class:`Selector` is the plain one-reader version of what each
-keeps and what its tuples weigh, which tests compare the compiled selection to.
+Every engine filters and projects with one compiled selection (:mod:`peers.selection`): the readers of an
+input (each child flow and delivery reading it at a super-peer: a predicate, the attributes it projects
+to, a flow's ``trim`` entries) are entries of a :class:`~peers.selection.SelectorTable`, and
+:func:`~peers.selection.select_window` keeps, per reader, the tuples it selects and what each weighs.  The
+local engine and Spark lay a whole plan out for it (peers/timetable.py); the live mode installs an epoch's
+:class:`Operator` per super-peer and input with :func:`install`, whose :meth:`Operator.process` runs the
+same kernel on each batch (:func:`~peers.selection.select_batch`).  :class:`Selector` is the plain
+one-reader version of what a reader keeps and what its tuples weigh, which tests compare the compiled
+selection to.
 
 A :class:`ChannelKey` names what a batch belongs to: the raw stream, a flow, or a subscription's ``n``-th
 delivery of the epoch (a key that does not shift when another delivery comes or goes).  :func:`install`
-takes a cache so that an operator whose readers did not change from one epoch to the next is the same
-object (its matcher is built once): operators are immutable once built, so sharing them is safe (an
-adaptive matcher learns which engine to run, which never changes an output).
+adds each reader to a :class:`ReaderTable` once, by its flow or delivery object and then by content, so the
+epochs of a plan share the entries of the readers they have in common.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from matcher import Predicate
-from matcher.filters.policy import matcher_for
-from peers.selection import in_boxes
+from peers.selection import SelectorTable, in_boxes, select_batch
 from sharing.plan import Delivery, Epoch, Flow
 from topologies.model import Scenario, tuple_bytes
 
@@ -77,78 +76,18 @@ class Output(NamedTuple):
 class Reader:
     """One consumer of an input at a super-peer: a child flow or a delivery.
 
-    It keeps the tuples satisfying ``predicate``; it forwards ``attrs``, or every input column when
-    ``full_values`` (a ``trim`` flow: a tuple's need classes are decided where it enters the tree, so its
-    children are evaluated on full tuples), and its tuples
-    weigh ``len(attrs)`` attributes, or for a trim flow the union of the attributes of the ``trim`` entries
-    each tuple satisfies.
+    It keeps the tuples satisfying ``predicate``; its tuples weigh ``len(attrs)`` attributes, or for a
+    ``trim`` flow the union of the attributes of the ``trim`` entries each tuple satisfies.  The live mode
+    forwards ``attrs``, or every input column when ``full_values`` (a ``trim`` flow: its readers further
+    down test attributes a tuple does not carry, which the model decides where the tuple enters the tree and
+    marks in its header, docs/ACCOUNTING.md; the values stand in for the marks).
     """
 
     target: ChannelKey
-    name: str  # for error messages: "flow F3", "delivery of Q1"
     predicate: Predicate
     attrs: tuple[str, ...]
     full_values: bool = False
     trim: tuple[tuple[Predicate, tuple[str, ...]], ...] = ()
-
-    def __hash__(self) -> int:
-        # computed once: an operator's signature hashes all its readers every epoch it is installed
-        cached = self.__dict__.get("_hash")
-        if cached is None:
-            cached = hash((self.target, self.name, self.predicate, self.attrs, self.full_values, self.trim))
-            object.__setattr__(self, "_hash", cached)
-        return cached
-
-    def __getstate__(self) -> dict:
-        # string hashes differ between processes: never ship the cached one
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
-
-
-class FlowOperator:
-    """Filter + project for every reader of one input at one super-peer.
-
-    ``available`` is the attributes the input batches carry (every reader finds what it needs there: the
-    plan passed :meth:`~sharing.plan.Plan.check`).
-    """
-
-    def __init__(self, node: str, source: str, available: Sequence[str], readers: Sequence[Reader], header_bytes: int):
-        self.node, self.source = node, source
-        self.readers = tuple(readers)
-        self.targets = tuple(r.target for r in self.readers)
-        self.header_bytes = header_bytes
-        self.available = frozenset(available)
-        labelled: list[tuple[str, Predicate]] = []
-        self._label_of: list[int] = []  # per reader: its column in the matcher's output
-        self._trim: list[tuple[np.ndarray, np.ndarray] | None] = []  # per reader: (label columns, entry x attr)
-        for j, reader in enumerate(self.readers):
-            self._label_of.append(len(labelled))
-            labelled.append((f"r{j}", reader.predicate))
-            if reader.trim:
-                first = len(labelled)
-                labelled.extend((f"r{j}t{k}", p) for k, (p, _) in enumerate(reader.trim))
-                union = sorted({a for _, attrs in reader.trim for a in attrs})
-                carries = np.array([[a in attrs for a in union] for _, attrs in reader.trim], dtype=np.int64)
-                self._trim.append((np.arange(first, len(labelled)), carries))
-            else:
-                self._trim.append(None)
-        self.matcher = matcher_for(labelled)
-
-    def process(self, count: int, columns: Mapping[str, np.ndarray]) -> list[Output]:
-        """The outputs, one per reader in order, for a batch of ``count`` tuples with these ``columns``."""
-        satisfied = self.matcher.match(columns) if count else np.zeros((0, len(self.matcher.labels)), dtype=bool)
-        outputs = []
-        for j, reader in enumerate(self.readers):
-            positions = np.flatnonzero(satisfied[:, self._label_of[j]])
-            kept = columns if reader.full_values else {a: columns[a] for a in reader.attrs}
-            values = {a: v[positions] for a, v in kept.items()}
-            trim = self._trim[j]
-            if trim is None:
-                width = np.full(len(positions), len(reader.attrs), dtype=np.int64)
-            else:
-                labels, carries = trim
-                width = ((satisfied[np.ix_(positions, labels)].astype(np.int64) @ carries) > 0).sum(axis=1)
-            outputs.append(Output(reader.target, positions, values, tuple_bytes(self.header_bytes, width)))
-        return outputs
 
 
 @dataclass(frozen=True)
@@ -166,9 +105,9 @@ class Rows:
 class Selector:
     """One reader on its own: which tuples it keeps and what they weigh.
 
-    The same filter and projection as the reader's column of :class:`FlowOperator` (predicate, attributes,
-    ``trim`` widths), without a shared matcher: the plain reference for the local engine's compiled
-    selection (:mod:`peers.selection`), which tests compare it to.
+    The reader's filter and wire widths (predicate, attributes, ``trim`` widths), a numpy scan per box set:
+    the plain reference for the compiled selection every engine runs (:mod:`peers.selection`), which tests
+    compare it to.
     """
 
     def __init__(self, reader: Reader, header_bytes: int):
@@ -254,102 +193,108 @@ def _boxes_hold(values, rows, positions, lo, hi, lo_closed, hi_closed):
     return out
 
 
-class OperatorCache:
-    """What :func:`install` reuses over the epochs of one plan: operators by (node, input, carried
-    attributes, readers, header bytes), and the reader made of each flow or delivery object (keyed by
-    identity; the object is kept, so its id cannot be reused while cached)."""
+class ReaderTable:
+    """The readers of the plans of a run over ``scenario``'s streams, as entries of one
+    :class:`~peers.selection.SelectorTable` (:attr:`table`): :meth:`reader` makes the reader of a flow or
+    delivery object and adds it to the table on first use, and gives both after that (found by the object,
+    kept so that its id stays its own, or else by content)."""
 
-    def __init__(self) -> None:
-        self.operators: dict[tuple, FlowOperator] = {}
-        self._previous: dict[tuple, FlowOperator] = {}
-        self._readers: dict[tuple[int, ChannelKey], tuple[Flow | Delivery, Reader]] = {}
+    def __init__(self, scenario: Scenario):
+        self.names = {s.id: s.attribute_names for s in scenario.streams}
+        self.table = SelectorTable(self.names, scenario.header_bytes)
+        self._by_item: dict[tuple[int, ChannelKey], tuple[Flow | Delivery, Reader, int]] = {}
+        self._by_content: dict[tuple, int] = {}  # (stream, predicate, attributes, trim entries) -> entry
+        self._entries: dict[tuple, int] = {}  # (stream, predicate, attributes) -> trim entry
 
-    def operator(self, signature: tuple, make: Callable[[], FlowOperator]) -> FlowOperator:
-        """The operator with this signature: the one built before, or a new one from ``make()``."""
-        operator = self.operators.get(signature)
-        if operator is None:
-            operator = self._previous.pop(signature, None)
-            self.operators[signature] = operator = make() if operator is None else operator
-        return operator
-
-    def advance(self) -> None:
-        """Forget the operators not used since the previous call (those of two epochs ago), so a caller
-        installing epoch after epoch keeps two epochs' operators, not the whole run's."""
-        self._previous, self.operators = self.operators, {}
-
-    def reader(self, item: Flow | Delivery, key: ChannelKey, make: Callable[[], Reader]) -> Reader:
-        hit = self._readers.get((id(item), key))
+    def reader(self, stream: str, item: Flow | Delivery, key: ChannelKey) -> tuple[Reader, int]:
+        """The reader of ``item`` (a flow, or a delivery whose output is keyed ``key``), which reads
+        ``stream``, and its entry."""
+        hit = self._by_item.get((id(item), key))
         if hit is None:
-            hit = self._readers[(id(item), key)] = (item, make())
-        return hit[1]
+            reader = flow_reader(item) if isinstance(item, Flow) else delivery_reader(key, item)
+            trim = tuple(self._entry(stream, p, names) for p, names in reader.trim)
+            content = (stream, reader.predicate, reader.attrs, trim)
+            number = self._by_content.get(content)
+            if number is None:
+                number = self._by_content[content] = self.table.add(stream, reader.predicate, reader.attrs, trim)
+            hit = self._by_item[(id(item), key)] = (item, reader, number)
+        return hit[1], hit[2]
+
+    def _entry(self, stream: str, predicate: Predicate, names: tuple[str, ...]) -> int:
+        number = self._entries.get((stream, predicate, names))
+        if number is None:
+            number = self._entries[(stream, predicate, names)] = self.table.entry(stream, predicate, names)
+        return number
 
 
-def install(
-    scenario: Scenario,
-    epoch: Epoch,
-    *,
-    cache: OperatorCache | None = None,
-) -> dict[tuple[str, ChannelKey], FlowOperator]:
-    """The operators of every super-peer for ``epoch``: ``{(super-peer, input channel key): operator}``.
+class Operator:
+    """Filter + project for every reader of one input (of ``stream``, carrying the attributes
+    ``available``) at one super-peer: the readers' entries ``numbers`` of ``readers``' table, run together
+    on each batch by :func:`~peers.selection.select_batch`."""
 
-    A delivery's output is keyed by :func:`subscription_keys`.  With ``cache``, an
-    operator with the same node, input, carried attributes and readers as one built before is reused.  The
-    epoch is one of a plan that passed :meth:`~sharing.plan.Plan.check`: it is installed, not checked
-    again.
+    def __init__(
+        self,
+        stream: str,
+        available: Sequence[str],
+        readers: Sequence[Reader],
+        numbers: Sequence[int],
+        table: ReaderTable,
+    ):
+        self.stream = stream
+        self.available = frozenset(available)
+        self.readers = tuple(readers)
+        self.numbers = tuple(numbers)
+        self._table = table
+
+    def process(self, count: int, columns: Mapping[str, np.ndarray]) -> list[Output]:
+        """The outputs, one per reader in order, for a batch of ``count`` tuples with these ``columns``."""
+        names = self._table.names[self.stream]
+        values = np.full((len(names), count), np.nan)
+        for k, name in enumerate(names):
+            if name in columns:
+                values[k] = columns[name]
+        outputs = []
+        picked = select_batch(self._table.table, self.numbers, names, values)
+        for reader, (positions, wire) in zip(self.readers, picked, strict=True):
+            kept = columns if reader.full_values else {a: columns[a] for a in reader.attrs}
+            outputs.append(Output(reader.target, positions, {a: v[positions] for a, v in kept.items()}, wire))
+        return outputs
+
+
+def install(scenario: Scenario, epoch: Epoch, table: ReaderTable) -> dict[tuple[str, ChannelKey], Operator]:
+    """The operators of every super-peer for ``epoch``: ``{(super-peer, input channel key): operator}``, their
+    readers entries of ``table``.
+
+    A delivery's output is keyed by :func:`subscription_keys`.  The epoch is one of a plan that passed
+    :meth:`~sharing.plan.Plan.check`: it is installed, not checked again.
     """
-    flows: dict[str, Flow] = {}
-    readers: dict[tuple[str, ChannelKey], list[Reader]] = {}
-    carried: dict[ChannelKey, tuple[str, ...]] = {}
+    readers: dict[tuple[str, ChannelKey], list[tuple[Reader, int]]] = {}
+    carried: dict[ChannelKey, tuple[tuple[str, ...], str]] = {}  # input -> its attributes, its stream
     for stream in scenario.streams:
-        carried[raw_key(stream.id)] = stream.attribute_names
-
-    def attach(node: str, source: ChannelKey, reader: Reader) -> None:
-        readers.setdefault((node, source), []).append(reader)
+        carried[raw_key(stream.id)] = (stream.attribute_names, stream.id)
 
     for flow in epoch.flows:
         source = raw_key(flow.stream) if flow.parent is None else flow_key(flow.parent)
-        flows[flow.id] = flow
-        carried[flow_key(flow.id)] = carried[source] if flow.trim else flow.attrs
-        attach(flow.origin, source, _reader(cache, flow, flow_key(flow.id), partial(flow_reader, flow)))
+        key = flow_key(flow.id)
+        carried[key] = (carried[source][0] if flow.trim else flow.attrs, flow.stream)
+        readers.setdefault((flow.origin, source), []).append(table.reader(flow.stream, flow, key))
 
     for key, delivery in zip(subscription_keys(epoch), epoch.deliveries, strict=True):
-        reader = _reader(cache, delivery, key, partial(delivery_reader, key, delivery))
         stream = scenario.subscription(delivery.subscription).stream
-        attach(delivery.home, raw_key(stream) if delivery.flow is None else flow_key(delivery.flow), reader)
+        source = raw_key(stream) if delivery.flow is None else flow_key(delivery.flow)
+        readers.setdefault((delivery.home, source), []).append(table.reader(stream, delivery, key))
 
     operators = {}
-    for (node, source), rs in readers.items():
-        signature = operator_signature(node, source, carried[source], rs, scenario.header_bytes)
-        make = partial(make_operator, signature)
-        operators[(node, source)] = make() if cache is None else cache.operator(signature, make)
+    for (node, source), pairs in readers.items():
+        available, stream = carried[source]
+        operators[(node, source)] = Operator(stream, available, [r for r, _ in pairs], [n for _, n in pairs], table)
     return operators
-
-
-def operator_signature(
-    node: str, source: ChannelKey, carried: tuple[str, ...], readers: Sequence[Reader], header_bytes: int
-) -> tuple:
-    """What identifies the operator for ``readers`` of input ``source`` at ``node``: equal signatures,
-    interchangeable operators."""
-    return (node, source, carried, tuple(readers), header_bytes)
-
-
-def make_operator(signature: tuple) -> FlowOperator:
-    node, source, carried, readers, header_bytes = signature
-    return FlowOperator(node, _describe(source), carried, readers, header_bytes)
-
-
-def _reader(cache: OperatorCache | None, item: Flow | Delivery, key: ChannelKey, make: Callable[[], Reader]) -> Reader:
-    return make() if cache is None else cache.reader(item, key, make)
 
 
 def flow_reader(flow: Flow) -> Reader:
     full = bool(flow.trim)
-    return Reader(flow_key(flow.id), f"flow {flow.id}", flow.predicate, flow.attrs, full, flow.trim)
+    return Reader(flow_key(flow.id), flow.predicate, flow.attrs, full, flow.trim)
 
 
 def delivery_reader(key: ChannelKey, delivery: Delivery) -> Reader:
-    return Reader(key, f"delivery of {delivery.subscription}", delivery.predicate, delivery.attrs)
-
-
-def _describe(source: ChannelKey) -> str:
-    return f"raw stream {source.name}" if source.kind == "raw" else f"flow {source.name}"
+    return Reader(key, delivery.predicate, delivery.attrs)

@@ -1,4 +1,4 @@
-"""The shared-filter engines a super-peer runs over the predicates of many subscriptions on one stream.
+"""Shared-filter engines: the predicates of many subscriptions on one stream, matched together.
 
 Each engine takes labelled predicates and matches batches of tuples (columns) to a ``(tuples, labels)``
 bool matrix, exactly as :meth:`matcher.Predicate.evaluate` would tuple by tuple:
@@ -11,7 +11,7 @@ bool matrix, exactly as :meth:`matcher.Predicate.evaluate` would tuple by tuple:
 * :mod:`~matcher.filters.agreedy`: ``PipelinedFilter`` ordered by ``AGreedy``, Babu's adaptive ordering of
   pipelined filters (one conjunctive box);
 * :mod:`~matcher.filters.adaptive`: ``AdaptiveMultiMatcher``, which measures the engines on the live stream
-  and runs the cheapest; :mod:`~matcher.filters.policy` says when a super-peer uses it.
+  and runs the cheapest.
 
 Their numba kernels (:mod:`~matcher.filters._filter_kernels`) are imported on an engine's first match, and
 :mod:`~matcher.filters.machine_load` reads /proc when imported: import the module you need.

@@ -13,8 +13,7 @@ pool), ``grouped`` and ``asc``, each matching a whole batch in one call (up to `
 ``multi-batch``, the same compiled matcher as ``multi`` with its thread pool.  Probe and verification calls
 write into rows of the batch's output matrix (``out=``), so slicing costs no copy.  Batches below ``sample``
 rows go straight to the current choice (``multi`` before any probe).  The settings are an
-:class:`AdaptiveSettings`; :func:`matcher.filters.policy.matcher_for` is the super-peer's rule for when the
-adaptive matcher is worth having at all.
+:class:`AdaptiveSettings`.
 
 **Probes.**  Every engine first makes one untimed call on ``WARM_ROWS`` rows (a process's first call of a
 numba kernel loads it; an engine's first call touches its fresh tables).  A probe then runs rounds: the

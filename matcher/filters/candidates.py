@@ -32,9 +32,9 @@ re-learning (the subset DP over its monitor sample) than on evaluating, and the 
 alone, so they would not see it."""
 
 SCAN_FIRST_TUPLES = 256
-"""A region-bitmap matcher built for a super-peer matches its first tuples by the broadcast scan and builds
-its bitmap only after them: an operator installed for one short epoch of a plan sees a handful of tuples,
-for which building the bitmap costs more than scanning them."""
+"""A region-bitmap candidate matches its first tuples by the broadcast scan and builds its bitmap only after
+them: a matcher that lives for a handful of tuples never pays for a bitmap that costs more than scanning
+them."""
 
 
 def make_engine(name: str, labelled: Sequence[tuple[str, Predicate]], built: Mapping[str, object]):

@@ -176,28 +176,32 @@ def _pace(
     arrivals, wire, start, bandwidth, latency, buffer, down_start, down_end, busy_start, busy_end, busy, last, rings,
     due, fate,
 ):  # fmt: skip
-    """Serve tuples ``start ..`` (ticks; :class:`LinkQueue`) by the link rule; returns where it stopped:
-    ``len(arrivals)``, or the tuple that found the busy intervals or the ring full (nothing changed for it:
-    the caller widens them and goes on)."""
+    """Serve tuples ``start ..`` (ticks, arrivals ascending; :class:`LinkQueue`) through the link rule as
+    network/queues.py's FIFO does: :func:`~network.linkrule.down_at`, :func:`~network.linkrule.service`,
+    :func:`~network.linkrule.cross` with the service beginning at ``max(a, wire free)``, the buffer's ring
+    only for a finite buffer.  One case the simulator never meets: a tuple that reaches the queue after a
+    later one was served (in an earlier pass) begins in the first gap the wire had at its arrival
+    (:func:`~network.linkrule.gap`); beginning at ``max(a, wire free)`` would hold it behind every later
+    tuple however idle the wire was.  Returns where it stopped: ``len(arrivals)``, or the tuple that found
+    the busy intervals or the ring full (nothing changed for it: the caller widens them and goes on)."""
+    ring = 0 if buffer != NEVER else -1
+    down, size, length = 0, -1, 0  # the down interval cursor; the last size served and its service time
     for i in range(start, len(arrivals)):
-        a = arrivals[i]
-        w = wire[i]
-        if busy[0] == len(busy_start):
+        a, w = arrivals[i], wire[i]
+        n = busy[0]
+        if n == len(busy_start):
             return i
         # (a failure empties the queue by itself: the copies it catches hold the wire and the buffer no
         # later than it, and any other finished before it)
-        _, fail, recover = down_at(a, 0, len(down_start), down_start, down_end)
-        length = service(w, bandwidth)
-        n = busy[0]
-        if a >= last[0]:  # in order: after the last tuple on the wire
-            begin = a
-            if n > 0 and busy_end[n - 1] > begin:
-                begin = busy_end[n - 1]
-            at = n
-        else:  # served late: in the first gap at or after its arrival
-            j = np.searchsorted(busy_end[:n], a, side="right")
-            begin, at = gap(a, length, busy_start[:n], busy_end[:n], j)
-        code, begin, done = cross(a, w, begin, length, latency, fail, recover, 0, rings, buffer)
+        down, fail, recover = down_at(a, down, len(down_start), down_start, down_end)
+        if w != size:
+            size, length = w, service(w, bandwidth)
+        if a >= last[0]:  # in arrival order: FIFO behind the wire's last copy
+            free = busy_end[n - 1] if n > 0 else a
+            begin, at = (a if a > free else free), n
+        else:
+            begin, at = gap(a, length, busy_start[:n], busy_end[:n], np.searchsorted(busy_end[:n], a, side="right"))
+        code, begin, done = cross(a, w, begin, length, latency, fail, recover, ring, rings, buffer)
         if code == FULL:
             return i
         if code == DROPPED or (code == LOST and fail <= a):  # it took neither the wire nor the buffer

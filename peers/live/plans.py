@@ -2,10 +2,10 @@
 
 The coordinator publishes each plan version (retained, on ``ctl/plan``) with the full subscription list it
 was made from; a node rebuilds that version's scenario and plan once (:class:`PlanBook`, shared by the
-nodes of one process) and installs an epoch's operators (peers/superpeer.py's ``install``) the first time
-a batch of it arrives.  Batches name the version that routes them, so a plan change never re-routes a
-tuple already emitted: every tuple is routed by the epoch in force at its emission time under the
-version its source stamped.
+nodes of one process) and installs an epoch's operators (peers/superpeer.py's ``install``: the compiled
+selection of every engine, over one table of readers per process) the first time a batch of it arrives.
+Batches name the version that routes them, so a plan change never re-routes a tuple already emitted: every
+tuple is routed by the epoch in force at its emission time under the version its source stamped.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 from matcher import QueryError
 from peers.live.malformed import MalformedMessage, integer, json_object, number
 from peers.live.wire import plan_from_wire, plan_to_wire, subscription_from_json, subscription_to_json
-from peers.superpeer import FlowOperator, OperatorCache, install
+from peers.superpeer import Operator, ReaderTable, install
 from sharing.plan import Epoch, Flow, Plan
 from topologies.errors import InputError, PlanError
 from topologies.model import Scenario
@@ -47,7 +47,7 @@ class PlanVersion:
 
 @dataclass(frozen=True)
 class Installed:
-    operators: dict[tuple[str, Hashable], FlowOperator]  # (super-peer, input channel key) -> operator
+    operators: dict[tuple[str, Hashable], Operator]  # (super-peer, input channel key) -> operator
     flows: dict[str, Flow]  # flow id -> the flow (its path, its stream), at every super-peer
 
 
@@ -73,8 +73,8 @@ class PlanBook:
         self.versions: dict[int, PlanVersion] = {}
         self._installed: OrderedDict[tuple[int, int], Installed] = OrderedDict()
         self._last: tuple[bytes, int] | None = None  # the latest plan message and its version
-        # consecutive epochs share most operators: an operator is built once and reused while unchanged
-        self._cache = OperatorCache()
+        # consecutive epochs share most readers: each is compiled once, for every version and epoch
+        self._readers = ReaderTable(base)
 
     @property
     def latest(self) -> PlanVersion | None:
@@ -121,7 +121,7 @@ class PlanBook:
             pv = self.versions[version]
             plan_epoch = pv.plan.epochs[epoch]
             local = self._local(plan_epoch)
-            operators = install(pv.scenario, local, cache=self._cache)  # outputs name their subscription
+            operators = install(pv.scenario, local, self._readers)  # outputs name their subscription
             found = Installed(operators, {f.id: f for f in plan_epoch.flows})
             self._installed[key] = found
             if len(self._installed) > _INSTALLED_EPOCHS:

@@ -34,9 +34,7 @@ def test_a_process_installs_exactly_its_own_super_peers_operators(path, strategy
             got = {key: op for key, op in mine.operators.items() if key[0] in nodes}
             assert got.keys() == wanted.keys()
             for key, op in wanted.items():
-                assert (got[key].readers, got[key].targets, got[key].header_bytes) == (
-                    op.readers, op.targets, op.header_bytes,
-                )  # fmt: skip
+                assert (got[key].stream, got[key].available, got[key].readers) == (op.stream, op.available, op.readers)
             assert mine.flows == everything.flows
             checked += len(wanted)
     assert checked > 0

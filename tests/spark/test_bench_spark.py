@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from bench import spark as bench_spark
+from peers.selection import select_batch
 
 
 def test_flow_predicates_are_deterministic_and_shaped_as_asked():
@@ -30,10 +31,9 @@ def test_sql_conditions_select_exactly_the_tuples_the_predicates_accept(spark):
     for text in ["x < 3 OR (y BETWEEN 1 AND 2 AND z != 4)", "x >= 5", "NOT (x > 1 AND y <= 3)", "x = 2 AND x = 3"]:
         predicate = parse_condition(text)
         got = sorted(r.id for r in frame.where(bench_spark.sql_condition(predicate)).select("id").collect())
-        columns = {"x": rows[:, 0], "y": rows[:, 1], "z": rows[:, 2]}
-        operator = bench_spark.super_peer_operator([predicate])
-        (out,) = operator.process(len(rows), columns)
-        assert got == out.positions.tolist(), text
+        table = bench_spark.super_peer_readers([predicate])
+        ((positions, _),) = select_batch(table, [0], bench_spark.DIMS, rows.T)
+        assert got == positions.tolist(), text
 
 
 @pytest.mark.spark
@@ -72,7 +72,7 @@ def test_every_catalyst_formulation_gives_the_operators_results(spark, formulati
         rows = frame.orderBy("id").collect()
     finally:
         frame.unpersist()
-    columns = {d: np.array([r[d] for r in rows]) for d in bench_spark.DIMS}
-    outs = bench_spark.super_peer_operator(predicates).process(len(rows), columns)
+    values = np.array([[r[d] for r in rows] for d in bench_spark.DIMS])
+    picked = select_batch(bench_spark.super_peer_readers(predicates), range(len(predicates)), bench_spark.DIMS, values)
     ids = np.array([r["id"] for r in rows])
-    assert got == {j: (len(o.positions), int(ids[o.positions].sum())) for j, o in enumerate(outs)}
+    assert got == {j: (len(positions), int(ids[positions].sum())) for j, (positions, _) in enumerate(picked)}

@@ -5,8 +5,6 @@ scripted seconds on a timeline that the adaptive matcher reads as its clock: whi
 what a probe calls and how the re-probes back off follow from the script alone, whatever the machine's load.
 """
 
-import pickle
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -19,7 +17,6 @@ from matcher.filters.asc import ASCMatcher
 from matcher.filters.candidates import WARM_ROWS
 from matcher.filters.grouped import GroupedFilter
 from matcher.filters.multi import MultiMatcher
-from matcher.filters.policy import ADAPTIVE_MIN_BOXES, matcher_for
 from tests.matcher.filters.test_grouped import DIMS, reference, workloads
 
 US, NS = 1e-6, 1e-9
@@ -563,19 +560,6 @@ def test_the_choice_and_the_settings_survive_a_round_trip_the_learned_costs_do_n
     assert copy.choice == "asc" and not copy.cost and copy.probes == 0 and not copy.history
     assert np.array_equal(copy.match({"a": columns["a"][:63]}), reference_a(THRESHOLDS, {"a": columns["a"][:63]}))
     assert copy.engines["asc"].tuples_seen == 63  # the copy runs on the choice it was given
-
-
-def test_a_super_peer_gets_the_adaptive_matcher_from_the_box_threshold():
-    few = [(f"q{i}", Predicate([Box({"a": Interval.above(float(i))})])) for i in range(ADAPTIVE_MIN_BOXES - 1)]
-    many = [*few, ("last", Predicate([Box({"a": Interval.below(0.0)})]))]
-    assert type(matcher_for(few)) is MultiMatcher
-    engine = matcher_for(many)
-    assert type(engine) is AdaptiveMultiMatcher and engine.labels == tuple(label for label, _ in many)
-    assert engine.settings == AdaptiveSettings()
-    columns = {"a": np.arange(3_000, dtype=float) % 40 - 1}
-    engine.match(columns)
-    copy = pickle.loads(pickle.dumps(engine))  # through to_arrays/from_arrays, as Spark ships operators
-    assert copy.choice == engine.choice and np.array_equal(copy.match(columns), reference_a(many, columns))
 
 
 @pytest.mark.parametrize(
