@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -43,7 +44,23 @@ def satisfies(predicate: Predicate, values: dict[str, np.ndarray], n: int) -> np
 
 def expected_results(scenario: Scenario, values: Values | None = None) -> Expected:
     """Every subscription's answer over the whole run (``values(stream, start, stop)``: the columns of a
-    range of tuples, when not the scenario's workload's: an engine run on other tuples, in tests)."""
+    range of tuples, when not the scenario's workload's: an engine run on other tuples, in tests).  Over
+    the scenario's workload, the last scenario's answers are kept: every strategy of a run checks against
+    them (the arrays are shared: not to be changed)."""
+    if values is None:
+        return _workload_results(scenario)
+    return _results(scenario, values)
+
+
+@lru_cache(maxsize=1)
+def _workload_results(scenario: Scenario) -> Expected:
+    expected = _results(scenario, None)
+    for indices in expected.indices.values():
+        indices.flags.writeable = False
+    return expected
+
+
+def _results(scenario: Scenario, values: Values | None) -> Expected:
     indices: dict[str, np.ndarray] = {}
     attrs: dict[str, tuple[str, ...]] = {}
     for stream in scenario.streams:
