@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
+from network.buffers import NEVER
 from network.latency import LatencyStats
 from network.linkrule import TICKS
 from topologies.model import Direction
@@ -412,27 +413,68 @@ def _last_offered(link, first, count, arrivals, row, bin_s, max_bins):
 def _offer_runs(link, first, count, first_wire, wire, arrivals, row, bin_s, max_bins, offered):
     """Add the bytes of every tuple reaching a backbone direction's queue to its bin of ``offered``.  A
     run's arrivals ascend, so its bytes are summed per bin first, and a tuple's bin is computed only when
-    it passes the current bin's end (``floor(q) >= b + 1`` exactly when ``q >= b + 1``)."""
+    it reaches the current bin's end (:func:`_bin_end`)."""
     for r in range(len(link)):
         line = row[link[r]]
         if line < 0:
             continue
-        current, end, in_bin = -1, -np.inf, 0.0
+        current, end, in_bin = -1, np.int64(-1), 0.0
         for i in range(count[r]):
-            if arrivals[first[r] + i] < 0:
+            a = arrivals[first[r] + i]
+            if a < 0:
                 continue
-            a = arrivals[first[r] + i] / TICKS
-            q = a / bin_s
-            if q >= end:
+            if a >= end:
                 if current >= 0:
                     offered[line, current] += in_bin
-                current, in_bin = _bin(a, bin_s, max_bins), 0.0
+                current, in_bin = _tick_bin(a, 0.0, bin_s, max_bins), 0.0
                 if current >= offered.shape[1]:
                     raise IndexError("a run's arrivals do not ascend")
-                end = current + 1.0 if current < max_bins - 1 else np.inf
+                end = _bin_end(current, 0.0, bin_s, max_bins)
             in_bin += wire[first_wire[r] + i]
         if current >= 0:
             offered[line, current] += in_bin
+
+
+@njit(cache=True, inline="always")
+def _tick_bin(t, offset, bin_s, max_bins):
+    """The bin of tick ``t`` (:data:`~network.linkrule.TICKS` per second) plus ``offset`` seconds, computed
+    as from seconds (:func:`_bin`), so that a tick's bin is the one its time in seconds has."""
+    return _bin(t / TICKS + offset, bin_s, max_bins)
+
+
+@njit(cache=True)
+def _bin_end(b, offset, bin_s, max_bins):
+    """The first tick whose bin (:func:`_tick_bin` with ``offset``) is past ``b`` (the ticks' bins never
+    descend: float division and addition are monotone), found around its estimate by doubling steps,
+    then halving; a run's later ticks are then compared with it, not divided."""
+    if b >= max_bins - 1:
+        return NEVER
+    guess = ((b + 1) * bin_s - offset) * TICKS
+    if guess >= 2.0**62:  # past every tick a copy may have (network.linkrule.LATE)
+        return NEVER
+    g = np.int64(max(guess, 0.0))
+    step = np.int64(1)
+    if _tick_bin(g, offset, bin_s, max_bins) > b:
+        hi, lo = g, g - 1
+        while lo >= 0 and _tick_bin(lo, offset, bin_s, max_bins) > b:
+            hi = lo
+            step *= 2
+            lo = max(hi - step, np.int64(-1))
+    else:
+        lo, hi = g, g + 1
+        while _tick_bin(hi, offset, bin_s, max_bins) <= b:
+            if hi >= 2**62:
+                return NEVER
+            lo = hi
+            step *= 2
+            hi = min(lo + step, np.int64(2**62))
+    while hi - lo > 1:  # lo's bin is b or before (or lo is -1), hi's past it
+        mid = lo + (hi - lo) // 2
+        if _tick_bin(mid, offset, bin_s, max_bins) > b:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 @njit(cache=True)
@@ -496,33 +538,35 @@ def _accumulate(
         line, end = row[k], lands[k]
         total = 0
         crossed = 0
-        current = -1
+        current, current_end = -1, np.int64(-1)  # the bin at hand and the first tick past it
         in_bin = 0
         landing = -1  # the bin the run's tuples land in at the far end, and how many so far (they ascend)
+        landing_end = np.int64(-1)
         landing_count = 0
         for i in range(count[r]):
-            if departures[first[r] + i] < 0:
+            t = departures[first[r] + i]
+            if t < 0:
                 continue
-            d = departures[first[r] + i] / TICKS
             size = wire[w + i]
             total += size
             crossed += 1
             if end >= 0:
-                b = _bin(d + latency[k], load_bin_s, max_bins)
-                if b != landing:
+                if t >= landing_end:
                     if landing >= 0:
                         landed[end, landing] += landing_count
-                    landing, landing_count = b, 0
+                    landing, landing_count = _tick_bin(t, latency[k], load_bin_s, max_bins), 0
+                    landing_end = _bin_end(landing, latency[k], load_bin_s, max_bins)
                 landing_count += 1
             if line < 0:
                 continue
-            b = _bin(d, bin_s, max_bins)
-            if b != current:
+            if t >= current_end:
+                b = _tick_bin(t, 0.0, bin_s, max_bins)
                 if b >= timeline.shape[1]:
                     raise IndexError("a run's departures do not ascend")
                 if current >= 0:
                     timeline[line, current] += in_bin
                 current, in_bin = b, 0
+                current_end = _bin_end(b, 0.0, bin_s, max_bins)
             in_bin += size
         if current >= 0:
             timeline[line, current] += in_bin

@@ -6,8 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from network.buffers import NEVER
 from network.linkrule import TICKS, gap, to_seconds, to_ticks
-from network.meter import TrafficMeter, bin_width
+from network.meter import MAX_TIMELINE_BINS, TrafficMeter, _bin_end, _tick_bin, bin_width
 from network.queues import Blocks, Queues, Route, _merge_runs
 
 
@@ -167,3 +168,20 @@ def test_a_full_ring_grows_and_keeps_its_waiting_tuples_in_order():
     assert len(run.delivered["Q"]) == 101 and run.dropped["Q"].tolist() == list(range(101, 150))
     starts, sizes = queues.state().waiting(0)
     assert len(starts) == 100 and np.all(np.diff(starts) == TICKS) and sizes.sum() == 1000
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 120),
+    st.sampled_from([0.001, 0.1, 0.37, 1.0, 2.5, 5.0, 40_000.0]),
+    st.sampled_from([0.0, 1e-12, 0.0125, 0.3, 7.0]),
+)
+def test_a_bin_ends_at_the_first_tick_whose_time_in_seconds_falls_past_it(b, bin_s, offset):
+    """The meter compares ticks with a bin's end instead of dividing each: that end is exactly the first
+    tick the division from seconds puts past the bin (the tick before it is still in it or before)."""
+    end = _bin_end(b, offset, bin_s, MAX_TIMELINE_BINS)
+    if end == NEVER:  # no tick a copy may have (below 2**62, past network.linkrule.LATE) is past the bin
+        assert _tick_bin(2**62 - 1, offset, bin_s, MAX_TIMELINE_BINS) <= b
+        return
+    assert _tick_bin(end, offset, bin_s, MAX_TIMELINE_BINS) > b
+    assert end == 0 or _tick_bin(end - 1, offset, bin_s, MAX_TIMELINE_BINS) <= b
