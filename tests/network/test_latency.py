@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from network.exactness import _latencies_by_owner
 from network.latency import LatencyStats, add_sums, exact_sum, exact_sums_by_owner, mean
 
 LATENCIES = st.lists(st.floats(min_value=1e-9, max_value=1e4, allow_nan=False), max_size=60)
@@ -55,3 +56,14 @@ def test_statistics_are_numpys_percentiles_and_the_rounded_mean(values):
     assert stats.p50 == float(np.percentile(values, 50))
     assert stats.p99 == float(np.percentile(values, 99))
     assert stats.mean == float(sum(map(Fraction, values), Fraction(0)) / len(values))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.floats(0, 1e4, allow_nan=False, allow_subnormal=True), max_size=40).map(np.array), max_size=12)
+)
+def test_a_runs_latencies_by_subscription_are_each_ones_own_statistics(values):
+    """The check takes every subscription's exact sum in one set of passes: the statistics are those of
+    each subscription's latencies alone."""
+    arrays = [np.asarray(v, np.float64) for v in values]
+    assert _latencies_by_owner(arrays) == [LatencyStats.of(v) for v in arrays]
