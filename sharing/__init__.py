@@ -13,7 +13,7 @@ from dataclasses import replace
 from itertools import chain
 
 from network.routing import Network
-from sharing.plan import Decision, Delivery, Epoch, Flow, Plan, Replan
+from sharing.plan import Change, Decision, Delivery, Edit, Epoch, Flow, Plan, Replan
 from topologies.errors import EmulatorError, InputError, shown
 from topologies.model import Scenario
 
@@ -88,7 +88,7 @@ def make_plan(
     """
     from sharing.baselines import BASELINES, Baseline
     from sharing.cost import CostModel
-    from sharing.epochs import timeline
+    from sharing.epochs import Listing, timeline
     from sharing.planner import plan_sharing
 
     check_strategy(strategy)
@@ -98,7 +98,8 @@ def make_plan(
     if strategy not in BASELINES:
         return plan_sharing(scenario, strategy, network, CostModel(scenario), progress).check(scenario, network)
     baseline = Baseline(scenario, network, strategy)
-    epochs, replans = [], []
+    changes, replans = [], []
+    listed = Listing(), Listing()  # the flows and the deliveries
     steps = timeline(scenario)
     flows: tuple[Flow, ...] = ()
     for start, end, events in steps:
@@ -115,11 +116,13 @@ def make_plan(
                 baseline.unsubscribe(event.subscription)
             else:
                 baseline.subscribe(event.subscription)
-        epochs.append(Epoch.of_parts(start, end, *baseline.epoch()))
-        flows = epochs[-1].flows
+        edits = (at.change(tuple(chain.from_iterable(p)), p) for at, p in zip(listed, baseline.epoch(), strict=True))
+        changes.append(Change(start, end, *edits))
+        flows = listed[0].items
         if progress is not None:
-            progress(len(epochs), len(steps))
-    return Plan(strategy, scenario.name, tuple(epochs), replans=tuple(replans)).check(scenario, network)
+            progress(len(changes), len(steps))
+    plan = Plan(strategy, scenario.name, (), replans=tuple(replans), changes=tuple(changes))
+    return plan.check(scenario, network)
 
 
 def _registered_plan(scenario: Scenario, strategy: str, network: Network) -> Plan:
@@ -135,8 +138,10 @@ def _registered_plan(scenario: Scenario, strategy: str, network: Network) -> Pla
 
 __all__ = [
     "STRATEGIES",
+    "Change",
     "Decision",
     "Delivery",
+    "Edit",
     "Epoch",
     "Flow",
     "Plan",

@@ -105,7 +105,7 @@ class Baseline:
 
     def epoch(self) -> tuple[tuple[tuple[Flow, ...], ...], tuple[tuple[Delivery, ...], ...]]:
         """Flows (parents first) and deliveries (in scenario order) of the active subscriptions, in parts
-        (:meth:`sharing.plan.Epoch.of_parts`): a stream's tree, or a run of subscription positions."""
+        (:class:`sharing.epochs.Listing`): a stream's tree, or a run of subscription positions."""
         if self.strategy in ("data-shipping", "query-shipping"):
             return self._flow_at.parts(), self._delivery_at.parts()
         for stream, tree in self._trees.items():

@@ -14,6 +14,7 @@ from itertools import compress, count, islice, pairwise
 from operator import is_not
 from typing import NamedTuple
 
+from sharing.plan import Edit
 from topologies.model import NetworkEvent, Scenario, SubscriptionSpec
 from topologies.outages import NetworkState, event_times, network_states
 
@@ -67,121 +68,71 @@ def timeline(scenario: Scenario) -> list[tuple[float, float, list[Event]]]:
     return [(start, end, starting[start]) for start, end in pairwise(bounds)]
 
 
-class EpochOrder:
-    """The flows (or the deliveries) of the epochs read so far, diffed by identity one epoch to the next.
+class Listing:
+    """One list of the epochs a producer makes (their flows, or their deliveries), turned into changes.
 
-    :meth:`advance` skips the longest head and tail two consecutive epochs share by a pointer comparison per
-    object, from where the epochs' *parts* (when the planner gives them, :class:`Slots`) tell the objects are
-    the same: a part that is the very tuple of the epoch before holds the very same objects, so the parts both
-    epochs start and end with are skipped by a pointer comparison per part.  A long middle between them is
-    walked side by side the same way, each run of objects both list in the same order skipped, so it costs about
-    its changes while the objects kept stay in their order (a planner's epochs: objects put in and taken out,
-    the deliveries in subscription order).  A short middle, or one whose kept objects changed order or that
-    lists an object twice, is diffed by sets (when an object is listed twice, the epoch and the next in full).
-    Where an object stands in the current epoch is asked in two ways: a ``ranked`` sequence keeps :attr:`rank`,
-    a number per object increasing along the epoch and renumbered only where the epoch changed (the flows: their
-    order is asked about for every flow laid out); otherwise :meth:`positions` lists the whole epoch when asked
-    (the deliveries: only those reading a flow that moved need it)."""
+    :meth:`change` gives how the next epoch's list differs from the one before as an
+    :class:`~sharing.plan.Edit`.  The producer lists an object it did not make anew as the very object of the
+    epoch before, and may give a list as the *parts* it is the concatenation of (:class:`Slots`): a part that
+    is the very tuple of the epoch before holds the very same objects.  The head and tail both lists share are
+    then skipped a pointer comparison per part, then per object; a long middle between them is walked side by
+    side the same way, each run of objects both list in the same order skipped, so a change costs about what
+    it changes.  A short middle, or one whose kept objects changed order, leaves and comes whole (its kept
+    objects as moved).  The identities are the producer's knowledge of what it changed: the
+    :class:`~sharing.plan.Plan` carries only the edits."""
 
-    WALK_FROM = 48  # a middle (between the common head and tail) longer than this is walked, not diffed by sets
-    MAX_CHANGES = 64  # a walk meeting more changes than this gives way to the diff by sets
+    WALK_FROM = 48  # a middle (between the common head and tail) longer than this is walked, not put whole
+    MAX_CHANGES = 64  # a walk meeting more changes than this gives way to putting the middle whole
 
-    def __init__(self, ranked: bool) -> None:
-        self.ranked = ranked
-        self.reset()
-
-    def reset(self) -> None:
+    def __init__(self) -> None:
         self.items: tuple = ()
         self.parts: tuple[tuple, ...] | None = None
-        self.shifted: list[int] = []
-        self.rank: dict[int, float] = {}  # ranked: id -> rank, for every object of the epoch
-        self.members: set[int] = set()  # not ranked: the ids of the epoch's objects
+        self._known: set[int] = set()  # the ids of the objects of :attr:`items`, while each is listed once
         self._twice = False
-        self._positions: dict[int, int] | None = None
 
-    def advance(self, items: tuple, parts: tuple[tuple, ...] | None = None) -> tuple[list[int], list[int], bool]:
-        """Move to the epoch listing ``items`` (the concatenation of ``parts``, when given): the ids of the
-        objects that went, the positions of the objects that came (ascending; an object's first listing),
-        and whether an object is listed twice.  :attr:`shifted` then holds the ids of the objects whose
-        place among the others may have changed (the new ones when the kept ones kept their order; else
-        those between the parts both epochs start and end with)."""
-        known = self.rank.keys() if self.ranked else self.members
+    def change(self, items: tuple, parts: tuple[tuple, ...] | None = None) -> Edit:
+        """How ``items`` (the concatenation of ``parts``, when given) differs from the list before."""
         prev = self.items
-        head = tail = 0
         sure_head, sure_tail = same_ends(self.parts, parts)
-        self.parts = parts
-        if prev and not self._twice:
-            short = min(len(prev), len(items))
-            # each scan starts past the objects the parts tell are the same and stops where the other end's
-            # are (an iterator of a tuple, either way, is put there: its state is its position); a part
-            # listed anew with the same objects is so scanned once, not on to the end and back
-            head = min(sure_head, short)
-            tail = min(sure_tail, short - head)
-            room = short - head - tail
-            ahead = iter(prev), iter(items)
-            for at in ahead:
-                at.__setstate__(head)
-            head += next(compress(count(), map(is_not, islice(ahead[0], room), ahead[1])), room)
-            room = short - head - tail
-            back = reversed(prev), reversed(items)
-            for at, seq in zip(back, (prev, items), strict=True):
-                at.__setstate__(len(seq) - 1 - tail)
-            tail += next(compress(count(), map(is_not, islice(back[0], room), back[1])), room)
-            walked = self._walk(prev, items, known, head, tail) if len(items) - tail - head > self.WALK_FROM else None
-            if walked is not None:
-                return self._walked(items, *walked)
-        old = list(map(id, prev[head : len(prev) - tail]))
-        new = list(map(id, items[head : len(items) - tail]))
-        old_set, new_set = set(old), set(new)
-        came = new_set - old_set
-        twice = len(new_set) < len(new) or not known.isdisjoint(came)
-        if twice and (head or tail):  # listed twice, once in the part both epochs share: diff in full
-            head = tail = 0
-            new, old_set = list(map(id, items)), set(map(id, prev))
-            new_set = set(new)
-            came = new_set - old_set
-        gone = list(old_set - new_set)
-        self.items, self._twice, self._positions = items, twice, None
-        self.shifted = new
-        if twice:
-            first = self.positions()
-            if self.ranked:
-                self.rank = {ident: float(p) for ident, p in first.items()}
-            else:
-                self.members = set(first)
-            return gone, sorted(first[ident] for ident in came), True
-        fresh = list(compress(count(head), map(came.__contains__, new)))
-        if self.ranked:
-            for ident in gone:
-                del self.rank[ident]
-            self._rank(head, len(items) - tail, new)
+        self.items, self.parts = items, parts
+        short = min(len(prev), len(items))
+        # each scan starts past the objects the parts tell are the same and stops where the other end's
+        # are (an iterator of a tuple, either way, is put there: its state is its position)
+        head = min(sure_head, short)
+        tail = min(sure_tail, short - head)
+        room = short - head - tail
+        ahead = iter(prev), iter(items)
+        for at in ahead:
+            at.__setstate__(head)
+        head += next(compress(count(), map(is_not, islice(ahead[0], room), ahead[1])), room)
+        room = short - head - tail
+        back = reversed(prev), reversed(items)
+        for at, seq in zip(back, (prev, items), strict=True):
+            at.__setstate__(len(seq) - 1 - tail)
+        tail += next(compress(count(), map(is_not, islice(back[0], room), back[1])), room)
+        walked = None
+        if not self._twice and len(items) - tail - head > self.WALK_FROM:
+            walked = self._walk(prev, items, head, tail)
+        if walked is None:  # the middle leaves and comes whole
+            gone, came = range(head, len(prev) - tail), range(head, len(items) - tail)
+            middle = list(map(id, items[head : len(items) - tail]))
+            self._known.difference_update(map(id, prev[head : len(prev) - tail]))
+            self._twice = len(set(middle)) < len(middle) or not self._known.isdisjoint(middle)
+            self._known.update(middle)
+            if self._twice:
+                self._known = set(map(id, items))
         else:
-            self.members.difference_update(gone)
-            self.members.update(came)
-        return gone, fresh, False
+            gone, came = walked
+            self._known.difference_update(id(prev[p]) for p in gone)
+            self._known.update(id(items[p]) for p in came)
+        return Edit(tuple(gone), tuple((p, items[p]) for p in came))
 
-    def _walked(self, items: tuple, gone: list[int], fresh: list[int]) -> tuple[list[int], list[int], bool]:
-        """Move to ``items``, whose changes :meth:`_walk` found."""
-        self.items, self._positions = items, None
-        self.shifted = [id(items[p]) for p in fresh]
-        if self.ranked:
-            for ident in gone:
-                del self.rank[ident]
-            first = 0  # rank each run of consecutive new objects between its neighbours
-            for k in range(1, len(fresh) + 1):
-                if k == len(fresh) or fresh[k] != fresh[k - 1] + 1:
-                    self._rank(fresh[first], fresh[k - 1] + 1, self.shifted[first:k])
-                    first = k
-        else:
-            self.members.difference_update(gone)
-            self.members.update(self.shifted)
-        return gone, fresh, False
-
-    def _walk(self, prev: tuple, items: tuple, known, head: int, tail: int) -> tuple[list[int], list[int]] | None:
-        """The ids of the objects of ``prev`` gone from ``items`` and the positions of the new objects of
-        ``items``, found by walking both side by side from ``head`` up to the ``tail`` objects both end with
-        (``known``: the ids of ``prev``, each listed once); None when the objects kept are not in the order
-        ``prev`` had them, when an object is listed twice, or past :attr:`MAX_CHANGES` changes."""
+    def _walk(self, prev: tuple, items: tuple, head: int, tail: int) -> tuple[list[int], list[int]] | None:
+        """The positions of the objects of ``prev`` gone from ``items`` and of the new objects of ``items``,
+        found by walking both side by side from ``head`` up to the ``tail`` objects both end with; None when
+        the objects kept are not in the order ``prev`` had them, when an object is listed twice, or past
+        :attr:`MAX_CHANGES` changes."""
+        known = self._known
         gone: list[int] = []
         fresh: list[int] = []
         i = j = head
@@ -201,23 +152,95 @@ class EpochOrder:
             if len(gone) + len(fresh) >= self.MAX_CHANGES:
                 return None
             if id(items[j]) in known:  # an object kept: the one it stands in place of went (or moved)
-                gone.append(id(prev[i]))
+                gone.append(i)
                 i += 1
             else:
                 fresh.append(j)
                 j += 1
         if j < m:
-            rest = list(map(id, items[j:m]))
-            if not known.isdisjoint(rest):  # a kept object out of order, or listed twice
+            if not known.isdisjoint(map(id, items[j:m])):  # a kept object out of order, or listed twice
                 return None
             fresh.extend(range(j, m))
-        gone.extend(map(id, prev[i:n]))
+        gone.extend(range(i, n))
         if len({id(items[p]) for p in fresh}) < len(fresh):  # a new object listed twice
             return None
         return gone, fresh
 
+
+class Sequence:
+    """The flows (or the deliveries) of the epochs read so far, kept by applying each epoch's
+    :class:`~sharing.plan.Edit` to the list before.
+
+    An object that leaves and comes in one edit (the very object) moved: it is kept.  :meth:`apply` gives
+    what went and what came; :attr:`shifted` then holds the ids of the objects whose place among the others
+    may have changed (those that came or moved).  Where an object stands is asked in two ways: a ``ranked``
+    sequence keeps :attr:`rank`, a number per object increasing along the list and renumbered only where
+    it changed (the flows: their order is asked about for every flow laid out); otherwise :meth:`positions`
+    lists the whole list when asked (the deliveries: only those reading a flow that moved need it)."""
+
+    REBUILD_FROM = 8  # an edit touching more places than this rebuilds the list rather than edit it in place
+
+    def __init__(self, ranked: bool) -> None:
+        self.ranked = ranked
+        self.items: list = []
+        self.shifted: list[int] = []
+        self.rank: dict[int, float] = {}  # ranked: id -> rank, for every object of the list
+        self.members: set[int] = set()  # not ranked: the ids of the list's objects
+        self._twice = False
+        self._positions: dict[int, int] | None = None
+
+    def apply(self, edit: Edit) -> tuple[list[int], list[int], bool]:
+        """Move to the next list: the ids of the objects that went, the positions of the objects that came
+        (ascending; an object's first listing), and whether an object is listed twice."""
+        items = self.items
+        known = self.rank.keys() if self.ranked else self.members
+        left = {id(items[p]) for p in edit.gone}
+        came_ids = [id(item) for _, item in edit.came]
+        if len(edit.gone) + len(edit.came) > self.REBUILD_FROM:
+            self.items = items = edit.applied(items)
+        else:
+            for p in reversed(edit.gone):
+                del items[p]
+            for p, item in edit.came:
+                items.insert(p, item)
+        self._positions = None
+        self.shifted = came_ids
+        fresh_ids = [ident for ident in came_ids if ident not in left]
+        twice = self._twice or len(set(came_ids)) < len(came_ids) or any(ident in known for ident in fresh_ids)
+        if twice:  # listed twice, now or before: by the whole list, each object at its first listing
+            old = set(known)
+            first = self.positions()
+            self._twice = len(first) < len(items)
+            if self.ranked:
+                self.rank = {ident: float(p) for ident, p in first.items()}
+            else:
+                self.members = set(first)
+            return list(old - first.keys()), sorted(first[ident] for ident in first.keys() - old), self._twice
+        came_set = set(came_ids)
+        gone = [ident for ident in left if ident not in came_set]
+        fresh = [p for (p, _), ident in zip(edit.came, came_ids, strict=True) if ident not in left]
+        if self.ranked:
+            for ident in gone:
+                del self.rank[ident]
+            places = [p for p, _ in edit.came]
+            first = 0  # rank each run of consecutive objects that came between its neighbours
+            for k in range(1, len(places) + 1):
+                if k == len(places) or places[k] != places[k - 1] + 1:
+                    self._rank(places[first], places[k - 1] + 1, came_ids[first:k])
+                    first = k
+        else:
+            self.members.difference_update(gone)
+            self.members.update(fresh_ids)
+        return gone, fresh, False
+
+    def whole(self) -> tuple[list[int], list[int], bool]:
+        """:meth:`apply`'s answer for a reader that starts afresh at the current list: nothing went, every
+        object came (at its first listing), and whether one is listed twice."""
+        first = self.positions()
+        return [], sorted(first.values()), len(first) < len(self.items)
+
     def positions(self) -> dict[int, int]:
-        """Where each object of the current epoch is first listed (by id; built when first asked)."""
+        """Where each object of the list is first listed (by id; built when first asked)."""
         if self._positions is None:
             ids = list(map(id, self.items))
             self._positions = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1), strict=True))
@@ -225,8 +248,6 @@ class EpochOrder:
 
     def _rank(self, start: int, stop: int, new: list[int]) -> None:
         """Rank ``new``, the ids of ``items[start:stop]``, between the ranks of their neighbours."""
-        if not new:
-            return
         rank, items, m = self.rank, self.items, len(new)
         lo = rank[id(items[start - 1])] if start > 0 else None
         hi = rank[id(items[stop])] if stop < len(items) else None
@@ -237,16 +258,16 @@ class EpochOrder:
         step = (hi - lo) / (m + 1)
         keys = [lo + step * j for j in range(1, m + 1)]  # non-decreasing: increasing if all distinct
         if not (lo < keys[0] and keys[-1] < hi and len(set(keys)) == m):
-            # no room left between the neighbours: rank the whole epoch afresh
+            # no room left between the neighbours: rank the whole list afresh
             self.rank = dict(zip(map(id, items), map(float, range(len(items))), strict=True))
             return
         rank.update(zip(new, keys, strict=True))
 
 
 def same_ends(before: tuple[tuple, ...] | None, parts: tuple[tuple, ...] | None) -> tuple[int, int]:
-    """How many objects two epochs listed as ``before`` and ``parts`` surely share at their head and at
-    their tail: those of the parts both start (end) with that are the very same tuples (0, 0 when either is
-    not given in parts)."""
+    """How many objects two lists given as ``before`` and ``parts`` surely share at their head and at their
+    tail: those of the parts both start (end) with that are the very same tuples (0, 0 when either is not
+    given in parts)."""
     if before is None or parts is None:
         return 0, 0
     head = tail = 0
@@ -264,7 +285,7 @@ def same_ends(before: tuple[tuple, ...] | None, parts: tuple[tuple, ...] | None)
 class Slots:
     """Objects by position (a subscription's, in scenario order), a slot empty or holding one, listed in
     position order as *parts* of :attr:`PART` positions each.  A part no slot of which changed since the
-    last listing is the very tuple listed then, which tells :meth:`EpochOrder.advance` that it holds the
+    last listing is the very tuple listed then, which tells :meth:`Listing.change` that it holds the
     same objects: an epoch's few changed subscriptions cost their parts, not the whole list."""
 
     PART = 64
