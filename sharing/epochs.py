@@ -1,4 +1,6 @@
-"""Epoch boundaries and subscription events, shared by the planner and the baselines.
+"""Epoch boundaries and subscription events, shared by the planner and the baselines, and the lists of
+consecutive epochs as changes: found by the producers (:class:`Listing`), applied by the readers
+(:class:`Sequence`).
 
 An epoch is an interval between consecutive subscription events (arrivals ``at``, departures ``until``)
 inside ``[0, duration)``; the epochs cover ``[0, duration)`` without gaps.  Subscription ``s`` is active in
@@ -77,12 +79,12 @@ class Listing:
     is the very tuple of the epoch before holds the very same objects.  The head and tail both lists share are
     then skipped a pointer comparison per part, then per object; a long middle between them is walked side by
     side the same way, each run of objects both list in the same order skipped, so a change costs about what
-    it changes.  A short middle, or one whose kept objects changed order, leaves and comes whole (its kept
-    objects as moved).  The identities are the producer's knowledge of what it changed: the
-    :class:`~sharing.plan.Plan` carries only the edits."""
+    it changes; a short middle, or one with many changes, is diffed by sets.  A middle whose kept objects
+    changed order leaves and comes whole (its kept objects as moved).  The identities are the producer's
+    knowledge of what it changed: the :class:`~sharing.plan.Plan` carries only the edits."""
 
-    WALK_FROM = 48  # a middle (between the common head and tail) longer than this is walked, not put whole
-    MAX_CHANGES = 64  # a walk meeting more changes than this gives way to putting the middle whole
+    WALK_FROM = 48  # a middle (between the common head and tail) longer than this is walked, not diffed by sets
+    MAX_CHANGES = 64  # a walk meeting more changes than this gives way to the diff by sets
 
     def __init__(self) -> None:
         self.items: tuple = ()
@@ -110,10 +112,12 @@ class Listing:
         for at, seq in zip(back, (prev, items), strict=True):
             at.__setstate__(len(seq) - 1 - tail)
         tail += next(compress(count(), map(is_not, islice(back[0], room), back[1])), room)
-        walked = None
+        found = None
         if not self._twice and len(items) - tail - head > self.WALK_FROM:
-            walked = self._walk(prev, items, head, tail)
-        if walked is None:  # the middle leaves and comes whole
+            found = self._walk(prev, items, head, tail)
+        if found is None and not self._twice:
+            found = self._by_sets(prev, items, head, tail)
+        if found is None:  # the middle leaves and comes whole
             gone, came = range(head, len(prev) - tail), range(head, len(items) - tail)
             middle = list(map(id, items[head : len(items) - tail]))
             self._known.difference_update(map(id, prev[head : len(prev) - tail]))
@@ -122,10 +126,24 @@ class Listing:
             if self._twice:
                 self._known = set(map(id, items))
         else:
-            gone, came = walked
+            gone, came = found
             self._known.difference_update(id(prev[p]) for p in gone)
             self._known.update(id(items[p]) for p in came)
         return Edit(tuple(gone), tuple((p, items[p]) for p in came))
+
+    def _by_sets(self, prev: tuple, items: tuple, head: int, tail: int) -> tuple[list[int], list[int]] | None:
+        """What :meth:`_walk` finds, by set differences over the middle between the ``head`` and ``tail``
+        objects both lists share; None when the objects kept are not in the order ``prev`` had them or an
+        object is listed twice."""
+        old = list(map(id, prev[head : len(prev) - tail]))
+        new = list(map(id, items[head : len(items) - tail]))
+        old_set, new_set = set(old), set(new)
+        if len(new_set) < len(new) or not self._known.isdisjoint(new_set - old_set):
+            return None
+        if [i for i in old if i in new_set] != [i for i in new if i in old_set]:
+            return None
+        gone = [head + k for k, i in enumerate(old) if i not in new_set]
+        return gone, [head + k for k, i in enumerate(new) if i not in old_set]
 
     def _walk(self, prev: tuple, items: tuple, head: int, tail: int) -> tuple[list[int], list[int]] | None:
         """The positions of the objects of ``prev`` gone from ``items`` and of the new objects of ``items``,

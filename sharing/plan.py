@@ -137,7 +137,8 @@ class Edit(NamedTuple):
         rest: list = []
         at = 0
         for p in self.gone:
-            rest.extend(before[at:p])
+            if p > at:
+                rest.extend(before[at:p])
             at = p + 1
         rest.extend(before[at:])
         out: list = []
@@ -311,6 +312,12 @@ class Plan:
             flows = tuple(change.flows.applied(flows))
             deliveries = tuple(change.deliveries.applied(deliveries))
             yield Epoch(change.start, change.end, flows, deliveries)
+
+    def __getstate__(self) -> dict:
+        """What a copy or a pickle takes: the changes, not the epochs built from them."""
+        state = dict(self.__dict__)
+        state.pop("epochs", None)
+        return state
 
     def with_epochs(self, epochs: tuple[Epoch, ...]) -> Plan:
         """This plan with ``epochs`` instead of its own (``dataclasses.replace`` keeps the changes)."""

@@ -11,8 +11,8 @@ arrival, or a re-plan after a failure) delivers to it.  While a backbone element
 path meets it and no delivery is taken at a super-peer that is down: an epoch whose backbone differs
 from the one before is read whole, the others only where they changed.
 
-The engines rely on these rules and do not check them again: they only lay a checked plan out.  Consecutive
-a plan is its epochs' changes (:class:`sharing.plan.Change`), so an epoch costs what changed in it
+The engines rely on these rules and do not check them again: they only lay a checked plan out.  A plan is
+its epochs' changes (:class:`sharing.plan.Change`), so an epoch costs what changed in it
 (:class:`sharing.epochs.Sequence`): its new objects, and those reading a flow replaced or gone.
 """
 

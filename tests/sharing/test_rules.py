@@ -246,7 +246,7 @@ def test_changes_found_by_identity_equal_full_set_differences(walk_from):
     pool = [object() for _ in range(60)]
     for ranked in (True, False):
         listing, order = Listing(), Sequence(ranked)
-        listing.WALK_FROM = walk_from  # 0: every middle is walked first (put whole where a walk fails)
+        listing.WALK_FROM = walk_from  # 0: every middle is walked first (diffed by sets where a walk fails)
         items: tuple = ()
         was_twice = False
         for _ in range(400):
@@ -287,7 +287,7 @@ def test_changes_found_by_identity_equal_full_set_differences(walk_from):
 def test_lists_given_in_parts_change_as_the_plain_sets_do(ranked, walk_from):
     """A planner's parts (kept tuples where nothing changed, :class:`sharing.epochs.Slots`) only skip
     objects: the change is the plain one, whatever changed where, the middle between the parts both lists
-    start and end with walked (0) or put whole."""
+    start and end with walked (0) or diffed by sets."""
     rng = random.Random(11)
     pool = [object() for _ in range(40)]
     listing, order = Listing(), Sequence(ranked)
