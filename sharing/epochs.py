@@ -13,7 +13,7 @@ emitted at ``t`` (routed by the epoch with ``start <= t < end``) reaches exactly
 from __future__ import annotations
 
 from itertools import compress, count, islice, pairwise
-from operator import is_not
+from operator import is_not, itemgetter
 from typing import NamedTuple
 
 from sharing.plan import Edit
@@ -127,9 +127,11 @@ class Listing:
                 self._known = set(map(id, items))
         else:
             gone, came = found
-            self._known.difference_update(id(prev[p]) for p in gone)
-            self._known.update(id(items[p]) for p in came)
-        return Edit(tuple(gone), tuple((p, items[p]) for p in came))
+            self._known.difference_update(map(id, map(prev.__getitem__, gone)))
+        came_items = list(map(items.__getitem__, came))
+        if found is not None:
+            self._known.update(map(id, came_items))
+        return Edit(tuple(gone), tuple(zip(came, came_items, strict=True)))
 
     def _by_sets(self, prev: tuple, items: tuple, head: int, tail: int) -> tuple[list[int], list[int]] | None:
         """What :meth:`_walk` finds, by set differences over the middle between the ``head`` and ``tail``
@@ -212,8 +214,9 @@ class Sequence:
         (ascending; an object's first listing), and whether an object is listed twice."""
         items = self.items
         known = self.rank.keys() if self.ranked else self.members
-        left = {id(items[p]) for p in edit.gone}
-        came_ids = [id(item) for _, item in edit.came]
+        left = set(map(id, map(items.__getitem__, edit.gone)))
+        places = list(map(itemgetter(0), edit.came))
+        came_ids = list(map(id, map(itemgetter(1), edit.came)))
         if len(edit.gone) + len(edit.came) > self.REBUILD_FROM:
             self.items = items = edit.applied(items)
         else:
@@ -223,8 +226,12 @@ class Sequence:
                 items.insert(p, item)
         self._positions = None
         self.shifted = came_ids
-        fresh_ids = [ident for ident in came_ids if ident not in left]
-        twice = self._twice or len(set(came_ids)) < len(came_ids) or any(ident in known for ident in fresh_ids)
+        if left:
+            fresh_ids = [ident for ident in came_ids if ident not in left]
+            fresh = [p for p, ident in zip(places, came_ids, strict=True) if ident not in left]
+        else:
+            fresh_ids, fresh = came_ids, places
+        twice = self._twice or len(set(came_ids)) < len(came_ids) or not known.isdisjoint(fresh_ids)
         if twice:  # listed twice, now or before: by the whole list, each object at its first listing
             old = set(known)
             first = self.positions()
@@ -234,13 +241,10 @@ class Sequence:
             else:
                 self.members = set(first)
             return list(old - first.keys()), sorted(first[ident] for ident in first.keys() - old), self._twice
-        came_set = set(came_ids)
-        gone = [ident for ident in left if ident not in came_set]
-        fresh = [p for (p, _), ident in zip(edit.came, came_ids, strict=True) if ident not in left]
+        gone = list(left.difference(came_ids))
         if self.ranked:
             for ident in gone:
                 del self.rank[ident]
-            places = [p for p, _ in edit.came]
             first = 0  # rank each run of consecutive objects that came between its neighbours
             for k in range(1, len(places) + 1):
                 if k == len(places) or places[k] != places[k - 1] + 1:

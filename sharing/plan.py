@@ -141,12 +141,15 @@ class Edit(NamedTuple):
                 rest.extend(before[at:p])
             at = p + 1
         rest.extend(before[at:])
+        if not self.came:
+            return rest
         out: list = []
         at = 0
         for p, item in self.came:
-            take = p - len(out)
-            out.extend(rest[at : at + take])
-            at += take
+            if p > len(out):  # the kept objects before it
+                take = p - len(out)
+                out.extend(rest[at : at + take])
+                at += take
             out.append(item)
         out.extend(rest[at:])
         return out
