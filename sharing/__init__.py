@@ -10,7 +10,6 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from itertools import chain
 
 from network.routing import Network
 from sharing.plan import Change, Decision, Delivery, Edit, Epoch, Flow, Plan, Replan
@@ -88,7 +87,7 @@ def make_plan(
     """
     from sharing.baselines import BASELINES, Baseline
     from sharing.cost import CostModel
-    from sharing.epochs import Listing, timeline
+    from sharing.epochs import timeline
     from sharing.planner import plan_sharing
 
     check_strategy(strategy)
@@ -99,16 +98,13 @@ def make_plan(
         return plan_sharing(scenario, strategy, network, CostModel(scenario), progress).check(scenario, network)
     baseline = Baseline(scenario, network, strategy)
     changes, replans = [], []
-    listed = Listing(), Listing()  # the flows and the deliveries
     steps = timeline(scenario)
-    flows: tuple[Flow, ...] = ()
     for start, end, events in steps:
         for event in events:
             if event.kind == "network":
                 started = time.perf_counter()
                 cut_off, restored = baseline.network_event(event.state)
-                before, flows = flows, tuple(chain.from_iterable(baseline.epoch()[0]))
-                moved = len(set(before).symmetric_difference(flows))  # flows removed plus installed
+                moved = baseline.moved()  # flows removed plus installed
                 text = "; ".join(change.text() for change in event.changes)
                 seconds = time.perf_counter() - started
                 replans.append(Replan(event.time, text, seconds, moved, tuple(cut_off), tuple(restored)))
@@ -116,9 +112,7 @@ def make_plan(
                 baseline.unsubscribe(event.subscription)
             else:
                 baseline.subscribe(event.subscription)
-        edits = (at.change(tuple(chain.from_iterable(p)), p) for at, p in zip(listed, baseline.epoch(), strict=True))
-        changes.append(Change(start, end, *edits))
-        flows = listed[0].items
+        changes.append(Change(start, end, *baseline.epoch()))
         if progress is not None:
             progress(len(changes), len(steps))
     plan = Plan(strategy, scenario.name, (), replans=tuple(replans), changes=tuple(changes))

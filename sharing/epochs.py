@@ -74,14 +74,15 @@ class Listing:
     """One list of the epochs a producer makes (their flows, or their deliveries), turned into changes.
 
     :meth:`change` gives how the next epoch's list differs from the one before as an
-    :class:`~sharing.plan.Edit`.  The producer lists an object it did not make anew as the very object of the
-    epoch before, and may give a list as the *parts* it is the concatenation of (:class:`Slots`): a part that
-    is the very tuple of the epoch before holds the very same objects.  The head and tail both lists share are
-    then skipped a pointer comparison per part, then per object; a long middle between them is walked side by
-    side the same way, each run of objects both list in the same order skipped, so a change costs about what
-    it changes; a short middle, or one with many changes, is diffed by sets.  A middle whose kept objects
-    changed order leaves and comes whole (its kept objects as moved).  The identities are the producer's
-    knowledge of what it changed: the :class:`~sharing.plan.Plan` carries only the edits."""
+    :class:`~sharing.plan.Edit`.  The producer lists an object it did not make anew as the very object of
+    the epoch before, and may give a list as the *parts* it is the concatenation of (a stream's tree, a
+    flow's subtree): a part that is the very tuple of the epoch before holds the very same objects.  The
+    head and tail both lists share are then skipped a pointer comparison per part, then per object; a long
+    middle between them is walked side by side the same way, each run of objects both list in the same
+    order skipped, so a change costs about what it changes; a short middle, or one with many changes, is
+    diffed by sets.  A middle whose kept objects changed order leaves and comes whole (its kept objects as
+    moved).  The identities are the producer's knowledge of what it changed: the
+    :class:`~sharing.plan.Plan` carries only the edits."""
 
     WALK_FROM = 48  # a middle (between the common head and tail) longer than this is walked, not diffed by sets
     MAX_CHANGES = 64  # a walk meeting more changes than this gives way to the diff by sets
@@ -306,16 +307,16 @@ def same_ends(before: tuple[tuple, ...] | None, parts: tuple[tuple, ...] | None)
 
 class Slots:
     """Objects by position (a subscription's, in scenario order), a slot empty or holding one, listed in
-    position order as *parts* of :attr:`PART` positions each.  A part no slot of which changed since the
-    last listing is the very tuple listed then, which tells :meth:`Listing.change` that it holds the
-    same objects: an epoch's few changed subscriptions cost their parts, not the whole list."""
+    position order.  :meth:`edit` gives how the listing changed since the last from the slots set since,
+    at the cost of their runs of :attr:`PART` positions: an epoch's few changed subscriptions cost those,
+    not the whole list."""
 
     PART = 64
 
     def __init__(self, size: int):
         self._slots: list = [None] * size
-        self._parts: list[tuple] = [()] * -(-size // self.PART)
-        self._stale: set[int] = set()
+        self._counts = [0] * -(-size // self.PART)  # per run of PART positions, the objects it listed last
+        self._was: dict[int, object] = {}  # position -> what it held at the last listing, for those set since
 
     def __getitem__(self, position: int):
         return self._slots[position]
@@ -323,12 +324,40 @@ class Slots:
     def __setitem__(self, position: int, item) -> None:
         """Put ``item`` (None: nothing) at ``position``."""
         if self._slots[position] is not item:
+            self._was.setdefault(position, self._slots[position])
             self._slots[position] = item
-            self._stale.add(position // self.PART)
 
-    def parts(self) -> tuple[tuple, ...]:
-        """The objects in position order, a part per :attr:`PART` positions (the empty slots left out)."""
-        for k in self._stale:
-            self._parts[k] = tuple(filter(None, self._slots[k * self.PART : (k + 1) * self.PART]))
-        self._stale.clear()
-        return tuple(self._parts)
+    def pending(self) -> list[tuple]:
+        """For each slot whose object changed since the last listing, in position order: what it held then
+        and what it holds now (None: nothing)."""
+        return [(old, self._slots[p]) for p, old in sorted(self._was.items()) if old is not self._slots[p]]
+
+    def edit(self) -> Edit:
+        """How the listing changed since the last (the first: since none), from the slots set since."""
+        was, self._was = self._was, {}
+        changed = sorted(p for p, old in was.items() if old is not self._slots[p])
+        gone: list[int] = []
+        came: list[tuple] = []
+        counts, part = self._counts, self.PART
+        before = after = 0  # the objects listed ahead of the run being read, at the last listing and now
+        done = k = 0  # the runs read or skipped; the changed slots read
+        while k < len(changed):
+            run = changed[k] // part
+            ahead = sum(counts[done:run])  # unchanged runs: as many objects then as now
+            before, after = before + ahead, after + ahead
+            listed = after
+            for p in range(run * part, min((run + 1) * part, len(self._slots))):
+                item = self._slots[p]
+                old = item
+                if k < len(changed) and changed[k] == p:
+                    old = was[p]
+                    if old is not None:
+                        gone.append(before)
+                    if item is not None:
+                        came.append((after, item))
+                    k += 1
+                before += old is not None
+                after += item is not None
+            counts[run] = after - listed
+            done = run + 1
+        return Edit(tuple(gone), tuple(came))

@@ -6,7 +6,8 @@ Whatever changes a flow drops its snapshot (:meth:`Snapshots.flow_changed`), wha
 flows a tree holds drops the cached trees up to the root (:meth:`Snapshots.tree_changed`), and whatever
 may change the flow or predicate a subscription reads marks it to be looked at again
 (:meth:`Snapshots.recheck`).  A flow or delivery nothing changed is the very object of the snapshot
-before, which is how :class:`~sharing.epochs.Listing` finds each epoch's change at the cost of what changed.
+before, which is how :class:`~sharing.epochs.Listing` finds each epoch's change of the flows at the cost of
+what changed; the deliveries' change comes from the subscriptions looked at (:class:`~sharing.epochs.Slots`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class Snapshots:
         self._masks = masks
         self._delivered = Slots(len(scenario.subscriptions))  # deliveries by subscription position
         self._recheck: dict[ActiveSubscription, None] = {}  # whose delivery may have changed since the last epoch
-        self._flows, self._deliveries = Listing(), Listing()
+        self._flows = Listing()
 
     def flow_changed(self, flow: InstalledFlow) -> None:
         """``flow`` changed: its next snapshot is a new object, and its deliveries may change with it."""
@@ -55,18 +56,12 @@ class Snapshots:
     def epoch(self, roots: Iterable[InstalledFlow], start: float, end: float) -> Change:
         """The epoch ``[start, end)`` as a change to the epoch before: the installed flows (the trees of
         ``roots``, each depth-first, parents before children; a tree a part) and the deliveries (in
-        scenario order, a part per run of subscription positions)."""
+        scenario order, from the subscriptions whose delivery changed)."""
         for sub in self._recheck:
             self._delivered[sub.position] = self.delivery(sub)
         self._recheck.clear()
         flows = tuple(map(self._subtree, roots))
-        deliveries = self._delivered.parts()
-        return Change(
-            start,
-            end,
-            self._flows.change(tuple(chain.from_iterable(flows)), flows),
-            self._deliveries.change(tuple(chain.from_iterable(deliveries)), deliveries),
-        )
+        return Change(start, end, self._flows.change(tuple(chain.from_iterable(flows)), flows), self._delivered.edit())
 
     def _subtree(self, flow: InstalledFlow) -> tuple[Flow, ...]:
         """The frozen flows of ``flow``'s tree (``flow`` first but for the raw stream), depth-first."""

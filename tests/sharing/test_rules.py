@@ -285,7 +285,7 @@ def test_changes_found_by_identity_equal_full_set_differences(walk_from):
 @pytest.mark.parametrize("walk_from", [0, Listing.WALK_FROM], ids=["walked", "default"])
 @pytest.mark.parametrize("ranked", [True, False], ids=["ranked", "listed"])
 def test_lists_given_in_parts_change_as_the_plain_sets_do(ranked, walk_from):
-    """A planner's parts (kept tuples where nothing changed, :class:`sharing.epochs.Slots`) only skip
+    """A planner's parts (kept tuples where nothing changed: a stream's tree, a flow's subtree) only skip
     objects: the change is the plain one, whatever changed where, the middle between the parts both lists
     start and end with walked (0) or diffed by sets."""
     rng = random.Random(11)
@@ -331,16 +331,24 @@ def test_lists_given_in_parts_change_as_the_plain_sets_do(ranked, walk_from):
         items, before_parts = change, tuple(parts)
 
 
-def test_slots_keep_the_parts_nothing_changed_in():
-    slots = Slots(200)
-    things = [object() for _ in range(200)]
-    for k in range(0, 200, 3):
-        slots[k] = things[k]
-    first = slots.parts()
-    assert tuple(chain.from_iterable(first)) == tuple(things[k] for k in range(0, 200, 3))
-    slots[130] = things[130]  # the part of positions 128-191 changed; the others are the same tuples
-    slots[3] = things[3]  # the same object again: no change
-    second = slots.parts()
-    assert [a is b for a, b in zip(first, second, strict=True)] == [True, True, False, True]
-    assert tuple(chain.from_iterable(second)) == tuple(things[k] for k in sorted({*range(0, 200, 3), 130}))
-    assert slots[130] is things[130] and slots[131] is None
+def test_slots_give_the_change_of_their_listing_from_the_slots_set():
+    """Whatever slots are set, emptied or set back, the edit turns the last listing into the slots now,
+    with the objects of the slots that changed leaving and coming, and no other."""
+    rng = random.Random(5)
+    slots = Slots(300)
+    listed: list = []
+    for _ in range(300):
+        before = [slots[p] for p in range(300)]
+        for _ in range(rng.choice([0, 1, 3, 20, 150])):
+            p = rng.randrange(300)
+            slots[p] = rng.choice([None, object(), before[p]])
+        now = [slots[p] for p in range(300)]
+        changed = [p for p in range(300) if now[p] is not before[p]]
+        assert slots.pending() == [(before[p], now[p]) for p in changed]
+        edit = slots.edit()
+        listed = edit.applied(listed)
+        assert len(listed) == len([x for x in now if x is not None])
+        assert all(a is b for a, b in zip(listed, (x for x in now if x is not None), strict=True))
+        assert len(edit.gone) == sum(before[p] is not None for p in changed)
+        assert [x for _, x in edit.came] == [now[p] for p in changed if now[p] is not None]
+        assert slots.pending() == []
