@@ -17,12 +17,12 @@ keeps, of its parent channel's tuples emitted within its interval, those its rea
 one block per channel (tuple indices ascending, their positions in the parent's block, wire bytes), which
 is all the queueing solve of :mod:`network.queues` needs.
 
-**Reading costs what changed.**  An epoch's flows and deliveries are compared with the previous epoch's by
-identity (:class:`~sharing.epochs.EpochOrder`): the runs both epochs list alike are skipped by a pointer
-comparison, and only the objects between them are looked at.  Their order within the epoch, which
-the numbering of new channels follows, is kept for the flows as a rank per object, renumbered only where
-the epoch changed, and listed for the deliveries in the epochs where one that did not change must be laid
-out again.  The plan keeps the rules of every plan (:meth:`~sharing.plan.Plan.check`, run once when it is
+**Reading costs what changed.**  A plan is its epochs' changes (:class:`~sharing.plan.Change`): the flows
+and deliveries that left and those that came, which are all that is looked at.  Their order within the
+epoch, which the numbering of new channels follows, is kept by applying the changes
+(:class:`~sharing.epochs.Sequence`): for the flows as a rank per object, renumbered only where the epoch
+changed, and listed for the deliveries in the epochs where one that did not change must be laid out
+again.  The plan keeps the rules of every plan (:meth:`~sharing.plan.Plan.check`, run once when it is
 made): it is laid out, not checked again.
 """
 
@@ -40,8 +40,8 @@ from network.queues import Blocks, Route
 from network.routing import Network
 from peers.selection import SelectorTable, select_window
 from peers.superpeer import ChannelKey, flow_key, raw_key
-from sharing.epochs import EpochOrder
-from sharing.plan import Delivery, Epoch, Flow, Plan
+from sharing.epochs import Sequence
+from sharing.plan import Delivery, Flow, Plan
 from topologies.model import Scenario
 from topologies.workload import Values
 
@@ -78,7 +78,8 @@ class Phase:
 
 @dataclass
 class _Reading:
-    """What :meth:`_Layout.read` carries from one epoch to the next (objects keyed by identity)."""
+    """What :meth:`_Layout.read` carries from one epoch to the next (objects keyed by identity): the plan's
+    lists so far, and the open phases of what was laid out of them since the last epoch read whole."""
 
     flows: dict[int, tuple[Phase, Flow]] = field(default_factory=dict)  # open phases of the flows
     deliveries: dict[int, tuple[Phase, Delivery]] = field(default_factory=dict)
@@ -86,8 +87,8 @@ class _Reading:
     where: dict[str, int] = field(default_factory=dict)  # flow id -> its channel
     children: dict[str, set[int]] = field(default_factory=dict)  # flow id -> flows (ids) reading it
     readers: dict[str, set[int]] = field(default_factory=dict)  # flow id -> deliveries (ids) reading it
-    flow_order: EpochOrder = field(default_factory=lambda: EpochOrder(ranked=True))
-    delivery_order: EpochOrder = field(default_factory=lambda: EpochOrder(ranked=False))
+    flow_order: Sequence = field(default_factory=lambda: Sequence(ranked=True))
+    delivery_order: Sequence = field(default_factory=lambda: Sequence(ranked=False))
     end: float = 0.0  # where the last epoch read ended
     here: dict[str, int] = field(default_factory=dict)  # super-peer -> operators of the current epoch
     grew: set[str] = field(default_factory=set)  # super-peers whose count grew in the epoch being read
@@ -108,8 +109,6 @@ class _Reading:
         self.where.clear()
         self.children.clear()
         self.readers.clear()
-        self.flow_order.reset()
-        self.delivery_order.reset()
         self.here.clear()
 
 
@@ -164,29 +163,35 @@ class _Layout:
     def read(self, plan: Plan) -> None:
         """The phases of every flow and delivery.
 
-        An epoch costs the diff of its objects against the previous epoch's (:class:`EpochOrder`) plus
-        work for what changed: new objects, and whatever reads a flow whose channel changed or went (laid
-        out again, in epoch order).  The plan has passed :meth:`~sharing.plan.Plan.check`: it is laid out,
-        not checked again."""
+        An epoch costs its change (:class:`Sequence`) plus work for what changed: new objects, and whatever
+        reads a flow whose channel changed or went (laid out again, in epoch order).  The plan has passed
+        :meth:`~sharing.plan.Plan.check`: it is laid out, not checked again."""
         state = _Reading()
-        for epoch in plan.epochs:
-            start, end = max(epoch.start, 0.0), min(epoch.end, self.duration)
+        afresh = True  # the next epoch read is laid out whole (the first, or one after a gap)
+        for change in plan.changes:
+            flows = state.flow_order.apply(change.flows)
+            deliveries = state.delivery_order.apply(change.deliveries)
+            start, end = max(change.start, 0.0), min(change.end, self.duration)
             if start >= end:
+                afresh = True
                 continue
-            if start != state.end:  # a gap between epochs: every phase is cut
+            if afresh or start != state.end:  # a gap between epochs: every phase is cut
                 state.close_all()
+                flows, deliveries = state.flow_order.whole(), state.delivery_order.whole()
+                afresh = False
             state.end = end
-            moved = self._flows(epoch, start, state)
-            self._deliveries(epoch, start, moved, state)
+            moved = self._flows(flows, start, state)
+            self._deliveries(deliveries, start, moved, state)
             for node in state.grew:
                 self.operators[node] = max(self.operators.get(node, 0), state.here[node])
             state.grew.clear()
         state.close_all()
 
-    def _flows(self, epoch: Epoch, start: float, state: _Reading) -> set[str]:
-        """Lay out the flows of the epoch that changed; the ids of flows whose channel changed, came or went."""
-        flows = epoch.flows
-        gone_ids, fresh, _ = state.flow_order.advance(flows, epoch.flow_parts)
+    def _flows(self, advanced: tuple[list[int], list[int], bool], start: float, state: _Reading) -> set[str]:
+        """Lay out the flows of the epoch that changed (``advanced``: what :meth:`Sequence.apply` said of
+        them); the ids of flows whose channel changed, came or went."""
+        flows = state.flow_order.items
+        gone_ids, fresh, _ = advanced
         moved: set[str] = set()
         left: dict[str, int] = {}  # flow id -> its channel, for the flows whose object went
         for gone in gone_ids:
@@ -240,10 +245,13 @@ class _Layout:
         moved.update(flow_id for flow_id in left if flow_id not in state.where)
         return moved
 
-    def _deliveries(self, epoch: Epoch, start: float, moved: set[str], state: _Reading) -> None:
-        """Lay out the deliveries of the epoch that are new or read a flow in ``moved``."""
-        deliveries = epoch.deliveries
-        gone_ids, fresh, _ = state.delivery_order.advance(deliveries, epoch.delivery_parts)
+    def _deliveries(
+        self, advanced: tuple[list[int], list[int], bool], start: float, moved: set[str], state: _Reading
+    ) -> None:
+        """Lay out the deliveries of the epoch that are new or read a flow in ``moved`` (``advanced``: what
+        :meth:`Sequence.apply` said of them)."""
+        deliveries = state.delivery_order.items
+        gone_ids, fresh, _ = advanced
         for gone in gone_ids:
             phase, delivery = state.deliveries.pop(gone)
             phase.end = start

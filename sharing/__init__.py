@@ -10,10 +10,9 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from itertools import chain
 
 from network.routing import Network
-from sharing.plan import Decision, Delivery, Epoch, Flow, Plan, Replan
+from sharing.plan import Change, Decision, Delivery, Edit, Epoch, Flow, Plan, Replan
 from topologies.errors import EmulatorError, InputError, shown
 from topologies.model import Scenario
 
@@ -98,16 +97,14 @@ def make_plan(
     if strategy not in BASELINES:
         return plan_sharing(scenario, strategy, network, CostModel(scenario), progress).check(scenario, network)
     baseline = Baseline(scenario, network, strategy)
-    epochs, replans = [], []
+    changes, replans = [], []
     steps = timeline(scenario)
-    flows: tuple[Flow, ...] = ()
     for start, end, events in steps:
         for event in events:
             if event.kind == "network":
                 started = time.perf_counter()
                 cut_off, restored = baseline.network_event(event.state)
-                before, flows = flows, tuple(chain.from_iterable(baseline.epoch()[0]))
-                moved = len(set(before).symmetric_difference(flows))  # flows removed plus installed
+                moved = baseline.moved()  # flows removed plus installed
                 text = "; ".join(change.text() for change in event.changes)
                 seconds = time.perf_counter() - started
                 replans.append(Replan(event.time, text, seconds, moved, tuple(cut_off), tuple(restored)))
@@ -115,11 +112,11 @@ def make_plan(
                 baseline.unsubscribe(event.subscription)
             else:
                 baseline.subscribe(event.subscription)
-        epochs.append(Epoch.of_parts(start, end, *baseline.epoch()))
-        flows = epochs[-1].flows
+        changes.append(Change(start, end, *baseline.epoch()))
         if progress is not None:
-            progress(len(epochs), len(steps))
-    return Plan(strategy, scenario.name, tuple(epochs), replans=tuple(replans)).check(scenario, network)
+            progress(len(changes), len(steps))
+    plan = Plan(strategy, scenario.name, (), replans=tuple(replans), changes=tuple(changes))
+    return plan.check(scenario, network)
 
 
 def _registered_plan(scenario: Scenario, strategy: str, network: Network) -> Plan:
@@ -135,8 +132,10 @@ def _registered_plan(scenario: Scenario, strategy: str, network: Network) -> Pla
 
 __all__ = [
     "STRATEGIES",
+    "Change",
     "Decision",
     "Delivery",
+    "Edit",
     "Epoch",
     "Flow",
     "Plan",

@@ -7,13 +7,13 @@ subscription's WHERE unless the flow it reads already holds exactly that result 
 
 from __future__ import annotations
 
-from itertools import pairwise
+from itertools import chain, pairwise
 
 from matcher import Predicate
 from network.routing import Network
-from sharing.epochs import Slots
+from sharing.epochs import Listing, Slots
 from sharing.outage import Outage, crosses
-from sharing.plan import Delivery, Flow
+from sharing.plan import Delivery, Edit, Flow
 from topologies.model import Scenario, SubscriptionSpec
 from topologies.outages import NetworkState
 
@@ -43,6 +43,7 @@ class Baseline:
         self._trees: dict[str, _Tree] = {s.id: _Tree() for s in scenario.streams}  # in stream order
         self._tree_flows: dict[str, tuple[Flow, ...]] = {s.id: () for s in scenario.streams}
         self._flow_at = Slots(len(scenario.subscriptions))  # own flows, by subscription position
+        self._flows = Listing()  # the trees' flows
         self._delivery_at = Slots(len(scenario.subscriptions))
         self._joined: dict[str, dict[str, SubscriptionSpec]] = {}  # per stream, since the last epoch
         self._left: dict[str, dict[str, None]] = {}
@@ -103,17 +104,33 @@ class Baseline:
                 restored.append(sub_id)
         return cut, restored
 
-    def epoch(self) -> tuple[tuple[tuple[Flow, ...], ...], tuple[tuple[Delivery, ...], ...]]:
-        """Flows (parents first) and deliveries (in scenario order) of the active subscriptions, in parts
-        (:meth:`sharing.plan.Epoch.of_parts`): a stream's tree, or a run of subscription positions."""
+    def moved(self) -> int:
+        """How many flows were removed or installed since the last epoch (:meth:`epoch`): after a change of
+        the backbone, the flows it moved."""
         if self.strategy in ("data-shipping", "query-shipping"):
-            return self._flow_at.parts(), self._delivery_at.parts()
+            pending = self._flow_at.pending()
+            before = {old for old, _ in pending if old is not None}
+            return len(before.symmetric_difference(new for _, new in pending if new is not None))
+        self._settle()
+        return len(set(self._flows.items).symmetric_difference(chain.from_iterable(self._tree_flows.values())))
+
+    def epoch(self) -> tuple[Edit, Edit]:
+        """How the flows (parents first) and the deliveries (in scenario order) of the active subscriptions
+        changed since the last epoch: from the subscriptions' slots, or from the streams' trees (each a
+        part, :class:`sharing.epochs.Listing`)."""
+        if self.strategy in ("data-shipping", "query-shipping"):
+            return self._flow_at.edit(), self._delivery_at.edit()
+        self._settle()
+        parts = tuple(self._tree_flows.values())
+        return self._flows.change(tuple(chain.from_iterable(parts)), parts), self._delivery_at.edit()
+
+    def _settle(self) -> None:
+        """Bring the trees of the streams whose subscriptions changed up to date."""
         for stream, tree in self._trees.items():
             if stream in self._joined or stream in self._left:
                 joined, left = self._joined.pop(stream, {}), self._left.pop(stream, {})
                 if self._update(stream, tree, list(joined.values()), list(left)):
                     self._tree_flows[stream] = tuple(tree.flows())  # else the very tuple: the same part
-        return tuple(self._tree_flows.values()), self._delivery_at.parts()
 
     def _own_flow(self, sub: SubscriptionSpec) -> tuple[Flow | None, Delivery]:
         """The subscription's own flow (none when it is at the source's super-peer) and delivery."""

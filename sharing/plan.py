@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import math
 import weakref
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from functools import partial
-from itertools import chain, pairwise
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property, partial
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from matcher import Predicate
 from matcher.text import predicate_to_text
@@ -101,36 +101,15 @@ class Delivery:
 
 @dataclass(frozen=True)
 class Epoch:
-    """The installed flows and deliveries for tuples emitted in ``[start, end)``.
-
-    ``flows`` lists parents before children.  A planner may also give them as the parts they are the
-    concatenation of (:meth:`of_parts`): a part that is the very tuple of the epoch before holds the very
-    same objects, which lets the data planes skip it when they diff the epochs
-    (:class:`sharing.epochs.EpochOrder`).  The parts are not the plan's content: they take no part in
-    comparisons, nor in its JSON, and an epoch made anew from this one (``dataclasses.replace``) has none.
-    """
+    """The installed flows and deliveries for tuples emitted in ``[start, end)`` (``flows`` lists parents
+    before children): a plan's state over one interval, built on demand from its changes
+    (:attr:`Plan.epochs`, :meth:`Plan.epoch_at`), or given to :class:`Plan` by a planner that makes
+    snapshots."""
 
     start: float
     end: float
     flows: tuple[Flow, ...]
     deliveries: tuple[Delivery, ...]
-    flow_parts: tuple[tuple[Flow, ...], ...] | None = field(default=None, init=False, compare=False, repr=False)
-    delivery_parts: tuple[tuple[Delivery, ...], ...] | None = field(default=None, init=False, compare=False, repr=False)
-
-    @classmethod
-    def of_parts(
-        cls,
-        start: float,
-        end: float,
-        flow_parts: tuple[tuple[Flow, ...], ...],
-        delivery_parts: tuple[tuple[Delivery, ...], ...],
-    ) -> Epoch:
-        """The epoch whose flows and deliveries are the concatenations of ``flow_parts`` and
-        ``delivery_parts``, which it keeps."""
-        epoch = cls(start, end, tuple(chain.from_iterable(flow_parts)), tuple(chain.from_iterable(delivery_parts)))
-        object.__setattr__(epoch, "flow_parts", flow_parts)  # not init fields: replace() leaves them out
-        object.__setattr__(epoch, "delivery_parts", delivery_parts)
-        return epoch
 
     def flow(self, flow_id: str) -> Flow:
         return next(f for f in self.flows if f.id == flow_id)
@@ -142,6 +121,49 @@ class Epoch:
             "flows": [f.to_json() for f in self.flows],
             "deliveries": [d.to_json() for d in self.deliveries],
         }
+
+
+class Edit(NamedTuple):
+    """How one list of an epoch (its flows, or its deliveries) differs from the epoch before's: the
+    objects at positions ``gone`` of the list before left (ascending), and each ``(position, object)`` of
+    ``came`` came, at that position of the new list (ascending).  The objects kept stay in their order; an
+    object that leaves and comes in one edit (the very object) moved among the others."""
+
+    gone: tuple[int, ...]
+    came: tuple[tuple[int, Any], ...]
+
+    def applied(self, before: Sequence) -> list:
+        """The list ``before`` becomes, made anew."""
+        rest: list = []
+        at = 0
+        for p in self.gone:
+            if p > at:
+                rest.extend(before[at:p])
+            at = p + 1
+        rest.extend(before[at:])
+        if not self.came:
+            return rest
+        out: list = []
+        at = 0
+        for p, item in self.came:
+            if p > len(out):  # the kept objects before it
+                take = p - len(out)
+                out.extend(rest[at : at + take])
+                at += take
+            out.append(item)
+        out.extend(rest[at:])
+        return out
+
+
+@dataclass(frozen=True)
+class Change:
+    """The start of the epoch ``[start, end)``: how its flows and its deliveries differ from the epoch
+    before's (the first epoch's, from none)."""
+
+    start: float
+    end: float
+    flows: Edit
+    deliveries: Edit
 
 
 @dataclass(frozen=True)
@@ -232,21 +254,91 @@ class Replan:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, eq=False)
 class Plan:
-    """What every strategy makes: for each epoch, the flows and deliveries in force for the tuples emitted
-    in it (:class:`Epoch`), the planner's decisions, and the subscriptions it ``rejected`` (by id, each
-    with a one-line reason: a network-aware planner found no option within the network limits; such a
-    subscription has no delivery and receives nothing from then on, :meth:`rejected_from`), and what each
-    change of the backbone made it do (``replans``).  A plan made by :func:`sharing.make_plan` has passed
-    :meth:`check`; the engines check any other once before they lay it out."""
+    """What every strategy makes: the flows and deliveries in force for the tuples emitted in each epoch,
+    as ``changes`` (one per epoch, in time order: how it differs from the epoch before, :class:`Change`),
+    the planner's decisions, and the subscriptions it ``rejected`` (by id, each with a one-line reason: a
+    network-aware planner found no option within the network limits; such a subscription has no delivery
+    and receives nothing from then on, :meth:`rejected_from`), and what each change of the backbone made it
+    do (``replans``).  A plan made by :func:`sharing.make_plan` has passed :meth:`check`; the engines check
+    any other once before they lay it out.
+
+    A plan is made from its changes (``changes=``), or from its epochs (``Plan(strategy, scenario,
+    epochs)``), whose changes are then found by comparing each epoch's objects with the epoch before's (an
+    object given again is kept; an equal one given anew is a change).  Its epochs are built from the changes
+    when asked (:attr:`epochs`); two plans are equal when their epochs, decisions, rejections and re-plans
+    are."""
 
     strategy: str
     scenario: str
-    epochs: tuple[Epoch, ...]
-    decisions: tuple[Decision, ...] = field(default=())
-    rejected: Mapping[str, str] = field(default_factory=dict, hash=False)
-    replans: tuple[Replan, ...] = ()  # one per change of the backbone, in time order (docs/DYNAMICS.md)
+    changes: tuple[Change, ...]
+    decisions: tuple[Decision, ...]
+    rejected: Mapping[str, str]
+    replans: tuple[Replan, ...]  # one per change of the backbone, in time order (docs/DYNAMICS.md)
+
+    def __init__(
+        self,
+        strategy: str,
+        scenario: str,
+        epochs: tuple[Epoch, ...] = (),
+        decisions: tuple[Decision, ...] = (),
+        rejected: Mapping[str, str] | None = None,
+        replans: tuple[Replan, ...] = (),
+        *,
+        changes: tuple[Change, ...] | None = None,
+    ) -> None:
+        if changes is not None and epochs:
+            raise TypeError("a plan is made from its epochs or from its changes, not both")
+        if changes is None:
+            changes = _changes_of(epochs)
+        for name, value in (
+            ("strategy", strategy),
+            ("scenario", scenario),
+            ("changes", tuple(changes)),
+            ("decisions", tuple(decisions)),
+            ("rejected", {} if rejected is None else rejected),
+            ("replans", tuple(replans)),
+        ):
+            object.__setattr__(self, name, value)
+
+    @cached_property
+    def epochs(self) -> tuple[Epoch, ...]:
+        """Every epoch, built by applying the changes in turn (once, when first asked)."""
+        return tuple(self.iter_epochs())
+
+    def iter_epochs(self) -> Iterator[Epoch]:
+        """The epochs one by one, each built from the one before and its change."""
+        flows: tuple[Flow, ...] = ()
+        deliveries: tuple[Delivery, ...] = ()
+        for change in self.changes:
+            flows = tuple(change.flows.applied(flows))
+            deliveries = tuple(change.deliveries.applied(deliveries))
+            yield Epoch(change.start, change.end, flows, deliveries)
+
+    def __getstate__(self) -> dict:
+        """What a copy or a pickle takes: the changes, not the epochs built from them."""
+        state = dict(self.__dict__)
+        state.pop("epochs", None)
+        return state
+
+    def with_epochs(self, epochs: tuple[Epoch, ...]) -> Plan:
+        """This plan with ``epochs`` instead of its own (``dataclasses.replace`` keeps the changes)."""
+        return Plan(self.strategy, self.scenario, epochs, self.decisions, self.rejected, self.replans)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Plan):
+            return NotImplemented
+        return (self.strategy, self.scenario, self.decisions, dict(self.rejected), self.replans) == (
+            other.strategy,
+            other.scenario,
+            other.decisions,
+            dict(other.rejected),
+            other.replans,
+        ) and self.epochs == other.epochs
+
+    def __hash__(self) -> int:
+        return hash((self.strategy, self.scenario, len(self.changes), self.decisions, self.replans))
 
     def rejected_from(self) -> dict[str, float]:
         """Per rejected subscription, the time from which it is rejected: that of the decision rejecting
@@ -369,7 +461,6 @@ class Plan:
         flow_docs: list[dict] = []
         delivery_docs: list[dict] = []
         by_value: dict[Flow | Delivery, int] = {}
-        by_id: dict[int, int] = {}  # id of an object already written -> its index (epochs share objects)
 
         by_predicate: dict[Predicate, int] = {}  # rendering a predicate costs more than looking it up
         box_texts: dict = {}
@@ -380,29 +471,30 @@ class Plan:
                 index = by_predicate[p] = texts.setdefault(predicate_to_text(p, box_texts), len(texts))
             return index
 
-        def entry(item: Flow | Delivery, docs: list[dict]) -> int:
-            index = by_id.get(id(item))
-            if index is None:
+        def indices(before: list[int], edit: Edit, docs: list[dict]) -> list[int]:
+            """``before``, the indices of an epoch's list, as ``edit`` makes them (each new object written
+            to ``docs`` at its first coming)."""
+            came = []
+            for p, item in edit.came:
                 index = by_value.get(item)
                 if index is None:
-                    doc = item.to_json(text)
                     index = by_value[item] = len(docs)
-                    docs.append(doc)
-                by_id[id(item)] = index
-            return index
+                    docs.append(item.to_json(text))
+                came.append((p, index))
+            return Edit(edit.gone, tuple(came)).applied(before)
 
         dump = partial(json.dumps, separators=(",", ":"))
         out.write(f'{{"strategy":{dump(self.strategy)},"scenario":{dump(self.scenario)},"epochs":[')
         flows: list[int] = []
         deliveries: list[int] = []
-        for k, e in enumerate(self.epochs):
-            now_flows = [entry(f, flow_docs) for f in e.flows]
-            now_deliveries = [entry(d, delivery_docs) for d in e.deliveries]
+        for k, change in enumerate(self.changes):
+            now_flows = indices(flows, change.flows, flow_docs)
+            now_deliveries = indices(deliveries, change.deliveries, delivery_docs)
             doc = {
-                "start": e.start,
-                "end": e.end,
-                "flows": _change(flows, now_flows),
-                "deliveries": _change(deliveries, now_deliveries),
+                "start": change.start,
+                "end": change.end,
+                "flows": _change(flows, now_flows, change.flows),
+                "deliveries": _change(deliveries, now_deliveries, change.deliveries),
             }
             flows, deliveries = now_flows, now_deliveries
             out.write(("," if k else "") + "\n" + dump(doc))
@@ -430,16 +522,18 @@ def plan_from_wire(doc: dict) -> Plan:
         Delivery(d["subscription"], d["peer"], d["home"], d["flow"], predicates[d["where"]], tuple(d["attrs"]))
         for d in doc["delivery_table"]
     ]
-    epochs = []
-    flow_list: tuple[Flow, ...] = ()
-    delivery_list: tuple[Delivery, ...] = ()
+    changes = []
+    flow_count = delivery_count = 0
     for e in doc["epochs"]:
-        flow_list = _changed(flow_list, e["flows"], flows)
-        delivery_list = _changed(delivery_list, e["deliveries"], deliveries)
-        epochs.append(Epoch(float(e["start"]), float(e["end"]), flow_list, delivery_list))
+        flow_edit = _edit(flow_count, e["flows"], flows)
+        delivery_edit = _edit(delivery_count, e["deliveries"], deliveries)
+        flow_count += len(flow_edit.came) - len(flow_edit.gone)
+        delivery_count += len(delivery_edit.came) - len(delivery_edit.gone)
+        changes.append(Change(float(e["start"]), float(e["end"]), flow_edit, delivery_edit))
     decisions = tuple(Decision.from_json(d) for d in doc.get("decisions", ()))
     replans = tuple(Replan.from_json(r) for r in doc.get("replans", ()))
-    return Plan(doc["strategy"], doc["scenario"], tuple(epochs), decisions, dict(doc.get("rejected", {})), replans)
+    rejected = dict(doc.get("rejected", {}))
+    return Plan(doc["strategy"], doc["scenario"], (), decisions, rejected, replans, changes=tuple(changes))
 
 
 def _rejected_by(plan: Plan, when: Callable[[float], bool]) -> dict[str, str]:
@@ -448,22 +542,34 @@ def _rejected_by(plan: Plan, when: Callable[[float], bool]) -> dict[str, str]:
     return {sub: why for sub, why in plan.rejected.items() if when(times[sub])}
 
 
-def _change(before: list[int], after: list[int]) -> dict:
-    """``after`` as a change to ``before``: the common head and tail kept, the middle put anew."""
+def _change(before: list[int], after: list[int], edit: Edit) -> dict:
+    """``after`` (``before`` as ``edit`` makes it) as a change to ``before``: the longest common head kept,
+    then the longest common tail of the rest, and the middle put anew.  Both lists are alike up to the
+    first place ``edit`` touches and past the last: the scans start there."""
     short = min(len(before), len(after))
-    head = 0
+    touched = [*edit.gone[:1], *(p for p, _ in edit.came[:1])]
+    head = min([*touched, short])
     while head < short and before[head] == after[head]:
         head += 1
-    tail = 0
+    ends = [len(before) - 1 - p for p in edit.gone[-1:]] + [len(after) - 1 - p for p, _ in edit.came[-1:]]
+    tail = min([*ends, short - head])
     while tail < short - head and before[-1 - tail] == after[-1 - tail]:
         tail += 1
     return {"keep": [head, tail], "put": after[head : len(after) - tail]}
 
 
-def _changed(before: tuple, change: dict, table: list) -> tuple:
-    """The inverse of :func:`_change` over the objects of ``table``; ValueError for a change that does not
-    fit ``before``."""
+def _edit(before: int, change: dict, table: list) -> Edit:
+    """The inverse of :func:`_change` over the objects of ``table``, for a list of ``before`` entries;
+    ValueError for a change that does not fit it."""
     head, tail = change["keep"]
-    if not (type(head) is int and type(tail) is int and head >= 0 and tail >= 0 and head + tail <= len(before)):
-        raise ValueError(f"epoch change keeps {head!r} + {tail!r} of {len(before)} entries")
-    return before[:head] + tuple(table[k] for k in change["put"]) + before[len(before) - tail :]
+    if not (type(head) is int and type(tail) is int and head >= 0 and tail >= 0 and head + tail <= before):
+        raise ValueError(f"epoch change keeps {head!r} + {tail!r} of {before} entries")
+    return Edit(tuple(range(head, before - tail)), tuple((head + k, table[i]) for k, i in enumerate(change["put"])))
+
+
+def _changes_of(epochs: tuple[Epoch, ...]) -> tuple[Change, ...]:
+    """Each epoch as a change to the epoch before (the first, to none)."""
+    from sharing.epochs import Listing
+
+    flows, deliveries = Listing(), Listing()
+    return tuple(Change(e.start, e.end, flows.change(e.flows), deliveries.change(e.deliveries)) for e in epochs)

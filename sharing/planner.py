@@ -44,7 +44,7 @@ from sharing.epochs import timeline
 from sharing.limits import Admission, NetworkLoads
 from sharing.narrowing import ConsumerFold
 from sharing.outage import Outage, crosses
-from sharing.plan import Decision, Epoch, Plan, Replan
+from sharing.plan import Change, Decision, Plan, Replan
 from sharing.search import Option, OptionSearch, strategy_matcher
 from sharing.snapshots import Snapshots
 from sharing.state import RELATIVE_SLACK, ActiveSubscription, AttributeMasks, InstalledFlow
@@ -500,9 +500,10 @@ class Planner:
         return moving
 
     # -- snapshots -------------------------------------------------------------------------------------
-    def epoch(self, start: float, end: float) -> Epoch:
-        """The installed flows (by stream, each tree depth-first, parents before children) and the
-        deliveries (in scenario order), sharing every object nothing changed with the epoch before."""
+    def epoch(self, start: float, end: float) -> Change:
+        """The epoch ``[start, end)`` as a change to the epoch before: the installed flows (by stream, each
+        tree depth-first, parents before children) and the deliveries (in scenario order) that left and
+        came."""
         roots = (self.trees.roots[s.id] for s in self.scenario.streams)
         return self.snapshots.epoch(roots, start, end)
 
@@ -532,7 +533,7 @@ def _plan_once(
     """One planner over the scenario's subscription events (one epoch per interval between them), its
     estimated backbone bytes over the run and query-shipping's."""
     planner = Planner(scenario, strategy, network, cost, capped)
-    epochs, decisions, replans = [], [], []
+    changes, decisions, replans = [], [], []
     run_bytes = shipping_bytes = 0.0
     steps = timeline(scenario)
     for start, end, events in steps:
@@ -546,10 +547,10 @@ def _plan_once(
                 decisions.append(planner.subscribe(event.subscription, event.time))
             else:
                 decisions.append(planner.unsubscribe(event.subscription, event.time))
-        epochs.append(planner.epoch(start, end))
+        changes.append(planner.epoch(start, end))
         run_bytes += planner.bytes_per_s * (end - start)
         shipping_bytes += planner.shipping_bytes_per_s * (end - start)
         if progress is not None:
-            progress(len(epochs), len(steps))
-    plan = Plan(strategy, scenario.name, tuple(epochs), tuple(decisions), planner.rejected, tuple(replans))
+            progress(len(changes), len(steps))
+    plan = Plan(strategy, scenario.name, (), tuple(decisions), planner.rejected, tuple(replans), changes=tuple(changes))
     return plan, run_bytes, shipping_bytes

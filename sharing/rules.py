@@ -11,9 +11,9 @@ arrival, or a re-plan after a failure) delivers to it.  While a backbone element
 path meets it and no delivery is taken at a super-peer that is down: an epoch whose backbone differs
 from the one before is read whole, the others only where they changed.
 
-The engines rely on these rules and do not check them again: they only lay a checked plan out.  Consecutive
-epochs mostly list the same flow and delivery objects, so an epoch costs what changed in it
-(:class:`sharing.epochs.EpochOrder`): its new objects, and those reading a flow replaced or gone.
+The engines rely on these rules and do not check them again: they only lay a checked plan out.  A plan is
+its epochs' changes (:class:`sharing.plan.Change`), so an epoch costs what changed in it
+(:class:`sharing.epochs.Sequence`): its new objects, and those reading a flow replaced or gone.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from collections import Counter
 from itertools import pairwise
 
 from network.routing import Network
-from sharing.epochs import EpochOrder
-from sharing.plan import Delivery, Epoch, Flow, Plan
+from sharing.epochs import Sequence
+from sharing.plan import Delivery, Flow, Plan
 from topologies.errors import PlanError
 from topologies.model import Scenario, StreamSpec
 from topologies.outages import NetworkState, network_states
@@ -64,34 +64,39 @@ class _Rules:
         previous_end = -math.inf
         states = iter(self.states)
         network = next(states, None)
-        for epoch in plan.epochs:
-            if not epoch.start < epoch.end or epoch.start < previous_end:
-                raise PlanError(
-                    f"plan {plan.strategy}: epoch [{epoch.start:g}, {epoch.end:g}) is empty or overlaps an earlier one"
-                )
-            start, end = max(epoch.start, 0.0), min(epoch.end, self.duration)
-            previous_end = epoch.end
+        afresh = True  # the next epoch read is read whole (the first, or one after a gap)
+        for change in plan.changes:
+            flows = state.flow_order.apply(change.flows)
+            deliveries = state.delivery_order.apply(change.deliveries)
+            if not change.start < change.end or change.start < previous_end:
+                span = f"[{change.start:g}, {change.end:g})"
+                raise PlanError(f"plan {plan.strategy}: epoch {span} is empty or overlaps an earlier one")
+            start, end = max(change.start, 0.0), min(change.end, self.duration)
+            previous_end = change.end
             if start >= end:  # no tuple is emitted in it: nothing reads it
+                afresh = True
                 continue
-            if start != state.end:  # a gap: the next epoch is read afresh
+            if afresh or start != state.end:
                 state.reset()
+                flows, deliveries = state.flow_order.whole(), state.delivery_order.whole()
+                afresh = False
             state.start, state.end = start, end
             before = network
             while network is not None and network.end <= start:
                 network = next(states, None)
             self.down = network if network is not None and not network.intact else None
             if self.down is not None and network is not before:  # every object meets the new backbone
-                for item in epoch.flows:
-                    self._up(item, epoch.start)
+                for item in state.flow_order.items:
+                    self._up(item, change.start)
                 if self.down.failed_nodes:  # a delivery uses no link
-                    for item in epoch.deliveries:
-                        self._up(item, epoch.start)
-            changed = self._flows(epoch, state)
-            self._deliveries(epoch, changed, state)
+                    for item in state.delivery_order.items:
+                        self._up(item, change.start)
+            changed = self._flows(flows, change.start, state)
+            self._deliveries(deliveries, changed, state)
             if rejections and rejections[0] < end:  # kept deliveries of those rejected since
                 while rejections and rejections[0] < end:
                     rejections.pop(0)
-                for delivery in epoch.deliveries:
+                for delivery in state.delivery_order.items:
                     if self.rejected_from.get(delivery.subscription, math.inf) < end:
                         raise PlanError(f"delivery of {delivery.subscription}: the plan rejected it")
 
@@ -118,11 +123,11 @@ class _Rules:
                     f" starting at {epoch_start:g}"
                 )
 
-    def _flows(self, epoch: Epoch, state: _Epochs) -> set[str]:
-        """Check the flows of the epoch that are new or read a flow replaced or gone; the ids of the flows
-        whose object changed or went."""
-        flows, epoch_start = epoch.flows, epoch.start
-        gone, fresh, twice = state.flow_order.advance(flows, epoch.flow_parts)
+    def _flows(self, advanced: tuple[list[int], list[int], bool], epoch_start: float, state: _Epochs) -> set[str]:
+        """Check the flows of the epoch that are new or read a flow replaced or gone (``advanced``: what
+        :meth:`Sequence.apply` said of them); the ids of the flows whose object changed or went."""
+        flows = state.flow_order.items
+        gone, fresh, twice = advanced
         if twice:
             again = next(f for i, f in enumerate(flows) if f in flows[:i])
             raise PlanError(f"flow {again.id} is defined twice in the epoch starting at {epoch_start:g}")
@@ -233,10 +238,11 @@ class _Rules:
         self._reads(flow, above, f"flow {flow.id}", flow.origin, what)
         return above if flow.trim else frozenset(flow.attrs)
 
-    def _deliveries(self, epoch: Epoch, changed: set[str], state: _Epochs) -> None:
-        """Check the deliveries of the epoch that are new or read a flow in ``changed``."""
-        deliveries = epoch.deliveries
-        gone, fresh, _ = state.delivery_order.advance(deliveries, epoch.delivery_parts)
+    def _deliveries(self, advanced: tuple[list[int], list[int], bool], changed: set[str], state: _Epochs) -> None:
+        """Check the deliveries of the epoch that are new or read a flow in ``changed`` (``advanced``: what
+        :meth:`Sequence.apply` said of them)."""
+        deliveries = state.delivery_order.items
+        gone, fresh, _ = advanced
         for ident in gone:
             delivery = state.deliveries.pop(ident)
             if delivery.flow is not None:
@@ -298,17 +304,16 @@ class _Rules:
 
 
 class _Epochs:
-    """What the check carries from one epoch to the next (objects keyed by identity)."""
+    """What the check carries from one epoch to the next (objects keyed by identity): the plan's lists so
+    far, and what was checked of them since the last epoch read whole."""
 
     def __init__(self) -> None:
-        self.flow_order = EpochOrder(ranked=True)
-        self.delivery_order = EpochOrder(ranked=False)
+        self.flow_order = Sequence(ranked=True)
+        self.delivery_order = Sequence(ranked=False)
         self.start = self.end = 0.0
         self.reset()
 
     def reset(self) -> None:
-        self.flow_order.reset()
-        self.delivery_order.reset()
         self.flows: dict[int, Flow] = {}
         self.deliveries: dict[int, Delivery] = {}
         self.by_id: dict[str, Flow] = {}  # flow id -> the object of the current epoch

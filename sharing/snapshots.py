@@ -1,4 +1,4 @@
-"""The planner's epoch snapshots, made incrementally.
+"""The planner's epochs, made incrementally as changes to the epoch before.
 
 An epoch costs what changed since the epoch before plus copying references: each installed flow keeps
 its frozen snapshot and the frozen flows of its tree (``subtree``), and each subscription its delivery.
@@ -6,7 +6,8 @@ Whatever changes a flow drops its snapshot (:meth:`Snapshots.flow_changed`), wha
 flows a tree holds drops the cached trees up to the root (:meth:`Snapshots.tree_changed`), and whatever
 may change the flow or predicate a subscription reads marks it to be looked at again
 (:meth:`Snapshots.recheck`).  A flow or delivery nothing changed is the very object of the snapshot
-before, which is what lets the data planes diff epochs by identity.
+before, which is how :class:`~sharing.epochs.Listing` finds each epoch's change of the flows at the cost of
+what changed; the deliveries' change comes from the subscriptions looked at (:class:`~sharing.epochs.Slots`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from collections.abc import Iterable
 from itertools import chain
 
 from matcher import Predicate
-from sharing.epochs import Slots
-from sharing.plan import Delivery, Epoch, Flow
+from sharing.epochs import Listing, Slots
+from sharing.plan import Change, Delivery, Flow
 from sharing.state import ActiveSubscription, AttributeMasks, InstalledFlow, holds_exactly
 from topologies.model import Scenario
 
@@ -28,6 +29,7 @@ class Snapshots:
         self._masks = masks
         self._delivered = Slots(len(scenario.subscriptions))  # deliveries by subscription position
         self._recheck: dict[ActiveSubscription, None] = {}  # whose delivery may have changed since the last epoch
+        self._flows = Listing()
 
     def flow_changed(self, flow: InstalledFlow) -> None:
         """``flow`` changed: its next snapshot is a new object, and its deliveries may change with it."""
@@ -51,13 +53,15 @@ class Snapshots:
         self._delivered[sub.position] = None
         self._recheck.pop(sub, None)
 
-    def epoch(self, roots: Iterable[InstalledFlow], start: float, end: float) -> Epoch:
-        """The installed flows (the trees of ``roots``, each depth-first, parents before children) and the
-        deliveries (in scenario order)."""
+    def epoch(self, roots: Iterable[InstalledFlow], start: float, end: float) -> Change:
+        """The epoch ``[start, end)`` as a change to the epoch before: the installed flows (the trees of
+        ``roots``, each depth-first, parents before children; a tree a part) and the deliveries (in
+        scenario order, from the subscriptions whose delivery changed)."""
         for sub in self._recheck:
             self._delivered[sub.position] = self.delivery(sub)
         self._recheck.clear()
-        return Epoch.of_parts(start, end, tuple(map(self._subtree, roots)), self._delivered.parts())
+        flows = tuple(map(self._subtree, roots))
+        return Change(start, end, self._flows.change(tuple(chain.from_iterable(flows)), flows), self._delivered.edit())
 
     def _subtree(self, flow: InstalledFlow) -> tuple[Flow, ...]:
         """The frozen flows of ``flow``'s tree (``flow`` first but for the raw stream), depth-first."""

@@ -163,7 +163,7 @@ def test_a_rejected_subscription_is_reported_with_its_reason_and_refused_not_wro
     refused = tuple(
         replace(epoch, deliveries=tuple(d for d in epoch.deliveries if d.subscription != "Q2")) for epoch in plan.epochs
     )
-    plan = replace(plan, epochs=refused, rejected={"Q2": "SP5 -> SP6 would exceed 80 % of its bandwidth"})
+    plan = replace(plan.with_epochs(refused), rejected={"Q2": "SP5 -> SP6 would exceed 80 % of its bandwidth"})
     entry = strategy_entry(scenario, run_local(scenario, plan))
     q2 = next(s for s in entry["subscriptions"] if s["id"] == "Q2")
     assert q2["rejected"] == "SP5 -> SP6 would exceed 80 % of its bandwidth"

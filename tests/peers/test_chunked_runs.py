@@ -325,7 +325,7 @@ def test_chunks_count_the_copies_missing_before_a_rejection_at_a_re_plan(scenari
             epochs += [replace(epoch, end=30.0), replace(epoch, start=32.0)]
         else:
             epochs.append(epoch)
-    plan = replace(plan, epochs=tuple(epochs))
+    plan = plan.with_epochs(tuple(epochs))
     rejected_at = {"Q3": 31.0, "Q1": 25.0}
     whole = run_local(scenario, plan)
     stitched, _ = _chunked(scenario, plan, 3, rejected_at=rejected_at)

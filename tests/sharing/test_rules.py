@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from network.routing import Network
 from sharing import make_plan
-from sharing.epochs import EpochOrder, Slots, same_ends
+from sharing.epochs import Listing, Sequence, Slots, same_ends
 from sharing.plan import Delivery, Epoch, Flow, Plan
 from sharing.rules import check_plan
 from tests.peers.test_local_engine import LINKS, PEERS, STREAMS, SUBS, _scenario, _true, _where
@@ -189,7 +189,7 @@ def _broken(rng: random.Random, plan: Plan, scenario) -> Plan:
         origin = rng.choice(scenario.super_peers)
         flows[i] = replace(flows[i], origin=origin, path=(origin, *flows[i].path[1:]))
     epochs[k] = replace(epochs[k], flows=tuple(flows), deliveries=tuple(deliveries))
-    return replace(plan, epochs=tuple(epochs))
+    return plan.with_epochs(tuple(epochs))
 
 
 @pytest.fixture(scope="module")
@@ -226,13 +226,27 @@ def _diff_by_sets(previous: tuple, items: tuple) -> tuple[set[int], list[int]]:
     return before - set(first), sorted(p for i, p in first.items() if i not in before)
 
 
-@pytest.mark.parametrize("walk_from", [0, EpochOrder.WALK_FROM], ids=["walked", "default"])
-def test_epochs_diffed_by_identity_equal_full_set_differences(walk_from):
+def _advance(listing: Listing, order: Sequence, items: tuple, parts: tuple[tuple, ...] | None = None):
+    """``items`` as ``listing`` finds its change and ``order`` applies it: what ``order`` says."""
+    before = list(order.items)
+    edit = listing.change(items, parts)
+    assert [p for p, _ in edit.came] == sorted({p for p, _ in edit.came})  # ascending, each place once
+    applied = edit.applied(before)
+    assert len(applied) == len(items) and all(a is b for a, b in zip(applied, items, strict=True))
+    found = order.apply(edit)
+    assert len(order.items) == len(items) and all(a is b for a, b in zip(order.items, items, strict=True))
+    return found
+
+
+@pytest.mark.parametrize("walk_from", [0, Listing.WALK_FROM], ids=["walked", "default"])
+def test_changes_found_by_identity_equal_full_set_differences(walk_from):
+    """A list's change (:class:`Listing`), applied (:class:`Sequence`), makes the next list, and what went
+    and came are the set differences by identity, whatever changed."""
     rng = random.Random(7)
     pool = [object() for _ in range(60)]
     for ranked in (True, False):
-        order = EpochOrder(ranked)
-        order.WALK_FROM = walk_from  # 0: every middle is walked first (the sets take over where a walk fails)
+        listing, order = Listing(), Sequence(ranked)
+        listing.WALK_FROM = walk_from  # 0: every middle is walked first (diffed by sets where a walk fails)
         items: tuple = ()
         was_twice = False
         for _ in range(400):
@@ -249,7 +263,7 @@ def test_epochs_diffed_by_identity_equal_full_set_differences(walk_from):
                     rng.shuffle(change)
             if rng.random() < 0.05:
                 change = list(dict.fromkeys(change))  # sometimes drop every object listed twice
-            gone, fresh, twice = order.advance(tuple(change))
+            gone, fresh, twice = _advance(listing, order, tuple(change))
             expect_gone, expect_fresh = _diff_by_sets(items, tuple(change))
             assert set(gone) == expect_gone and fresh == expect_fresh
             assert twice == (len({id(x) for x in change}) < len(change))
@@ -268,16 +282,17 @@ def test_epochs_diffed_by_identity_equal_full_set_differences(walk_from):
             items = tuple(change)
 
 
-@pytest.mark.parametrize("walk_from", [0, EpochOrder.WALK_FROM], ids=["walked", "default"])
+@pytest.mark.parametrize("walk_from", [0, Listing.WALK_FROM], ids=["walked", "default"])
 @pytest.mark.parametrize("ranked", [True, False], ids=["ranked", "listed"])
-def test_epochs_given_in_parts_diff_as_the_plain_sets_do(ranked, walk_from):
-    """A planner's parts (kept tuples where nothing changed, :class:`sharing.epochs.Slots`) only skip
-    objects: the diff is the plain one, whatever changed where, the middle between the parts both epochs
+def test_lists_given_in_parts_change_as_the_plain_sets_do(ranked, walk_from):
+    """A planner's parts (kept tuples where nothing changed: a stream's tree, a flow's subtree) only skip
+    objects: the change is the plain one, whatever changed where, the middle between the parts both lists
     start and end with walked (0) or diffed by sets."""
     rng = random.Random(11)
     pool = [object() for _ in range(40)]
-    order, plain = EpochOrder(ranked), EpochOrder(ranked)
-    order.WALK_FROM = walk_from
+    listing, order = Listing(), Sequence(ranked)
+    plain, plain_order = Listing(), Sequence(ranked)
+    listing.WALK_FROM = walk_from
     parts: list[tuple] = [tuple(object() for _ in range(rng.randrange(4))) for _ in range(6)]
     items: tuple = ()
     before_parts = None
@@ -303,8 +318,8 @@ def test_epochs_given_in_parts_diff_as_the_plain_sets_do(ranked, walk_from):
         if before_parts is not None:  # the parts never claim more than is the same
             assert all(a is b for a, b in zip(items[:head], change[:head], strict=True))
             assert all(a is b for a, b in zip(items[len(items) - tail :], change[len(change) - tail :], strict=True))
-        gone, fresh, twice = order.advance(change, tuple(parts))
-        plain_gone, plain_fresh, plain_twice = plain.advance(change)
+        gone, fresh, twice = _advance(listing, order, change, tuple(parts))
+        plain_gone, plain_fresh, plain_twice = _advance(plain, plain_order, change)
         assert (set(gone), fresh, twice) == (set(plain_gone), plain_fresh, plain_twice)  # gone: in no set order
         expect_gone, expect_fresh = _diff_by_sets(items, change)
         assert set(gone) == expect_gone and fresh == expect_fresh
@@ -316,16 +331,24 @@ def test_epochs_given_in_parts_diff_as_the_plain_sets_do(ranked, walk_from):
         items, before_parts = change, tuple(parts)
 
 
-def test_slots_keep_the_parts_nothing_changed_in():
-    slots = Slots(200)
-    things = [object() for _ in range(200)]
-    for k in range(0, 200, 3):
-        slots[k] = things[k]
-    first = slots.parts()
-    assert tuple(chain.from_iterable(first)) == tuple(things[k] for k in range(0, 200, 3))
-    slots[130] = things[130]  # the part of positions 128-191 changed; the others are the same tuples
-    slots[3] = things[3]  # the same object again: no change
-    second = slots.parts()
-    assert [a is b for a, b in zip(first, second, strict=True)] == [True, True, False, True]
-    assert tuple(chain.from_iterable(second)) == tuple(things[k] for k in sorted({*range(0, 200, 3), 130}))
-    assert slots[130] is things[130] and slots[131] is None
+def test_slots_give_the_change_of_their_listing_from_the_slots_set():
+    """Whatever slots are set, emptied or set back, the edit turns the last listing into the slots now,
+    with the objects of the slots that changed leaving and coming, and no other."""
+    rng = random.Random(5)
+    slots = Slots(300)
+    listed: list = []
+    for _ in range(300):
+        before = [slots[p] for p in range(300)]
+        for _ in range(rng.choice([0, 1, 3, 20, 150])):
+            p = rng.randrange(300)
+            slots[p] = rng.choice([None, object(), before[p]])
+        now = [slots[p] for p in range(300)]
+        changed = [p for p in range(300) if now[p] is not before[p]]
+        assert slots.pending() == [(before[p], now[p]) for p in changed]
+        edit = slots.edit()
+        listed = edit.applied(listed)
+        assert len(listed) == len([x for x in now if x is not None])
+        assert all(a is b for a, b in zip(listed, (x for x in now if x is not None), strict=True))
+        assert len(edit.gone) == sum(before[p] is not None for p in changed)
+        assert [x for _, x in edit.came] == [now[p] for p in changed if now[p] is not None]
+        assert slots.pending() == []

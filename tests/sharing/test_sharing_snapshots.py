@@ -36,18 +36,22 @@ def _full_snapshot(planner: Planner) -> tuple[list, list]:
 
 
 def _check_every_snapshot(scenario: Scenario, strategy: str) -> int:
-    """Plan, checking that each incremental snapshot holds the very objects a fresh walk finds (a stale
-    snapshot would hold an older object, a missed delivery check would make the walk build a new one)."""
+    """Plan, checking that each epoch, the epoch before as the planner's change makes it, holds the very
+    objects a fresh walk finds (a stale snapshot would hold an older object, a missed delivery check would
+    make the walk build a new one)."""
     incremental = Planner.epoch
     checked = []
+    lists: dict[str, list] = {"flows": [], "deliveries": []}
 
     def epoch(self, start, end):
-        snapshot = incremental(self, start, end)
+        change = incremental(self, start, end)
+        lists["flows"] = change.flows.applied(lists["flows"])
+        lists["deliveries"] = change.deliveries.applied(lists["deliveries"])
         flows, deliveries = _full_snapshot(self)
-        assert [id(f) for f in snapshot.flows] == [id(f) for f in flows]
-        assert [id(d) for d in snapshot.deliveries] == [id(d) for d in deliveries]
-        checked.append(snapshot)
-        return snapshot
+        assert [id(f) for f in lists["flows"]] == [id(f) for f in flows]
+        assert [id(d) for d in lists["deliveries"]] == [id(d) for d in deliveries]
+        checked.append(change)
+        return change
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Planner, "epoch", epoch)

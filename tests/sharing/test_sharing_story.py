@@ -125,5 +125,5 @@ def test_checker_catches_broken_plans():
     lost = dataclasses.replace(epoch, flows=(narrowed, *epoch.flows[1:]))
     missing = dataclasses.replace(epoch, deliveries=epoch.deliveries[:1])
     for broken in (lost, missing):
-        bad = dataclasses.replace(plan, epochs=tuple(broken if e is epoch else e for e in plan.epochs))
+        bad = plan.with_epochs(tuple(broken if e is epoch else e for e in plan.epochs))
         assert plan_problems(bad, scenario, network)
