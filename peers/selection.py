@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -32,6 +33,70 @@ from numba import njit
 from topologies.model import tuple_bytes
 
 _tuple_bytes = njit(tuple_bytes)  # the one wire-size rule, compiled for the kernel
+
+
+class ReaderArrays(NamedTuple):
+    """The readers of a :class:`SelectorTable` as the kernel takes them.  Reader ``r`` keeps a tuple in one
+    of boxes ``boxes_at[r] .. boxes_end[r] - 1`` (rows of ``pos``/``lo``/``hi``/``lo_closed``/``hi_closed``;
+    ``hull_at[r] >= 0``: a row holding them all, tested first), at ``width[r]`` bytes, or (a trim reader:
+    ``trim_at[r] < trim_end[r]``) at the width of the attributes of the entries ``trim_entries[trim_at[r] ..
+    trim_end[r] - 1]`` it satisfies, ``trim_union[r]`` of them in all.  Entry ``e`` is boxes ``entry_at[e]
+    .. entry_end[e] - 1`` with attribute numbers ``entry_attrs[entry_attrs_at[e] .. entry_attrs_end[e] -
+    1]``, of ``n_names``."""
+
+    boxes_at: np.ndarray
+    boxes_end: np.ndarray
+    hull_at: np.ndarray
+    width: np.ndarray
+    trim_at: np.ndarray
+    trim_end: np.ndarray
+    trim_union: np.ndarray
+    trim_entries: np.ndarray
+    entry_at: np.ndarray
+    entry_end: np.ndarray
+    entry_attrs_at: np.ndarray
+    entry_attrs_end: np.ndarray
+    entry_attrs: np.ndarray
+    n_names: int
+    pos: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    lo_closed: np.ndarray
+    hi_closed: np.ndarray
+
+
+class Phases(NamedTuple):
+    """A window's phases, sorted by (channel, start), each clipped to the window: phase ``p`` gives channel
+    ``channel[p]`` the tuples emitted in ``[lo[p], hi[p])`` that reader ``reader[p]`` keeps of its parent's
+    (-1: an upload, every tuple of the stream)."""
+
+    channel: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    reader: np.ndarray
+
+
+class Channels(NamedTuple):
+    """Per channel: the channel it reads (-1: it uploads its stream), its stream, and an upload's wire bytes
+    per tuple."""
+
+    parent: np.ndarray
+    stream: np.ndarray
+    upload_wire: np.ndarray
+
+
+class StreamWindow(NamedTuple):
+    """The streams' tuples in a window: stream ``s`` has tuples ``first[s] ..`` (``count[s]`` of them), the
+    ``j``-th emitted at ``times[times_at[s] + j]``, its attribute ``a`` (of ``attrs[s]``) at
+    ``values[values_at[s] + a * count[s] + j]``."""
+
+    first: np.ndarray
+    count: np.ndarray
+    times_at: np.ndarray
+    values_at: np.ndarray
+    attrs: np.ndarray
+    times: np.ndarray
+    values: np.ndarray
 
 
 class SelectorTable:
@@ -140,7 +205,7 @@ class SelectorTable:
         self._kept.append(box)
         return number
 
-    def arrays(self) -> tuple:
+    def arrays(self) -> ReaderArrays:
         """Everything :func:`select_window` needs of the readers, built after the last addition (extending
         what an earlier call built: a live run adds readers epoch after epoch)."""
         if self._frozen is None:
@@ -158,7 +223,7 @@ class SelectorTable:
 
             entries = ints(self.entry_boxes).reshape(-1, 2)
             attrs_of = ints(self.entry_attrs).reshape(-1, 2)
-            self._frozen = (
+            self._frozen = ReaderArrays(
                 boxes_at,
                 boxes_end,
                 hull_at,
@@ -311,141 +376,110 @@ def _grow(a, size):
 
 
 @njit(cache=True)
-def select_window(
-    ph_channel,
-    ph_lo,
-    ph_hi,
-    ph_reader,
-    ch_parent,
-    ch_stream,
-    ch_upload_wire,
-    st_first,
-    st_count,
-    st_times,
-    st_values,
-    st_attrs,
-    times,
-    values,
-    readers,
-    header,
-    ch_first,
-    ch_count,
-):
-    """The blocks of one window: per channel (``ch_first``/``ch_count``, set here; -1/0 where none) a run
-    of the flat outputs ``(indices, emitted, parent positions, wire)``, indices ascending.
-
-    Phases ``ph_*`` are the window's, sorted by (channel, start), each clipped to the window; a phase with
-    reader -1 is an upload.  Stream ``s`` has tuples ``st_first[s] ..`` (``st_count[s]`` of them) in the
-    window: the ``j``-th emitted at ``times[st_times[s] + j]``, its attribute ``a`` (of ``st_attrs[s]``)
-    at ``values[st_values[s] + a * st_count[s] + j]``.
-    """
-    (
-        boxes_at,
-        boxes_end,
-        hull_at,
-        width,
-        trim_at,
-        trim_end,
-        trim_union,
-        trim_entries,
-        entry_at,
-        entry_end,
-        entry_attrs_at,
-        entry_attrs_end,
-        entry_attrs,
-        n_names,
-        pos,
-        lo,
-        hi,
-        lo_closed,
-        hi_closed,
-    ) = readers
+def select_window(phases, channels, streams, readers, header, ch_first, ch_count):
+    """The blocks of one window (:class:`Phases`, :class:`Channels`, :class:`StreamWindow`,
+    :class:`ReaderArrays`): per channel (``ch_first``/``ch_count``, set here; -1/0 where none) a run of the
+    flat outputs ``(indices, emitted, parent positions, wire)``, indices ascending."""
     capacity = 16
-    for s in range(len(st_count)):
-        capacity += 2 * st_count[s]
-    indices = np.empty(capacity, np.int64)
-    emitted = np.empty(capacity, np.float64)
-    parents = np.empty(capacity, np.int64)
-    wire = np.empty(capacity, np.int64)
-    mark = np.zeros(max(1, n_names), np.int64)  # stamp per attribute counted, for trim widths
-    stamp = 0
+    for s in range(len(streams.count)):
+        capacity += 2 * streams.count[s]
+    out = (np.empty(capacity, np.int64), np.empty(capacity), np.empty(capacity, np.int64), np.empty(capacity, np.int64))
+    mark = np.zeros(readers.n_names + 1, np.int64)  # per attribute the tuple it was last counted for; its stamp
     ch_first[:] = -1
     ch_count[:] = 0
     n = 0
-    for p in range(len(ph_channel)):
-        c = ph_channel[p]
-        s = ch_stream[c]
+    for p in range(len(phases.channel)):
+        c = phases.channel[p]
+        s = channels.stream[c]
         if ch_first[c] < 0:
             ch_first[c] = n
-        r = ph_reader[p]
-        parent = ch_parent[c]
-        if parent < 0:  # an upload: every tuple of the stream emitted within the phase
-            t0 = st_times[s]
-            own = times[t0 : t0 + st_count[s]]
-            a = np.searchsorted(own, ph_lo[p], side="left")
-            b = np.searchsorted(own, ph_hi[p], side="left")
-            if n + (b - a) > len(indices):
-                indices, emitted = _grow(indices, n + b - a), _grow(emitted, n + b - a)
-                parents, wire = _grow(parents, n + b - a), _grow(wire, n + b - a)
-            for j in range(a, b):
-                indices[n] = st_first[s] + j
-                emitted[n] = own[j]
-                parents[n] = -1
-                wire[n] = ch_upload_wire[c]
-                n += 1
-            ch_count[c] = n - ch_first[c]
-            continue
-        f = ch_first[parent]
-        if f < 0:
-            continue
-        m = ch_count[parent]
-        a = f + np.searchsorted(emitted[f : f + m], ph_lo[p], side="left")
-        b = f + np.searchsorted(emitted[f : f + m], ph_hi[p], side="left")
-        if a == b:
-            continue
-        if n + (b - a) > len(indices):
-            indices, emitted = _grow(indices, n + b - a), _grow(emitted, n + b - a)
-            parents, wire = _grow(parents, n + b - a), _grow(wire, n + b - a)
-        base, stride, n_attrs = st_values[s], st_count[s], st_attrs[s]
-        trimmed = trim_at[r] < trim_end[r]
-        h = hull_at[r]
-        for j in range(a, b):
-            col = indices[j] - st_first[s]
-            if h >= 0 and not in_boxes(values, base, stride, col, h, h + 1, pos, lo, hi, lo_closed, hi_closed, n_attrs):
-                continue
-            if not in_boxes(
-                values, base, stride, col, boxes_at[r], boxes_end[r], pos, lo, hi, lo_closed, hi_closed, n_attrs
-            ):
-                continue
-            w = width[r]
-            if trimmed:
-                stamp += 1
-                carried = 0
-                for q in range(trim_at[r], trim_end[r]):
-                    e = trim_entries[q]
-                    adds = False  # only an entry with an attribute not yet counted can change the width
-                    for z in range(entry_attrs_at[e], entry_attrs_end[e]):
-                        if mark[entry_attrs[z]] != stamp:
-                            adds = True
-                            break
-                    if not adds or not in_boxes(
-                        values, base, stride, col, entry_at[e], entry_end[e], pos, lo, hi, lo_closed, hi_closed, n_attrs
-                    ):
-                        continue
-                    for z in range(entry_attrs_at[e], entry_attrs_end[e]):
-                        if mark[entry_attrs[z]] != stamp:
-                            mark[entry_attrs[z]] = stamp
-                            carried += 1
-                    if carried == trim_union[r]:
-                        break
-                w = _tuple_bytes(header, carried)
-            indices[n] = indices[j]
-            emitted[n] = emitted[j]
-            parents[n] = j - f
-            wire[n] = w
-            n += 1
+        parent = channels.parent[c]
+        if parent < 0:
+            own = streams.times[streams.times_at[s] : streams.times_at[s] + streams.count[s]]
+            a = np.searchsorted(own, phases.lo[p], side="left")
+            b = np.searchsorted(own, phases.hi[p], side="left")
+            out = _room(out, n + b - a)
+            n = _upload(own, a, b, streams.first[s], channels.upload_wire[c], out, n)
+        elif ch_first[parent] >= 0:
+            f, m = ch_first[parent], ch_count[parent]
+            a = f + np.searchsorted(out[1][f : f + m], phases.lo[p], side="left")
+            b = f + np.searchsorted(out[1][f : f + m], phases.hi[p], side="left")
+            out = _room(out, n + b - a)
+            n = _read(phases.reader[p], s, a, b, f, streams, readers, header, mark, out, n)
         ch_count[c] = n - ch_first[c]
+    indices, emitted, parents, wire = out
     return indices[:n], emitted[:n], parents[:n], wire[:n]
+
+
+@njit(cache=True)
+def _room(out, size):
+    """The output arrays, grown when they hold fewer than ``size`` entries."""
+    if size <= len(out[0]):
+        return out
+    return _grow(out[0], size), _grow(out[1], size), _grow(out[2], size), _grow(out[3], size)
+
+
+@njit(cache=True, inline="always")
+def _upload(own, a, b, first, wire_bytes, out, n):
+    """An upload's tuples ``a .. b - 1`` of its stream (emitted at ``own``, the first numbered ``first``)
+    appended at ``n``, each at ``wire_bytes``; returns the new end."""
+    indices, emitted, parents, wire = out
+    for j in range(a, b):
+        indices[n], emitted[n], parents[n], wire[n] = first + j, own[j], -1, wire_bytes
+        n += 1
+    return n
+
+
+@njit(cache=True)
+def _read(r, s, a, b, f, streams, readers, header, mark, out, n):
+    """Reader ``r``'s phase over its parent's outputs ``a .. b - 1`` (the parent's block starting at ``f``),
+    of stream ``s``: the tuples it keeps appended at ``n`` with their wire bytes; returns the new end."""
+    indices, emitted, parents, wire = out
+    values, base, stride, n_attrs = streams.values, streams.values_at[s], streams.count[s], streams.attrs[s]
+    pos, lo, hi, lo_closed, hi_closed = readers.pos, readers.lo, readers.hi, readers.lo_closed, readers.hi_closed
+    trimmed = readers.trim_at[r] < readers.trim_end[r]
+    h, at, end = readers.hull_at[r], readers.boxes_at[r], readers.boxes_end[r]
+    for j in range(a, b):
+        col = indices[j] - streams.first[s]
+        if h >= 0 and not in_boxes(values, base, stride, col, h, h + 1, pos, lo, hi, lo_closed, hi_closed, n_attrs):
+            continue
+        if not in_boxes(values, base, stride, col, at, end, pos, lo, hi, lo_closed, hi_closed, n_attrs):
+            continue
+        w = readers.width[r]
+        if trimmed:
+            w = _tuple_bytes(header, _carried(r, readers, values, base, stride, col, n_attrs, mark))
+        indices[n], emitted[n], parents[n], wire[n] = indices[j], emitted[j], j - f, w
+        n += 1
+    return n
+
+
+@njit(cache=True, inline="always")
+def _carried(r, readers, values, base, stride, col, n_attrs, mark):
+    """How many distinct attributes trim reader ``r``'s entries that tuple ``col`` satisfies carry.  Only an
+    entry with an attribute not yet counted can change the count, so the others' boxes are not tested, and
+    the count stops at the union of them all."""
+    stamp = mark[-1] + 1  # the tuple's stamp: attribute ``z`` is counted for it when ``mark[z] == stamp``
+    mark[-1] = stamp
+    carried = 0
+    for q in range(readers.trim_at[r], readers.trim_end[r]):
+        e = readers.trim_entries[q]
+        adds = False
+        for z in range(readers.entry_attrs_at[e], readers.entry_attrs_end[e]):
+            if mark[readers.entry_attrs[z]] != stamp:
+                adds = True
+                break
+        if not adds or not in_boxes(
+            values, base, stride, col, readers.entry_at[e], readers.entry_end[e], readers.pos, readers.lo,
+            readers.hi, readers.lo_closed, readers.hi_closed, n_attrs,
+        ):  # fmt: skip
+            continue
+        for z in range(readers.entry_attrs_at[e], readers.entry_attrs_end[e]):
+            if mark[readers.entry_attrs[z]] != stamp:
+                mark[readers.entry_attrs[z]] = stamp
+                carried += 1
+        if carried == readers.trim_union[r]:
+            break
+    return carried
 
 
 def select_batch(
@@ -461,25 +495,16 @@ def select_batch(
     n, k = batch.shape[1], len(readers)
     ch_first, ch_count = np.empty(k + 1, np.int64), np.empty(k + 1, np.int64)
     _, _, parents, wire = select_window(
-        np.arange(k + 1, dtype=np.int64),
-        np.full(k + 1, -1.0),
-        np.full(k + 1, float(n)),
-        np.array([-1, *readers], np.int64),
-        np.array([-1, *[0] * k], np.int64),
-        np.zeros(k + 1, np.int64),
-        np.zeros(k + 1, np.int64),
-        np.zeros(1, np.int64),
-        np.array([n], np.int64),
-        np.zeros(1, np.int64),
-        np.zeros(1, np.int64),
-        np.array([len(names)], np.int64),
-        np.arange(n, dtype=np.float64),
-        batch.ravel(),
+        Phases(np.arange(k + 1, dtype=np.int64), np.full(k + 1, -1.0), np.full(k + 1, float(n)),
+               np.array([-1, *readers], np.int64)),
+        Channels(np.array([-1, *[0] * k], np.int64), np.zeros(k + 1, np.int64), np.zeros(k + 1, np.int64)),
+        StreamWindow(np.zeros(1, np.int64), np.array([n], np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64),
+                     np.array([len(names)], np.int64), np.arange(n, dtype=np.float64), batch.ravel()),
         table.arrays(),
         table.header_bytes,
         ch_first,
         ch_count,
-    )
+    )  # fmt: skip
     picked = []
     for c in range(1, k + 1):
         kept = slice(ch_first[c], ch_first[c] + ch_count[c]) if ch_first[c] >= 0 else slice(0, 0)

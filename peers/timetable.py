@@ -38,7 +38,7 @@ import numpy as np
 
 from network.queues import Blocks, Route
 from network.routing import Network
-from peers.selection import SelectorTable, select_window
+from peers.selection import Channels, Phases, SelectorTable, StreamWindow, select_window
 from peers.superpeer import ChannelKey, flow_key, raw_key
 from sharing.epochs import Sequence
 from sharing.plan import Delivery, Flow, Plan
@@ -436,20 +436,14 @@ class Timetable:
         ch_first = np.empty(len(self.channels), np.int64)
         ch_count = np.empty(len(self.channels), np.int64)
         indices, emitted, parents, wire = select_window(
-            self._ph_channel[live],
-            np.maximum(self._ph_start[live], start),
-            np.minimum(self._ph_end[live], end),
-            self._ph_reader[live],
-            self._ch_parent,
-            self._ch_stream,
-            self._ch_upload_wire,
-            first,
-            count,
-            at_time,
-            at_value,
-            n_attrs,
-            flat_times,
-            flat_values,
+            Phases(
+                self._ph_channel[live],
+                np.maximum(self._ph_start[live], start),
+                np.minimum(self._ph_end[live], end),
+                self._ph_reader[live],
+            ),
+            Channels(self._ch_parent, self._ch_stream, self._ch_upload_wire),
+            StreamWindow(first, count, at_time, at_value, n_attrs, flat_times, flat_values),
             self._readers,
             self.scenario.header_bytes,
             ch_first,
