@@ -379,107 +379,121 @@ def _grow(a, size):
 def select_window(phases, channels, streams, readers, header, ch_first, ch_count):
     """The blocks of one window (:class:`Phases`, :class:`Channels`, :class:`StreamWindow`,
     :class:`ReaderArrays`): per channel (``ch_first``/``ch_count``, set here; -1/0 where none) a run of the
-    flat outputs ``(indices, emitted, parent positions, wire)``, indices ascending."""
+    flat outputs ``(indices, emitted, parent positions, wire)``, indices ascending.
+
+    One loop over the phases, the readers' tests written out in it: the records are unpacked into locals
+    once, where the kernel reads them per tuple (split into functions taking the records, the trim readers'
+    windows ran about 1.4x as long)."""
+    ph_channel, ph_lo, ph_hi, ph_reader = phases
+    ch_parent, ch_stream, ch_upload_wire = channels
+    st_first, st_count, st_times, st_values, st_attrs, times, values = streams
+    (
+        boxes_at,
+        boxes_end,
+        hull_at,
+        width,
+        trim_at,
+        trim_end,
+        trim_union,
+        trim_entries,
+        entry_at,
+        entry_end,
+        entry_attrs_at,
+        entry_attrs_end,
+        entry_attrs,
+        n_names,
+        pos,
+        lo,
+        hi,
+        lo_closed,
+        hi_closed,
+    ) = readers
     capacity = 16
-    for s in range(len(streams.count)):
-        capacity += 2 * streams.count[s]
-    out = (np.empty(capacity, np.int64), np.empty(capacity), np.empty(capacity, np.int64), np.empty(capacity, np.int64))
-    mark = np.zeros(readers.n_names + 1, np.int64)  # per attribute the tuple it was last counted for; its stamp
+    for s in range(len(st_count)):
+        capacity += 2 * st_count[s]
+    indices = np.empty(capacity, np.int64)
+    emitted = np.empty(capacity, np.float64)
+    parents = np.empty(capacity, np.int64)
+    wire = np.empty(capacity, np.int64)
+    mark = np.zeros(max(1, n_names), np.int64)  # stamp per attribute counted, for trim widths
+    stamp = 0
     ch_first[:] = -1
     ch_count[:] = 0
     n = 0
-    for p in range(len(phases.channel)):
-        c = phases.channel[p]
-        s = channels.stream[c]
+    for p in range(len(ph_channel)):
+        c = ph_channel[p]
+        s = ch_stream[c]
         if ch_first[c] < 0:
             ch_first[c] = n
-        parent = channels.parent[c]
-        if parent < 0:
-            own = streams.times[streams.times_at[s] : streams.times_at[s] + streams.count[s]]
-            a = np.searchsorted(own, phases.lo[p], side="left")
-            b = np.searchsorted(own, phases.hi[p], side="left")
-            out = _room(out, n + b - a)
-            n = _upload(own, a, b, streams.first[s], channels.upload_wire[c], out, n)
-        elif ch_first[parent] >= 0:
-            f, m = ch_first[parent], ch_count[parent]
-            a = f + np.searchsorted(out[1][f : f + m], phases.lo[p], side="left")
-            b = f + np.searchsorted(out[1][f : f + m], phases.hi[p], side="left")
-            out = _room(out, n + b - a)
-            n = _read(phases.reader[p], s, a, b, f, streams, readers, header, mark, out, n)
+        r = ph_reader[p]
+        parent = ch_parent[c]
+        if parent < 0:  # an upload: every tuple of the stream emitted within the phase
+            t0 = st_times[s]
+            own = times[t0 : t0 + st_count[s]]
+            a = np.searchsorted(own, ph_lo[p], side="left")
+            b = np.searchsorted(own, ph_hi[p], side="left")
+            if n + (b - a) > len(indices):
+                indices, emitted = _grow(indices, n + b - a), _grow(emitted, n + b - a)
+                parents, wire = _grow(parents, n + b - a), _grow(wire, n + b - a)
+            for j in range(a, b):
+                indices[n] = st_first[s] + j
+                emitted[n] = own[j]
+                parents[n] = -1
+                wire[n] = ch_upload_wire[c]
+                n += 1
+            ch_count[c] = n - ch_first[c]
+            continue
+        f = ch_first[parent]
+        if f < 0:
+            continue
+        m = ch_count[parent]
+        a = f + np.searchsorted(emitted[f : f + m], ph_lo[p], side="left")
+        b = f + np.searchsorted(emitted[f : f + m], ph_hi[p], side="left")
+        if a == b:
+            continue
+        if n + (b - a) > len(indices):
+            indices, emitted = _grow(indices, n + b - a), _grow(emitted, n + b - a)
+            parents, wire = _grow(parents, n + b - a), _grow(wire, n + b - a)
+        base, stride, n_attrs = st_values[s], st_count[s], st_attrs[s]
+        trimmed = trim_at[r] < trim_end[r]
+        h = hull_at[r]
+        for j in range(a, b):
+            col = indices[j] - st_first[s]
+            if h >= 0 and not in_boxes(values, base, stride, col, h, h + 1, pos, lo, hi, lo_closed, hi_closed, n_attrs):
+                continue
+            if not in_boxes(
+                values, base, stride, col, boxes_at[r], boxes_end[r], pos, lo, hi, lo_closed, hi_closed, n_attrs
+            ):
+                continue
+            w = width[r]
+            if trimmed:
+                stamp += 1
+                carried = 0
+                for q in range(trim_at[r], trim_end[r]):
+                    e = trim_entries[q]
+                    adds = False  # only an entry with an attribute not yet counted can change the width
+                    for z in range(entry_attrs_at[e], entry_attrs_end[e]):
+                        if mark[entry_attrs[z]] != stamp:
+                            adds = True
+                            break
+                    if not adds or not in_boxes(
+                        values, base, stride, col, entry_at[e], entry_end[e], pos, lo, hi, lo_closed, hi_closed, n_attrs
+                    ):
+                        continue
+                    for z in range(entry_attrs_at[e], entry_attrs_end[e]):
+                        if mark[entry_attrs[z]] != stamp:
+                            mark[entry_attrs[z]] = stamp
+                            carried += 1
+                    if carried == trim_union[r]:
+                        break
+                w = _tuple_bytes(header, carried)
+            indices[n] = indices[j]
+            emitted[n] = emitted[j]
+            parents[n] = j - f
+            wire[n] = w
+            n += 1
         ch_count[c] = n - ch_first[c]
-    indices, emitted, parents, wire = out
     return indices[:n], emitted[:n], parents[:n], wire[:n]
-
-
-@njit(cache=True)
-def _room(out, size):
-    """The output arrays, grown when they hold fewer than ``size`` entries."""
-    if size <= len(out[0]):
-        return out
-    return _grow(out[0], size), _grow(out[1], size), _grow(out[2], size), _grow(out[3], size)
-
-
-@njit(cache=True, inline="always")
-def _upload(own, a, b, first, wire_bytes, out, n):
-    """An upload's tuples ``a .. b - 1`` of its stream (emitted at ``own``, the first numbered ``first``)
-    appended at ``n``, each at ``wire_bytes``; returns the new end."""
-    indices, emitted, parents, wire = out
-    for j in range(a, b):
-        indices[n], emitted[n], parents[n], wire[n] = first + j, own[j], -1, wire_bytes
-        n += 1
-    return n
-
-
-@njit(cache=True)
-def _read(r, s, a, b, f, streams, readers, header, mark, out, n):
-    """Reader ``r``'s phase over its parent's outputs ``a .. b - 1`` (the parent's block starting at ``f``),
-    of stream ``s``: the tuples it keeps appended at ``n`` with their wire bytes; returns the new end."""
-    indices, emitted, parents, wire = out
-    values, base, stride, n_attrs = streams.values, streams.values_at[s], streams.count[s], streams.attrs[s]
-    pos, lo, hi, lo_closed, hi_closed = readers.pos, readers.lo, readers.hi, readers.lo_closed, readers.hi_closed
-    trimmed = readers.trim_at[r] < readers.trim_end[r]
-    h, at, end = readers.hull_at[r], readers.boxes_at[r], readers.boxes_end[r]
-    for j in range(a, b):
-        col = indices[j] - streams.first[s]
-        if h >= 0 and not in_boxes(values, base, stride, col, h, h + 1, pos, lo, hi, lo_closed, hi_closed, n_attrs):
-            continue
-        if not in_boxes(values, base, stride, col, at, end, pos, lo, hi, lo_closed, hi_closed, n_attrs):
-            continue
-        w = readers.width[r]
-        if trimmed:
-            w = _tuple_bytes(header, _carried(r, readers, values, base, stride, col, n_attrs, mark))
-        indices[n], emitted[n], parents[n], wire[n] = indices[j], emitted[j], j - f, w
-        n += 1
-    return n
-
-
-@njit(cache=True, inline="always")
-def _carried(r, readers, values, base, stride, col, n_attrs, mark):
-    """How many distinct attributes trim reader ``r``'s entries that tuple ``col`` satisfies carry.  Only an
-    entry with an attribute not yet counted can change the count, so the others' boxes are not tested, and
-    the count stops at the union of them all."""
-    stamp = mark[-1] + 1  # the tuple's stamp: attribute ``z`` is counted for it when ``mark[z] == stamp``
-    mark[-1] = stamp
-    carried = 0
-    for q in range(readers.trim_at[r], readers.trim_end[r]):
-        e = readers.trim_entries[q]
-        adds = False
-        for z in range(readers.entry_attrs_at[e], readers.entry_attrs_end[e]):
-            if mark[readers.entry_attrs[z]] != stamp:
-                adds = True
-                break
-        if not adds or not in_boxes(
-            values, base, stride, col, readers.entry_at[e], readers.entry_end[e], readers.pos, readers.lo,
-            readers.hi, readers.lo_closed, readers.hi_closed, n_attrs,
-        ):  # fmt: skip
-            continue
-        for z in range(readers.entry_attrs_at[e], readers.entry_attrs_end[e]):
-            if mark[readers.entry_attrs[z]] != stamp:
-                mark[readers.entry_attrs[z]] = stamp
-                carried += 1
-        if carried == readers.trim_union[r]:
-            break
-    return carried
 
 
 def select_batch(
