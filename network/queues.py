@@ -174,6 +174,16 @@ def _merged(p_first, p_count, p_indices, p_emitted, p_parents, p_wire, first, co
     return m_first, m_count, m_indices, m_emitted, m_parents, m_wire
 
 
+@njit(cache=True)
+def _put(p_first, p_count, p_indices, p_emitted, p_parents, p_wire, first, indices, emitted, parents, wire):
+    """The pending copies (``p_``) into the places a window's blocks left for them at each channel's start
+    (their parents are already numbered among the parent channel's pending ones, which come first)."""
+    for c in range(len(p_count)):
+        for j in range(p_count[c]):
+            e, q = p_first[c] + j, first[c] + j
+            indices[q], emitted[q], parents[q], wire[q] = p_indices[e], p_emitted[e], p_parents[e], p_wire[e]
+
+
 @njit(cache=True, inline="always")
 def _earlier(window, c, h, j):
     """Where the row of channel ``c``'s ``j``-th tuple at hop ``h`` was solved in an earlier window: its
@@ -202,27 +212,33 @@ def _uncount_earlier(departures, window, seg, hop_start):
 def _carried(held_rows, first, count, parents, hop_start, ch_parent, row_base):
     """Per tuple of a solved window, whether it stays in flight: a row of it held back (``held_rows``), or
     a tuple read off it stays (channels are numbered parents first, so one backward pass over the
-    channels closes over ancestors)."""
+    channels closes over ancestors); and per channel the lowest position kept (``count``: none).  Only the
+    kept tuples' channels, from their lowest kept position on, are walked: a window holds back few."""
     keep = np.zeros(len(parents), np.bool_)
+    low = count.copy()
     present = np.flatnonzero(count > 0)
     bases = row_base[present]
     for row in held_rows:
         c = present[np.searchsorted(bases, row, side="right") - 1]
-        keep[first[c] + (row - row_base[c]) % count[c]] = True
+        j = (row - row_base[c]) % count[c]
+        keep[first[c] + j] = True
+        low[c] = min(low[c], j)
     for c in range(len(count) - 1, -1, -1):
         p = ch_parent[c]
-        if p < 0 or count[c] == 0:
+        if p < 0 or low[c] == count[c]:
             continue
-        for j in range(count[c]):
+        for j in range(low[c], count[c]):
             if keep[first[c] + j]:
                 keep[first[p] + parents[first[c] + j]] = True
-    return keep
+                low[p] = min(low[p], parents[first[c] + j])
+    return keep, low
 
 
 @njit(cache=True)
-def _kept(keep, first, count, parents, hop_start, ch_parent, row_base, departures, lost):
-    """The tuples ``keep`` marks, as the arrays of a :class:`Pending`: per channel in index order, parents
-    renumbered among the kept ones, and their rows' departures and lost flags."""
+def _kept(keep, low, first, count, parents, hop_start, ch_parent, row_base, departures, lost):
+    """The tuples ``keep`` marks (none of channel ``c`` before position ``low[c]``), as the arrays of a
+    :class:`Pending`: per channel in index order, parents renumbered among the kept ones, and their rows'
+    departures and lost flags."""
     n_ch = len(count)
     position = np.full(len(keep), -1, np.int64)
     k_count = np.zeros(n_ch, np.int64)
@@ -230,7 +246,7 @@ def _kept(keep, first, count, parents, hop_start, ch_parent, row_base, departure
     total = 0
     rows = 0
     for c in range(n_ch):
-        for j in range(count[c]):
+        for j in range(low[c], count[c]):
             if keep[first[c] + j]:
                 position[first[c] + j] = k_count[c]
                 k_count[c] += 1
@@ -249,7 +265,7 @@ def _kept(keep, first, count, parents, hop_start, ch_parent, row_base, departure
             continue
         hops = hop_start[c + 1] - hop_start[c]
         n = count[c]
-        for j in range(n):
+        for j in range(low[c], n):
             e = first[c] + j
             if not keep[e]:
                 continue
@@ -395,13 +411,14 @@ class Queues:
         self.ring_head, self.ring_count = state.ring_head.copy(), state.ring_count.copy()
         self.ring_waiting = state.ring_waiting.copy()
 
-    def serve(self, blocks: Blocks, horizon: int = NEVER) -> None:
+    def serve(self, blocks: Blocks, horizon: int = NEVER, reserved: bool = False) -> None:
         """Move the window's tuples, and the copies held back from the windows before, over their links up
         to ``horizon`` (ticks: the window's end; :data:`NEVER` for the run's last), and record traffic and
         deliveries in the meter; the copies reaching a link from the horizon on are held back for the next
-        window (module docstring, "Horizon")."""
+        window (module docstring, "Horizon").  ``reserved``: each channel's block starts with places for the
+        copies held back (:meth:`reserve`), which are put there rather than the blocks copied around them."""
         saved = self.state() if len(self.ring_count) else None
-        blocks, window = self._window(blocks, horizon)
+        blocks, window = self._window(blocks, horizon, reserved)
         while True:
             tally = Tally(
                 np.zeros(len(self.directions), np.int64),
@@ -459,7 +476,12 @@ class Queues:
             latency[lost[rows]] = -np.inf
         self.meter.deliver_many(owners, count, blocks.indices[tuples], latency)
 
-    def _window(self, blocks: Blocks, horizon: int) -> tuple[Blocks, Window]:
+    def reserve(self) -> np.ndarray | None:
+        """Per channel, the copies held back from the last window (None: none), for which the next window's
+        blocks may leave places (:meth:`peers.timetable.Timetable.window`)."""
+        return None if self.pending is None else self.pending.blocks.count
+
+    def _window(self, blocks: Blocks, horizon: int, reserved: bool) -> tuple[Blocks, Window]:
         """The window's tuples with the copies held back before (each channel's first), and the window as
         the kernel takes it."""
         n_ch = len(blocks.count)
@@ -467,12 +489,16 @@ class Queues:
         departures, lost = np.zeros(0, np.int64), np.zeros(0, np.bool_)
         if self.pending is not None:
             p = self.pending.blocks
-            first, count, indices, emitted, parents, wire = _merged(
-                p.first, p.count, p.indices, p.emitted, p.parents, p.wire,
-                blocks.first, blocks.count, blocks.indices, blocks.emitted, blocks.parents, blocks.wire,
-                self.layout.parent,
-            )  # fmt: skip
-            blocks = Blocks(indices, emitted, parents, wire, first, count)
+            if reserved:
+                _put(p.first, p.count, p.indices, p.emitted, p.parents, p.wire,
+                     blocks.first, blocks.indices, blocks.emitted, blocks.parents, blocks.wire)  # fmt: skip
+            else:
+                first, count, indices, emitted, parents, wire = _merged(
+                    p.first, p.count, p.indices, p.emitted, p.parents, p.wire,
+                    blocks.first, blocks.count, blocks.indices, blocks.emitted, blocks.parents, blocks.wire,
+                    self.layout.parent,
+                )  # fmt: skip
+                blocks = Blocks(indices, emitted, parents, wire, first, count)
             held = p.count
             base = np.maximum(_row_bases(p.count, self.hops), 0)
             departures, lost = self.pending.departures, self.pending.lost
@@ -485,10 +511,10 @@ class Queues:
     def _held_back(self, blocks: Blocks, seg: Segments, departures: np.ndarray, lost: np.ndarray) -> Pending:
         """The copies a solved window held back, with what they are read off (:class:`Pending`)."""
         held = np.flatnonzero(departures == DEFER)
-        keep = _carried(held, blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent,
-                        seg.row_base)  # fmt: skip
+        keep, low = _carried(held, blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent,
+                             seg.row_base)  # fmt: skip
         first, count, take, parents, held, held_lost = _kept(
-            keep, blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent, seg.row_base,
+            keep, low, blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent, seg.row_base,
             departures, lost,
         )  # fmt: skip
         kept = Blocks(blocks.indices[take], blocks.emitted[take], parents, blocks.wire[take], first, count)

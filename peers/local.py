@@ -180,7 +180,8 @@ def _play(env, timetable: Timetable, queues: Queues, windows, values, times, pro
         yield env.timeout(max(0.0, end - env.now))
         # copies reaching a link from the window's end on wait for the next one (the run's last: none wait)
         horizon = NEVER if end >= duration else int(to_ticks(end))
-        queues.serve(timetable.window(start, end, values, times), horizon)
+        reserve = queues.reserve()  # the window's blocks leave places for the copies held back
+        queues.serve(timetable.window(start, end, values, times, reserve), horizon, reserved=reserve is not None)
         if progress is not None:
             progress(sum(int(np.searchsorted(t, end, side="left")) for t in times.values()), total)
 

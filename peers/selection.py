@@ -376,10 +376,12 @@ def _grow(a, size):
 
 
 @njit(cache=True)
-def select_window(phases, channels, streams, readers, header, ch_first, ch_count):
+def select_window(phases, channels, streams, readers, header, reserve, ch_first, ch_count):
     """The blocks of one window (:class:`Phases`, :class:`Channels`, :class:`StreamWindow`,
     :class:`ReaderArrays`): per channel (``ch_first``/``ch_count``, set here; -1/0 where none) a run of the
-    flat outputs ``(indices, emitted, parent positions, wire)``, indices ascending.
+    flat outputs ``(indices, emitted, parent positions, wire)``, indices ascending.  Each channel's block
+    starts with ``reserve[c]`` places left unset (for copies of earlier windows the caller puts there; a
+    parent position counts them), a channel with places but no phase getting a block of them alone.
 
     One loop over the phases, the readers' tests written out in it: the records are unpacked into locals
     once, where the kernel reads them per tuple (split into functions taking the records, the trim readers'
@@ -424,7 +426,11 @@ def select_window(phases, channels, streams, readers, header, ch_first, ch_count
         c = ph_channel[p]
         s = ch_stream[c]
         if ch_first[c] < 0:
-            ch_first[c] = n
+            if n + reserve[c] > len(indices):
+                indices, emitted = _grow(indices, n + reserve[c]), _grow(emitted, n + reserve[c])
+                parents, wire = _grow(parents, n + reserve[c]), _grow(wire, n + reserve[c])
+            ch_first[c], ch_count[c] = n, reserve[c]
+            n += reserve[c]
         r = ph_reader[p]
         parent = ch_parent[c]
         if parent < 0:  # an upload: every tuple of the stream emitted within the phase
@@ -446,9 +452,10 @@ def select_window(phases, channels, streams, readers, header, ch_first, ch_count
         f = ch_first[parent]
         if f < 0:
             continue
-        m = ch_count[parent]
-        a = f + np.searchsorted(emitted[f : f + m], ph_lo[p], side="left")
-        b = f + np.searchsorted(emitted[f : f + m], ph_hi[p], side="left")
+        own = f + reserve[parent]  # the parent's tuples of this window
+        m = ch_count[parent] - reserve[parent]
+        a = own + np.searchsorted(emitted[own : own + m], ph_lo[p], side="left")
+        b = own + np.searchsorted(emitted[own : own + m], ph_hi[p], side="left")
         if a == b:
             continue
         if n + (b - a) > len(indices):
@@ -493,6 +500,13 @@ def select_window(phases, channels, streams, readers, header, ch_first, ch_count
             wire[n] = w
             n += 1
         ch_count[c] = n - ch_first[c]
+    for c in range(len(reserve)):
+        if reserve[c] > 0 and ch_first[c] < 0:
+            if n + reserve[c] > len(indices):
+                indices, emitted = _grow(indices, n + reserve[c]), _grow(emitted, n + reserve[c])
+                parents, wire = _grow(parents, n + reserve[c]), _grow(wire, n + reserve[c])
+            ch_first[c], ch_count[c] = n, reserve[c]
+            n += reserve[c]
     return indices[:n], emitted[:n], parents[:n], wire[:n]
 
 
@@ -516,6 +530,7 @@ def select_batch(
                      np.array([len(names)], np.int64), np.arange(n, dtype=np.float64), batch.ravel()),
         table.arrays(),
         table.header_bytes,
+        np.zeros(k + 1, np.int64),
         ch_first,
         ch_count,
     )  # fmt: skip

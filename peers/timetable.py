@@ -403,8 +403,17 @@ class Timetable:
             found[stream] = np.cumsum(steps)[:-1]
         return found
 
-    def window(self, start: float, end: float, values: Values, times: Mapping[str, np.ndarray]) -> Blocks:
-        """Every channel's tuples emitted in ``[start, end)``.
+    def window(
+        self,
+        start: float,
+        end: float,
+        values: Values,
+        times: Mapping[str, np.ndarray],
+        reserve: np.ndarray | None = None,
+    ) -> Blocks:
+        """Every channel's tuples emitted in ``[start, end)``, after ``reserve[c]`` places left unset at the
+        start of channel ``c``'s block (the copies held back from earlier windows go there:
+        :meth:`network.queues.Queues.serve`).
 
         ``values(stream, first, stop)`` gives the columns of tuples ``first..stop-1``; ``times[stream]`` the
         emission times of all of the stream's tuples."""
@@ -446,6 +455,7 @@ class Timetable:
             StreamWindow(first, count, at_time, at_value, n_attrs, flat_times, flat_values),
             self._readers,
             self.scenario.header_bytes,
+            np.zeros(len(self.channels), np.int64) if reserve is None else reserve,
             ch_first,
             ch_count,
         )
