@@ -209,6 +209,21 @@ def _uncount_earlier(departures, window, seg, hop_start):
 
 
 @njit(cache=True)
+def _deferred(departures):
+    """The rows held back (:data:`DEFER`: at the horizon, or read off a copy held back), ascending."""
+    n = 0
+    for i in range(len(departures)):
+        n += departures[i] == DEFER
+    rows = np.empty(n, np.int64)
+    k = 0
+    for i in range(len(departures)):
+        if departures[i] == DEFER:
+            rows[k] = i
+            k += 1
+    return rows
+
+
+@njit(cache=True)
 def _carried(held_rows, first, count, parents, hop_start, ch_parent, row_base):
     """Per tuple of a solved window, whether it stays in flight: a row of it held back (``held_rows``), or
     a tuple read off it stays (channels are numbered parents first, so one backward pass over the
@@ -240,7 +255,13 @@ def _kept(keep, low, first, count, parents, hop_start, ch_parent, row_base, depa
     :class:`Pending`: per channel in index order, parents renumbered among the kept ones, and their rows'
     departures and lost flags."""
     n_ch = len(count)
-    position = np.full(len(keep), -1, np.int64)
+    # per tuple from its channel's lowest kept one on, its place among the kept (at ``at[c] + j - low[c]``)
+    at = np.zeros(n_ch, np.int64)
+    span = 0
+    for c in range(n_ch):
+        at[c] = span
+        span += count[c] - low[c]
+    position = np.full(span, -1, np.int64)
     k_count = np.zeros(n_ch, np.int64)
     k_first = np.full(n_ch, -1, np.int64)
     total = 0
@@ -248,7 +269,7 @@ def _kept(keep, low, first, count, parents, hop_start, ch_parent, row_base, depa
     for c in range(n_ch):
         for j in range(low[c], count[c]):
             if keep[first[c] + j]:
-                position[first[c] + j] = k_count[c]
+                position[at[c] + j - low[c]] = k_count[c]
                 k_count[c] += 1
         if k_count[c] > 0:
             k_first[c] = total
@@ -269,9 +290,10 @@ def _kept(keep, low, first, count, parents, hop_start, ch_parent, row_base, depa
             e = first[c] + j
             if not keep[e]:
                 continue
-            q = position[e]
+            q = position[at[c] + j - low[c]]
             take[k_first[c] + q] = e
-            k_parents[k_first[c] + q] = position[first[ch_parent[c]] + parents[e]] if parents[e] >= 0 else -1
+            p = ch_parent[c]
+            k_parents[k_first[c] + q] = position[at[p] + parents[e] - low[p]] if parents[e] >= 0 else -1
             for h in range(hops):
                 k_departures[base + h * kc + q] = departures[row_base[c] + h * n + j]
                 if len(lost) > 0:
@@ -510,7 +532,7 @@ class Queues:
 
     def _held_back(self, blocks: Blocks, seg: Segments, departures: np.ndarray, lost: np.ndarray) -> Pending:
         """The copies a solved window held back, with what they are read off (:class:`Pending`)."""
-        held = np.flatnonzero(departures == DEFER)
+        held = _deferred(departures)
         keep, low = _carried(held, blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent,
                              seg.row_base)  # fmt: skip
         first, count, take, parents, held, held_lost = _kept(
