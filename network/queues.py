@@ -23,8 +23,9 @@ outside any cycle does.
 window's tuples are emitted from its end on and reach no link earlier.  So at each link a window serves the
 copies arriving before its end (its *horizon*) and holds back the rest (:data:`DEFER`), with everything
 downstream of them: they are served in the next window, in arrival order among its own copies
-(:class:`Pending`, carried from window to window in :class:`~network.buffers.QueueState`).  The last window
-of the run holds back nothing.  Every link thus serves every copy in the order of arrival over the whole
+(:class:`Pending`, carried from window to window in :class:`~network.buffers.QueueState`), each channel's
+first (the timetable leaves places for them at the start of its blocks, :meth:`Queues.reserve`, so the
+window's tuples are not copied around them).  The last window of the run holds back nothing.  Every link thus serves every copy in the order of arrival over the whole
 run, whatever the windows.
 
 **Buffers.**  A link direction with a finite buffer drops at the tail (the link rule; the copies waiting
