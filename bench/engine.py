@@ -1,13 +1,13 @@
 """The local simulation engine on a many-epoch scenario: plan and run time per strategy.
 
-``python run.py bench engine [--json] [--scenario topologies/large.yaml] [--strategy NAME ...]
-[--window SECONDS]`` (default window: the engine's own, :func:`peers.local.batch_window`).  For each
-strategy: the seconds to make the plan and to simulate it with :func:`peers.local.run_local`, the check of
-every delivery against the expected tuples included (CPU time of this process and wall time), and the tuple-hops simulated per CPU second (a tuple crossing one link
-direction, backbone or access, is one tuple-hop).  The baseline, always measured first in the same process,
-is data-shipping (every subscription gets the raw stream on its own route); each row's ratio is its run CPU
-time over the baseline's.  A strategy whose plan the engine rejects is listed with the error instead of
-times.
+``python run.py bench engine [--json] [--scenario topologies/large.yaml] [--strategy NAME ...] [--window
+SECONDS]`` (default window: the engine's own, :func:`peers.local.batch_window`). For each strategy: the
+seconds to make the plan and to simulate it with :func:`peers.local.run_local`, the check of every delivery
+against the expected tuples included (CPU time of this process and wall time), and the tuple-hops simulated
+per CPU second (a tuple crossing one link direction, backbone or access, is one tuple-hop). The baseline,
+always measured first in the same process, is data-shipping (every subscription gets the raw stream on its
+own route); each row's ratio is its run CPU time over the baseline's. A strategy whose plan the engine
+rejects is listed with the error instead of times.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ copies arriving before its end (its *horizon*) and holds back the rest (:data:`D
 downstream of them: they are served in the next window, in arrival order among its own copies
 (:class:`Pending`, carried from window to window in :class:`~network.buffers.QueueState`), each channel's
 first (the timetable leaves places for them at the start of its blocks, :meth:`Queues.reserve`, so the
-window's tuples are not copied around them).  The last window of the run holds back nothing.  Every link thus serves every copy in the order of arrival over the whole
-run, whatever the windows.
+window's tuples are not copied around them).  The last window of the run holds back nothing.  Every
+link thus serves every copy in the order of arrival over the whole run, whatever the windows.
 
 **Buffers.**  A link direction with a finite buffer drops at the tail (the link rule; the copies waiting
 are kept in the direction's *ring*, by start time).  A dropped copy's row departs at :data:`NONE`, and so
@@ -131,48 +131,6 @@ def _row_bases(count, hops):
     sizes = count * hops
     bases = np.cumsum(sizes) - sizes
     return np.where(count > 0, bases, -1)
-
-
-@njit(cache=True)
-def _merged(p_first, p_count, p_indices, p_emitted, p_parents, p_wire, first, count, indices, emitted, parents, wire,
-            ch_parent):  # fmt: skip
-    """The pending copies (``p_``) and a window's tuples as one window's arrays: per channel the pending
-    ones first (their indices are the lower), parents renumbered."""
-    n_ch = len(count)
-    m_count = p_count + count
-    m_first = np.full(n_ch, -1, np.int64)
-    total = 0
-    for c in range(n_ch):
-        if m_count[c] > 0:
-            m_first[c] = total
-            total += m_count[c]
-    m_indices = np.empty(total, indices.dtype)
-    m_emitted = np.empty(total, emitted.dtype)
-    m_parents = np.empty(total, parents.dtype)
-    m_wire = np.empty(total, wire.dtype)
-    for c in range(n_ch):
-        if m_count[c] == 0:
-            continue
-        o = m_first[c]
-        for j in range(p_count[c]):
-            e = p_first[c] + j
-            m_indices[o + j], m_emitted[o + j], m_parents[o + j], m_wire[o + j] = (
-                p_indices[e], p_emitted[e], p_parents[e], p_wire[e]
-            )  # fmt: skip
-        n, e, q = count[c], first[c], o + p_count[c]
-        if n == 0:
-            continue
-        # whole slices (copied as blocks) for the window's tuples; parents move past the parent's pending ones
-        m_indices[q : q + n] = indices[e : e + n]
-        m_emitted[q : q + n] = emitted[e : e + n]
-        m_wire[q : q + n] = wire[e : e + n]
-        m_parents[q : q + n] = parents[e : e + n]
-        shift = p_count[ch_parent[c]] if ch_parent[c] >= 0 else 0
-        if shift:
-            for j in range(q, q + n):
-                if m_parents[j] >= 0:
-                    m_parents[j] += shift
-    return m_first, m_count, m_indices, m_emitted, m_parents, m_wire
 
 
 @njit(cache=True)
@@ -439,7 +397,8 @@ class Queues:
         to ``horizon`` (ticks: the window's end; :data:`NEVER` for the run's last), and record traffic and
         deliveries in the meter; the copies reaching a link from the horizon on are held back for the next
         window (module docstring, "Horizon").  ``reserved``: each channel's block starts with places for the
-        copies held back (:meth:`reserve`), which are put there rather than the blocks copied around them."""
+        copies held back (:meth:`reserve`), which are put there; required when copies are held back
+        (ValueError otherwise)."""
         saved = self.state() if len(self.ring_count) else None
         blocks, window = self._window(blocks, horizon, reserved)
         while True:
@@ -512,16 +471,10 @@ class Queues:
         departures, lost = np.zeros(0, np.int64), np.zeros(0, np.bool_)
         if self.pending is not None:
             p = self.pending.blocks
-            if reserved:
-                _put(p.first, p.count, p.indices, p.emitted, p.parents, p.wire,
-                     blocks.first, blocks.indices, blocks.emitted, blocks.parents, blocks.wire)  # fmt: skip
-            else:
-                first, count, indices, emitted, parents, wire = _merged(
-                    p.first, p.count, p.indices, p.emitted, p.parents, p.wire,
-                    blocks.first, blocks.count, blocks.indices, blocks.emitted, blocks.parents, blocks.wire,
-                    self.layout.parent,
-                )  # fmt: skip
-                blocks = Blocks(indices, emitted, parents, wire, first, count)
+            if not reserved:
+                raise ValueError("copies are held back: the window's blocks must leave places for them (reserve)")
+            _put(p.first, p.count, p.indices, p.emitted, p.parents, p.wire,
+                 blocks.first, blocks.indices, blocks.emitted, blocks.parents, blocks.wire)  # fmt: skip
             held = p.count
             base = np.maximum(_row_bases(p.count, self.hops), 0)
             departures, lost = self.pending.departures, self.pending.lost
