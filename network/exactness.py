@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from network.latency import LatencyStats, exact_sums_by_owner, ranks_needed
+from network.latency import LatencyStats, exact_sums_by_owner
 from network.meter import StrategyRun, SubscriptionSummary
 from topologies.expected import Expected, Unreachable, differences_by_owner, emitted_before
 from topologies.model import Scenario
@@ -158,12 +158,7 @@ def _latencies_by_owner(values: Sequence[np.ndarray]) -> list[LatencyStats]:
     (:func:`~network.latency.exact_sums_by_owner`) rather than one set of passes per subscription."""
     owners = np.repeat(np.arange(len(values), dtype=np.int64), [len(v) for v in values])
     sums = exact_sums_by_owner(owners, np.concatenate(values) if values else np.zeros(0), len(values))
-    stats = []
-    for v, total in zip(values, sums, strict=True):
-        needed = sorted(ranks_needed(len(v)))
-        picked = np.partition(v, needed)[needed] if needed else np.zeros(0)
-        stats.append(LatencyStats.of_parts(len(v), total, dict(zip(needed, picked.tolist(), strict=True))))
-    return stats
+    return [LatencyStats.of(v, total) for v, total in zip(values, sums, strict=True)]
 
 
 def copies_of(per_subscription: Mapping[str, np.ndarray], ids: Sequence[str]) -> Copies:

@@ -138,12 +138,13 @@ class LatencyStats:
         return cls(count, p50, p99, mean(total, count))
 
     @classmethod
-    def of(cls, values: np.ndarray) -> LatencyStats:
-        """From all the values at hand."""
+    def of(cls, values: np.ndarray, total: Sum | None = None) -> LatencyStats:
+        """From all the values at hand (``total``: their :func:`exact_sum`, when already taken)."""
         values = np.asarray(values, dtype=np.float64)
         needed = sorted(ranks_needed(len(values)))
         picked = np.partition(values, needed)[needed] if needed else np.zeros(0)
-        return cls.of_parts(len(values), exact_sum(values), dict(zip(needed, picked.tolist(), strict=True)))
+        total = exact_sum(values) if total is None else total
+        return cls.of_parts(len(values), total, dict(zip(needed, picked.tolist(), strict=True)))
 
     def as_dict(self) -> dict[str, float | None]:
         return {"p50": self.p50, "p99": self.p99, "mean": self.mean}
