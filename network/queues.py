@@ -20,9 +20,12 @@ it known.  So each link of the cycle serves its copies in the order of their arr
 outside any cycle does.
 
 **Horizon.**  A window's tuples are emitted before its end, and so are all tuples before them; a later
-window's tuples are emitted from its end on and reach no link earlier.  So at each link a window serves the
-copies arriving before its end (its *horizon*) and holds back the rest (:data:`DEFER`), with everything
-downstream of them: they are served in the next window, in arrival order among its own copies
+window's tuples are emitted from its end on, and reach a link no earlier than that end plus the least time
+from an emission to that link (:func:`_ahead`: the latencies along the shortest way there in the dependency
+graph; a copy leaves a link no earlier than it arrived).  So at each link a window serves the copies
+arriving before that time (the link's *horizon*) and holds back the rest (:data:`DEFER`), with everything
+downstream of them (a copy held back at one link reaches the next no earlier than the next one's horizon,
+whose shortest way is at most through the first): they are served in the next window, in arrival order among its own copies
 (:class:`Pending`, carried from window to window in :class:`~network.buffers.QueueState`), each channel's
 first (the timetable leaves places for them at the start of its blocks, :meth:`Queues.reserve`, so the
 window's tuples are not copied around them).  The last window of the run holds back nothing.  Every
@@ -298,6 +301,7 @@ class Queues:
             np.cumsum([0] + [len(s) for s in spans]).astype(np.int64),
             to_ticks(np.array([f for s in spans for f, _ in s], dtype=np.float64)),
             to_ticks(np.array([r for s in spans for _, r in s], dtype=np.float64)),
+            np.zeros(len(self.directions), np.int64),  # set below, once the dependency graph is known
         )
         # a ring holds the tuples admitted but not yet on the wire: at most buffer / smallest of them, and
         # it grows to that only when they come (serve widens the rings when one is full)
@@ -330,6 +334,8 @@ class Queues:
             hop_start.append(len(hop_link))
         self.hop_start = np.array(hop_start, dtype=np.int64)
         self.hop_link = np.array(hop_link, dtype=np.int64)
+        entered = {hop_link[hop_start[c]] for c in range(n) if inbound[c] < 0 and hop_start[c] < hop_start[c + 1]}
+        self.links.ahead[:] = _ahead(len(self.directions), entered, edges, self.links.latency)
         group, cyclic = serving_groups(len(self.directions), edges)
         self.layout = Layout(
             self.hop_start,
@@ -523,6 +529,7 @@ class Links(NamedTuple):
     down_first: np.ndarray
     down_start: np.ndarray
     down_end: np.ndarray
+    ahead: np.ndarray
 
 
 class Layout(NamedTuple):
@@ -922,7 +929,7 @@ def _serve_cycle(g, seg, window, links, busy, rings, tally, out):
         row, k = row_of[i], link_of[i]
         stack[top] = i
         top += 1
-        if a >= window.horizon:
+        if a >= _horizon(window.horizon, links.ahead[k]):
             departures[row] = DEFER
             tally.held[0] += 1
             continue
@@ -951,6 +958,13 @@ def _serve_cycle(g, seg, window, links, busy, rings, tally, out):
                 continue
         if done > free:
             busy[k] = done
+
+
+@njit(cache=True, inline="always")
+def _horizon(horizon, ahead):
+    """A link's horizon: the window's end plus the least time any tuple takes from its emission to that
+    link (:data:`NEVER` stays)."""
+    return horizon if horizon == NEVER else horizon + ahead
 
 
 @njit(cache=True)
@@ -990,14 +1004,14 @@ def solve_window(window, layout, links, busy, rings, tally):
         _merge_runs(keys[:m], picks[:m], buffer_keys, buffer_picks)
         # the copies reaching the link from the horizon on wait for the next window: an earlier one may
         # still come from a later window's tuples (none arrives before the horizon)
+        k = seg.link[seg.order[seg.seg_groups[g]]]
         held = m
-        m = np.searchsorted(keys[:m], window.horizon, side="left")
+        m = np.searchsorted(keys[:m], _horizon(window.horizon, links.ahead[k]), side="left")
         for i in range(m, held):
             departures[rows[picks[i]]] = DEFER
         tally.held[0] += held - m
         if m == 0:
             continue
-        k = seg.link[seg.order[seg.seg_groups[g]]]
         if keys[0] < tally.arrival_min[k]:
             tally.arrival_min[k] = keys[0]
         picked = Picked(keys, rows, tuples, picks)
@@ -1005,6 +1019,27 @@ def solve_window(window, layout, links, busy, rings, tally):
         if full >= 0:
             return departures, arrivals, seg, lost, full
     return departures, arrivals, seg, lost, -1
+
+
+def _ahead(n: int, entered: set[int], edges: set[tuple[int, int]], latency: np.ndarray) -> np.ndarray:
+    """Per link, the least ticks from a tuple's emission to its arrival there: 0 at a link where tuples
+    enter (``entered``), else the shortest path to it over the dependency ``edges``, each edge ``a -> b``
+    weighing ``a``'s latency (a copy leaves a link no earlier than it arrived); 0 where none comes."""
+    successors: list[list[int]] = [[] for _ in range(n)]
+    for a, b in edges:
+        successors[a].append(b)
+    best = [NEVER] * n
+    heap = [(0, k) for k in sorted(entered)]
+    while heap:
+        d, k = heapq.heappop(heap)
+        if best[k] <= d:
+            continue
+        best[k] = d
+        step = int(latency[k])
+        for b in successors[k]:
+            if d + step < best[b]:
+                heapq.heappush(heap, (d + step, b))
+    return np.array([0 if d == NEVER else d for d in best], np.int64)
 
 
 def serving_groups(n: int, edges: set[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:

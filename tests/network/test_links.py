@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from network.buffers import NEVER
 from network.linkrule import TICKS, gap, to_seconds, to_ticks
 from network.meter import MAX_TIMELINE_BINS, TrafficMeter, _bin_end, _tick_bin, bin_width
-from network.queues import Blocks, Queues, Route, _merge_runs
+from network.queues import Blocks, Queues, Route, _ahead, _merge_runs
 
 
 @settings(max_examples=300, deadline=None)
@@ -185,3 +185,61 @@ def test_a_bin_ends_at_the_first_tick_whose_time_in_seconds_falls_past_it(b, bin
         return
     assert _tick_bin(end, offset, bin_s, MAX_TIMELINE_BINS) > b
     assert end == 0 or _tick_bin(end - 1, offset, bin_s, MAX_TIMELINE_BINS) <= b
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 8).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.sets(st.integers(0, n - 1), max_size=n),
+            st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n),
+            st.lists(st.integers(0, 50), min_size=n, max_size=n),
+        )
+    )
+)
+def test_a_links_lead_is_the_shortest_way_from_where_tuples_enter(graph):
+    import networkx as nx
+
+    n, entered, edges, latency = graph
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    g.add_weighted_edges_from((a, b, latency[a]) for a, b in edges)
+    shortest = nx.multi_source_dijkstra_path_length(g, entered) if entered else {}
+    want = [shortest.get(k, 0) for k in range(n)]
+    assert _ahead(n, entered, edges, np.array(latency, np.int64)).tolist() == want
+
+
+def test_a_link_past_a_latency_serves_what_reaches_it_before_the_window_end_plus_that_latency():
+    # A -> B (0.5 s latency) then B -> C; 160 bit/s: a 10-byte tuple takes 0.5 s on each
+    hops = (("A", "B"), ("B", "C"))
+    links = {("A", "B"): (160.0, 0.5), ("B", "C"): (160.0, 0.0)}
+
+    def run(windows):
+        meter = TrafficMeter(list(hops), {"Q": ()}, 1.0)
+        queues = Queues(links, [Route(hops, -1, 0, "Q")], meter)
+        held = []
+        first = 0
+        for end, emitted in windows:
+            reserve = queues.reserve()
+            k = 0 if reserve is None else int(reserve[0])  # places for the copies held back, put there
+            times = [0.0] * k + emitted
+            indices = [0] * k + list(range(first, first + len(emitted)))
+            first += len(emitted)
+            blocks = Blocks(
+                np.array(indices), np.array(times), np.full(len(times), -1), np.full(len(times), 10),
+                np.array([0]), np.array([len(times)]),
+            )  # fmt: skip
+            horizon = NEVER if end is None else int(to_ticks(end))
+            queues.serve(blocks, horizon, reserved=reserve is not None)
+            held.append(0 if queues.pending is None else len(queues.pending.blocks.indices))
+        return meter.result("s", "local"), held
+
+    # emitted at 0 and 0.4: they reach B -> C at 1.0 and 1.5, the first before the window's end (1.0) plus
+    # B -> C's lead (0.5 s), so only the second waits for the next window (with the window's end as the
+    # horizon, both would)
+    split, held = run([(1.0, [0.0, 0.4]), (None, [1.2])])
+    whole, _ = run([(None, [0.0, 0.4, 1.2])])
+    assert held == [1, 0]
+    assert split.delivered["Q"].tolist() == whole.delivered["Q"].tolist()
+    assert split.latencies["Q"].tolist() == whole.latencies["Q"].tolist()
