@@ -25,11 +25,12 @@ from an emission to that link (:func:`_ahead`: the latencies along the shortest 
 graph; a copy leaves a link no earlier than it arrived).  So at each link a window serves the copies
 arriving before that time (the link's *horizon*) and holds back the rest (:data:`DEFER`), with everything
 downstream of them (a copy held back at one link reaches the next no earlier than the next one's horizon,
-whose shortest way is at most through the first): they are served in the next window, in arrival order among its own copies
-(:class:`Pending`, carried from window to window in :class:`~network.buffers.QueueState`), each channel's
-first (the timetable leaves places for them at the start of its blocks, :meth:`Queues.reserve`, so the
-window's tuples are not copied around them).  The last window of the run holds back nothing.  Every
-link thus serves every copy in the order of arrival over the whole run, whatever the windows.
+whose shortest way is at most through the first).  They are served in the next window, in arrival order
+among its own copies (:class:`Pending`, carried from window to window in
+:class:`~network.buffers.QueueState`), each channel's first (the timetable leaves places for them at the
+start of its blocks, :meth:`Queues.reserve`, so the window's tuples are not copied around them).  The last
+window of the run holds back nothing.  Every link thus serves every copy in the order of arrival over the
+whole run, whatever the windows.
 
 **Buffers.**  A link direction with a finite buffer drops at the tail (the link rule; the copies waiting
 are kept in the direction's *ring*, by start time).  A dropped copy's row departs at :data:`NONE`, and so
