@@ -49,6 +49,7 @@ class Baseline:
         self._left: dict[str, dict[str, None]] = {}
         self._route: dict[str, tuple[str, ...]] = {}  # served subscription -> its route from the source
         self.cut_off: dict[str, SubscriptionSpec] = {}  # active, but no path joins it to its source
+        self._made: dict = {}  # every flow and delivery made so far, each its own key: one object per value
 
     def subscribe(self, sub: SubscriptionSpec) -> None:
         source, home = self._source[sub.stream], self._home[sub.id]
@@ -138,15 +139,17 @@ class Baseline:
             home, source, select = self._home[sub.id], self._source[sub.stream], self._select[sub.id]
             where = sub.query.where
             if home == source:  # nothing crosses the backbone: filter the raw stream where it enters
-                self._own[sub.id] = (None, Delivery(sub.id, sub.peer, home, None, where, select))
+                self._own[sub.id] = (None, self._alike(Delivery(sub.id, sub.peer, home, None, where, select)))
             elif self.strategy == "query-shipping":
                 path = self._route[sub.id]
-                flow = Flow(f"result.{sub.id}", sub.stream, None, source, path, where, select)
-                self._own[sub.id] = (flow, Delivery(sub.id, sub.peer, home, flow.id, Predicate.TRUE, select))
+                flow = self._alike(Flow(f"result.{sub.id}", sub.stream, None, source, path, where, select))
+                delivery = Delivery(sub.id, sub.peer, home, flow.id, Predicate.TRUE, select)
+                self._own[sub.id] = (flow, self._alike(delivery))
             else:
                 path = self._route[sub.id]
-                flow = Flow(f"raw.{sub.id}", sub.stream, None, source, path, Predicate.TRUE, self._schema[sub.stream])
-                self._own[sub.id] = (flow, Delivery(sub.id, sub.peer, home, flow.id, where, select))
+                raw = Flow(f"raw.{sub.id}", sub.stream, None, source, path, Predicate.TRUE, self._schema[sub.stream])
+                flow = self._alike(raw)
+                self._own[sub.id] = (flow, self._alike(Delivery(sub.id, sub.peer, home, flow.id, where, select)))
         return self._own[sub.id]
 
     def _update(self, stream: str, tree: _Tree, joined: list[SubscriptionSpec], left: list[str]) -> bool:
@@ -181,16 +184,22 @@ class Baseline:
                 tree.below[edge][sub.id] = self._position[sub.id]
                 changed.add(edge)
             into = f"{stream}:{edges[-1][0]}>{edges[-1][1]}" if edges else None
-            self._delivery_at[self._position[sub.id]] = Delivery(
-                sub.id, sub.peer, self._home[sub.id], into, sub.query.where, self._select[sub.id]
+            self._delivery_at[self._position[sub.id]] = self._alike(
+                Delivery(sub.id, sub.peer, self._home[sub.id], into, sub.query.where, self._select[sub.id])
             )
         for edge in changed:
             if edge in tree.below and (trimmed or edge not in tree.flow):
                 parent = f"{stream}:{tree.parent_edge(edge)[0]}>{edge[0]}" if tree.depth[edge] else None
                 ids = sorted(tree.below[edge], key=tree.below[edge].__getitem__)
-                tree.flow[edge] = self._edge_flow(stream, edge, parent, [tree.members[k] for k in ids], trimmed)
+                flow = self._edge_flow(stream, edge, parent, [tree.members[k] for k in ids], trimmed)
+                tree.flow[edge] = self._alike(flow)
                 flows_changed = True
         return flows_changed
+
+    def _alike(self, made):
+        """The flow or delivery made before that equals ``made``, else ``made``: a plan lists equal ones as
+        one object, so an epoch's change holds what changed in value (:func:`sharing.plan.Plan`)."""
+        return self._made.setdefault(made, made)
 
     def _edge_flow(
         self, stream: str, edge: tuple[str, str], parent: str | None, below: list[SubscriptionSpec], trimmed: bool

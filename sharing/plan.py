@@ -264,11 +264,11 @@ class Plan:
     do (``replans``).  A plan made by :func:`sharing.make_plan` has passed :meth:`check`; the engines check
     any other once before they lay it out.
 
-    A plan is made from its changes (``changes=``), or from its epochs (``Plan(strategy, scenario,
-    epochs)``), whose changes are then found by comparing each epoch's objects with the epoch before's (an
-    object given again is kept; an equal one given anew is a change).  Its epochs are built from the changes
-    when asked (:attr:`epochs`); two plans are equal when their epochs, decisions, rejections and re-plans
-    are."""
+    A plan is made from its changes (``changes=``), or from its epochs (``Plan(strategy, scenario, epochs)``),
+    whose changes are then found by comparing each epoch's flows and deliveries with the epoch before's by
+    value (an equal one is kept, whether the very object or one made anew).  Its epochs are built from the
+    changes when asked (:attr:`epochs`); two plans are equal when their epochs, decisions, rejections and
+    re-plans are."""
 
     strategy: str
     scenario: str
@@ -568,8 +568,17 @@ def _edit(before: int, change: dict, table: list) -> Edit:
 
 
 def _changes_of(epochs: tuple[Epoch, ...]) -> tuple[Change, ...]:
-    """Each epoch as a change to the epoch before (the first, to none)."""
+    """Each epoch as a change to the epoch before (the first, to none), by value: a flow or delivery equal
+    to one of the epoch before is kept, whether given again or made anew (each is first replaced by the
+    first equal one given, so the lists are compared as the producers' are, object by object)."""
     from sharing.epochs import Listing
 
     flows, deliveries = Listing(), Listing()
-    return tuple(Change(e.start, e.end, flows.change(e.flows), deliveries.change(e.deliveries)) for e in epochs)
+    first: dict = {}
+
+    def alike(items: tuple) -> tuple:
+        return tuple(first.setdefault(x, x) for x in items)
+
+    return tuple(
+        Change(e.start, e.end, flows.change(alike(e.flows)), deliveries.change(alike(e.deliveries))) for e in epochs
+    )

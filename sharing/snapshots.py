@@ -1,13 +1,14 @@
 """The planner's epochs, made incrementally as changes to the epoch before.
 
-An epoch costs what changed since the epoch before plus copying references: each installed flow keeps
-its frozen snapshot and the frozen flows of its tree (``subtree``), and each subscription its delivery.
-Whatever changes a flow drops its snapshot (:meth:`Snapshots.flow_changed`), whatever changes which
-flows a tree holds drops the cached trees up to the root (:meth:`Snapshots.tree_changed`), and whatever
-may change the flow or predicate a subscription reads marks it to be looked at again
-(:meth:`Snapshots.recheck`).  A flow or delivery nothing changed is the very object of the snapshot
-before, which is how :class:`~sharing.epochs.Listing` finds each epoch's change of the flows at the cost of
-what changed; the deliveries' change comes from the subscriptions looked at (:class:`~sharing.epochs.Slots`).
+An epoch costs what changed since the epoch before plus copying references: each installed flow keeps its
+frozen snapshot and the frozen flows of its tree (``subtree``), and each subscription its delivery. Whatever
+changes a flow drops its snapshot (:meth:`Snapshots.flow_changed`), whatever changes which flows a tree
+holds drops the cached trees up to the root (:meth:`Snapshots.tree_changed`), and whatever may change the
+flow or predicate a subscription reads marks it to be looked at again (:meth:`Snapshots.recheck`).  A flow
+or delivery nothing changed is the very object of the snapshot before, and one equal to one frozen before is
+that object, which is how :class:`~sharing.epochs.Listing` finds each epoch's change of the flows at the
+cost of what changed; the deliveries' change comes from the subscriptions looked at
+(:class:`~sharing.epochs.Slots`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Snapshots:
         self._delivered = Slots(len(scenario.subscriptions))  # deliveries by subscription position
         self._recheck: dict[ActiveSubscription, None] = {}  # whose delivery may have changed since the last epoch
         self._flows = Listing()
+        self._made: dict = {}  # every flow and delivery frozen so far, each its own key: one object per value
 
     def flow_changed(self, flow: InstalledFlow) -> None:
         """``flow`` changed: its next snapshot is a new object, and its deliveries may change with it."""
@@ -80,8 +82,7 @@ class Snapshots:
             predicate = Predicate.TRUE if exact else sub.where
             names = self._masks.names(sub.stream, sub.select)
             fresh = Delivery(sub.spec.id, sub.spec.peer, sub.home, host.id, predicate, names)
-            if fresh != cached:  # the host's predicate changed but this delivery did not: the same object
-                sub.delivery = fresh
+            sub.delivery = self._made.setdefault(fresh, fresh)  # equal to one made before: that object
             sub.delivery_of = host.predicate
         return sub.delivery
 
@@ -94,7 +95,7 @@ class Snapshots:
             classes: dict[Predicate, list[str]] = {}
             for bit in sorted(flow.unions):
                 classes.setdefault(flow.unions[bit].predicate(), []).append(schema[bit])
-            flow.frozen = Flow(
+            frozen = Flow(
                 flow.id,
                 flow.stream,
                 flow.parent.id,
@@ -104,4 +105,5 @@ class Snapshots:
                 self._masks.names(flow.stream, flow.attrs),
                 tuple((predicate, tuple(names)) for predicate, names in classes.items()),
             )
+            flow.frozen = self._made.setdefault(frozen, frozen)  # equal to one frozen before: that object
         return flow.frozen

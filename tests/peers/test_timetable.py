@@ -45,16 +45,22 @@ def test_readers_equal_in_content_share_one_table_entry(changing):
         assert len(set(timetable._ph_reader[timetable._ph_reader >= 0].tolist())) == len(contents)
 
 
-def test_readers_shared_by_content_select_as_one_reader_per_object(changing):
-    # a new object per epoch: a new phase, and a new channel per delivery, but the same tuples and bytes
+def test_a_plan_of_equal_objects_made_anew_lays_out_and_runs_as_the_plan(changing):
+    # the changes are found by value: every flow and delivery made anew in every epoch changes nothing
     scenario, plan, values = changing
+    network = Network.of(scenario)
+    copied = _copied(plan)
+    assert [c.flows for c in copied.changes] == [c.flows for c in plan.changes]
+    assert [c.deliveries for c in copied.changes] == [c.deliveries for c in plan.changes]
+    assert Timetable(scenario, copied, network).channels == Timetable(scenario, plan, network).channels
     shared = run_local(scenario, plan, window=1.0, values=values)
-    copied = run_local(scenario, _copied(plan), window=1.0, values=values)
-    assert copied.link_bytes == shared.link_bytes and copied.link_tuples == shared.link_tuples
-    assert copied.access_bytes == shared.access_bytes
-    assert all(np.array_equal(copied.timeline[d], shared.timeline[d]) for d in shared.timeline)
+    again = run_local(scenario, copied, window=1.0, values=values)
+    assert again.link_bytes == shared.link_bytes and again.link_tuples == shared.link_tuples
+    assert again.access_bytes == shared.access_bytes
+    assert all(np.array_equal(again.timeline[d], shared.timeline[d]) for d in shared.timeline)
     for sub in shared.delivered:
-        assert np.array_equal(copied.delivered[sub], shared.delivered[sub])
+        assert np.array_equal(again.delivered[sub], shared.delivered[sub])
+        assert np.array_equal(again.latencies[sub], shared.latencies[sub], equal_nan=True)
 
 
 @pytest.mark.parametrize("seed", range(6))
