@@ -436,14 +436,16 @@ class Plan:
                         f"  {mark} {f.id} <- {src} at {f.origin}: WHERE {f.predicate.to_text()}"
                         f" SELECT {','.join(f.attrs)}; {route}"
                     )
-            for flow_id in flows.keys() - now_flows.keys():
-                yield f"  - {flow_id}"
+            for flow_id in flows:  # in the order the epoch before listed them
+                if flow_id not in now_flows:
+                    yield f"  - {flow_id}"
             for d in e.deliveries:
                 if deliveries.get(d.subscription) != d:
                     mark = "~" if d.subscription in deliveries else "+"
                     yield f"  {mark} {d.subscription} <- {d.flow or 'raw'} at {d.home} -> {d.peer}"
-            for sub in deliveries.keys() - now_deliveries.keys():
-                yield f"  - {sub}"
+            for sub in deliveries:
+                if sub not in now_deliveries:
+                    yield f"  - {sub}"
             flows, deliveries = now_flows, now_deliveries
 
     def write_json(self, out: TextIO) -> None:

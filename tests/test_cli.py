@@ -144,6 +144,21 @@ def test_validate_and_schema_and_plan():
     assert as_json["strategy"] == "sharing-em" and as_json["epochs"]
 
 
+def test_the_plan_text_is_the_same_whatever_the_hash_seed():
+    # what each epoch removed is listed in the order the epoch before had it, never a set's order
+    sensor_grid = os.path.join(ROOT, "topologies", "sensor-grid.yaml")
+    texts = []
+    for seed in ("1", "2", "3"):
+        done = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "run.py"), "plan", sensor_grid, "--strategy", "multicast", "--quiet"],
+            cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONHASHSEED": seed},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        texts.append(done.stdout)
+    assert texts[0].count("\n  - ") >= 10
+    assert texts[1] == texts[0] and texts[2] == texts[0]
+
+
 def test_a_terminated_run_leaves_nothing_half_written(tmp_path):
     out = tmp_path / "report"
     proc = subprocess.Popen(
