@@ -1,7 +1,9 @@
 """Traffic reports: ``report.json`` (docs/REPORT.md), ``links.csv``, ``summary.md`` and the console table.
 
 Everything in the report is a pure function of the scenario and the runs, so two runs of the same scenario
-give byte-identical files (wall-clock times are printed, never written).
+give byte-identical files, but for the wall time re-planning took at each change of the backbone
+(``replan_s``, docs/REPORT.md) and the engine's name; the run's own wall-clock times are printed, never
+written.
 """
 
 from __future__ import annotations
