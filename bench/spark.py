@@ -8,7 +8,7 @@ few random boxes in 3-D.  The same cached DataFrame of ``--tuples`` tuples is ev
 
 - ours: the super-peer's selection as every engine runs it, the flows as entries of a
   :class:`~peers.selection.SelectorTable` run together on each Arrow batch by
-  :func:`~peers.selection.select_batch` (the compiled kernel, box tests behind each flow's hull) in
+  :func:`~peers.selection.select_batch` (the compiled kernel, the flows read together over a grid) in
   ``mapInArrow``, the table broadcast;
 - Catalyst: every flow's predicate written as a Spark SQL expression (OR of ANDs of comparisons), in each
   of the formulations of :data:`FORMULATIONS`: tuples routed to the flows they satisfy (an array of labels,

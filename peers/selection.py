@@ -16,6 +16,14 @@ listing them; a tuple's width only needs the entries that would add an attribute
 kernel skips the box test of the others and stops once every attribute of the reader's entries is counted.
 A phase without a reader (-1) is an upload: every tuple of the stream, at the full upload width.
 
+Many readers of one parent (a super-peer feeding many flows and deliveries from one input) are read
+*together* (:data:`SHARED_READERS`, :func:`_read_together`): rather than each reader scanning the parent's
+tuples, each tuple is looked up in a grid over the attributes their boxes bound most, whose cells list the
+readers that keep all of the cell (no test), and those that keep part of it (tested as alone); a reader
+that keeps none of a cell costs nothing there.  A cell's classification is conservative (each cell widened
+by a margin far above any rounding of a tuple's cell), so what each reader keeps is exactly what it keeps
+alone; a tuple off the grid, or NaN on it, is tested by every reader.
+
 The plain reference is :meth:`peers.superpeer.Selector.pick`, one reader over the rows asked about (tests
 compare the two through :func:`select_rows`); both test boxes with :func:`in_boxes`, which the end-to-end
 tests check against a plain numpy evaluation of each subscription.
@@ -375,13 +383,291 @@ def _grow(a, size):
     return out
 
 
+SHARED_READERS = 8
+"""A parent channel read over a whole window by at least this many plain readers (one phase each, no trim)
+has them read it together, tuple by tuple over a grid (:func:`_read_together`)."""
+
+GRID_CELLS = 4096
+"""At most this many cells in the grid of a parent read together (fewer for few tuples: at least
+:data:`TUPLES_PER_CELL` per cell, so classifying the cells costs less than testing the tuples)."""
+
+TUPLES_PER_CELL = 64
+
+TOGETHER_TUPLES = 4096
+"""The fewest tuples of a parent in a window for its readers to be read together: with fewer, the grid
+has few cells and each tuple is tested by about as many readers as alone, for the cost of the lookup."""
+
+
+@njit(cache=True)
+def _grid(members, ph_reader, boxes_at, boxes_end, pos, lo, hi, n_attrs, tuples):
+    """The grid a parent's ``members`` (phases) are read over: up to three attributes their readers' boxes
+    bound most often, each from the least to the greatest finite bound on it, cut into ``cuts`` cells
+    (a grid of no attribute: one cell, everything in it).  Returns ``(dims, low, width, cuts)``."""
+    counts = np.zeros(n_attrs, np.int64)
+    low = np.full(n_attrs, np.inf)
+    high = np.full(n_attrs, -np.inf)
+    for p in members:
+        r = ph_reader[p]
+        for b in range(boxes_at[r], boxes_end[r]):
+            for k in range(pos.shape[1]):
+                a = pos[b, k]
+                if a < 0:
+                    break
+                if a >= n_attrs:
+                    continue
+                for bound in (lo[b, k], hi[b, k]):
+                    if np.isfinite(bound):
+                        low[a], high[a] = min(low[a], bound), max(high[a], bound)
+                counts[a] += 1
+    chosen = np.empty(3, np.int64)
+    n_dims = 0
+    for a in np.argsort(-counts, kind="mergesort")[:3]:
+        if counts[a] > 0 and high[a] > low[a]:
+            chosen[n_dims] = a
+            n_dims += 1
+    dims = chosen[:n_dims].copy()
+    total = max(1, min(GRID_CELLS, tuples // TUPLES_PER_CELL))
+    cuts = 1
+    while len(dims) and (cuts + 1) ** len(dims) <= total:
+        cuts += 1
+    return dims, low[dims], (high[dims] - low[dims]) / cuts, cuts
+
+
+@njit(cache=True)
+def _classes(members, ph_reader, boxes_at, boxes_end, pos, lo, hi, n_attrs, dims, low, width, cuts):
+    """Per cell of the grid, its members' readers that keep every tuple in it (``full``) and those that
+    keep some (``partial``), as runs ``at[cell] .. middle[cell] - 1`` and ``middle[cell] .. at[cell + 1]
+    - 1`` of member numbers.  Each cell is widened by a margin far above the rounding of a tuple's cell,
+    so a tuple counted in a cell lies in its widened box: a reader keeps all of a cell when one of its
+    boxes bounds only the grid's attributes and holds the widened cell strictly inside, none of it when
+    each of its boxes lies strictly outside it (or bounds an attribute the stream lacks)."""
+    n_dims = len(dims)
+    n_cells = cuts**n_dims
+    k_members = len(members)
+    cls = np.zeros((n_cells, k_members), np.uint8)  # 0: none, 1: all, 2: some
+    margin = np.empty(n_dims)
+    for d in range(n_dims):
+        margin[d] = 1e-9 * max(abs(low[d]), abs(low[d] + width[d] * cuts), width[d])
+    cell_lo = np.empty(n_dims)
+    cell_hi = np.empty(n_dims)
+    for cell in range(n_cells):
+        rest = cell
+        for d in range(n_dims - 1, -1, -1):
+            i = rest % cuts
+            rest //= cuts
+            cell_lo[d] = low[d] + i * width[d] - margin[d]
+            cell_hi[d] = low[d] + (i + 1) * width[d] + margin[d]
+        for m in range(k_members):
+            r = ph_reader[members[m]]
+            some = False
+            for b in range(boxes_at[r], boxes_end[r]):
+                outside = False
+                inside = True
+                for k in range(pos.shape[1]):
+                    a = pos[b, k]
+                    if a < 0:
+                        break
+                    if a >= n_attrs:
+                        outside = True
+                        break
+                    d = -1
+                    for e in range(n_dims):
+                        if dims[e] == a:
+                            d = e
+                    if d < 0:
+                        inside = False  # bounds an attribute off the grid (NaN lies outside any bound)
+                        continue
+                    if hi[b, k] < cell_lo[d] or lo[b, k] > cell_hi[d]:
+                        outside = True
+                        break
+                    if not (lo[b, k] < cell_lo[d] and hi[b, k] > cell_hi[d]):
+                        inside = False
+                if outside:
+                    continue
+                if inside:
+                    cls[cell, m] = 1
+                    break
+                some = True
+            if cls[cell, m] == 0 and some:
+                cls[cell, m] = 2
+    at = np.zeros(n_cells + 1, np.int64)
+    for cell in range(n_cells):
+        at[cell + 1] = at[cell] + np.count_nonzero(cls[cell])
+    middle = np.empty(n_cells, np.int64)
+    order = np.empty(at[n_cells], np.int64)
+    for cell in range(n_cells):
+        q = at[cell]
+        for want in (1, 2):
+            if want == 2:
+                middle[cell] = q
+            for m in range(k_members):
+                if cls[cell, m] == want:
+                    order[q] = m
+                    q += 1
+    return at, middle, order
+
+
+@njit(cache=True)
+def _read_together(members, a, b, f, values, base, stride, s_first, n_attrs, ph_reader, readers, indices):
+    """Which of the tuples ``a .. b - 1`` of a parent's block (starting at ``f``) each of the ``members``
+    (phases reading it) keeps: tuple by tuple, over a grid of the readers' boxes (:func:`_grid`,
+    :func:`_classes`), testing only the readers that keep some of the tuple's cell; a tuple off the grid
+    (or NaN on it) tested by every reader.  Returns per member its tuples kept (``kept[at[m] .. at[m + 1]
+    - 1]``, ascending positions in the block)."""
+    boxes_at, boxes_end, hull_at = readers[0], readers[1], readers[2]
+    pos, lo, hi, lo_closed, hi_closed = readers[14], readers[15], readers[16], readers[17], readers[18]
+    dims, low, width, cuts = _grid(members, ph_reader, boxes_at, boxes_end, pos, lo, hi, n_attrs, b - a)
+    at, middle, order = _classes(members, ph_reader, boxes_at, boxes_end, pos, lo, hi, n_attrs, dims, low, width, cuts)
+    n_dims, k_members = len(dims), len(members)
+    top = low + width * cuts
+    pair_m = np.empty(max(16, 2 * (b - a)), np.int64)
+    pair_j = np.empty(max(16, 2 * (b - a)), np.int64)
+    count = np.zeros(k_members, np.int64)
+    n = 0
+    for j in range(a, b):
+        col = indices[j] - s_first
+        cell = 0
+        for d in range(n_dims):
+            v = values[base + dims[d] * stride + col]
+            if not (v >= low[d] and v <= top[d]):  # off the grid, or NaN
+                cell = -1
+                break
+            i = min(int((v - low[d]) / width[d]), cuts - 1)
+            cell = cell * cuts + i
+        if cell < 0:
+            first, mid, end = 0, 0, k_members
+        else:
+            first, mid, end = at[cell], middle[cell], at[cell + 1]
+        if n + (end - first) > len(pair_m):
+            pair_m, pair_j = _grow(pair_m, n + end - first), _grow(pair_j, n + end - first)
+        for q in range(first, end):
+            m = order[q] if cell >= 0 else q
+            if q >= mid:
+                r = ph_reader[members[m]]
+                h = hull_at[r]
+                if h >= 0 and not in_boxes(
+                    values, base, stride, col, h, h + 1, pos, lo, hi, lo_closed, hi_closed, n_attrs
+                ):
+                    continue
+                if not in_boxes(
+                    values, base, stride, col, boxes_at[r], boxes_end[r], pos, lo, hi, lo_closed, hi_closed, n_attrs
+                ):
+                    continue
+            pair_m[n], pair_j[n] = m, j
+            count[m] += 1
+            n += 1
+    kept_at = np.zeros(k_members + 1, np.int64)
+    for m in range(k_members):
+        kept_at[m + 1] = kept_at[m] + count[m]
+    kept = np.empty(n, np.int64)
+    fill = kept_at[:k_members].copy()
+    for q in range(n):
+        m = pair_m[q]
+        kept[fill[m]] = pair_j[q]
+        fill[m] += 1
+    return kept_at, kept
+
+
+@njit(cache=True)
+def _together(ph_channel, ph_lo, ph_hi, ph_reader, ch_parent, trim_at, trim_end):
+    """Which phases are read together with their siblings (:data:`SHARED_READERS`): a plain reader's (no
+    trim) over the whole window, its channel's only phase, its parent read so by enough of them.  Returns
+    per phase whether, and per parent ``P`` its phases ``by_parent[parent_at[P] .. parent_at[P + 1] - 1]``
+    (in phase order)."""
+    n_ph, n_ch = len(ph_channel), len(ch_parent)
+    together = np.zeros(n_ph, np.bool_)
+    parent_at = np.zeros(n_ch + 1, np.int64)
+    if n_ph == 0:
+        return together, np.empty(0, np.int64), parent_at
+    start, end = ph_lo.min(), ph_hi.max()
+    phases_of = np.zeros(n_ch, np.int64)
+    for p in range(n_ph):
+        phases_of[ph_channel[p]] += 1
+    readers_of = np.zeros(n_ch, np.int64)
+    for p in range(n_ph):
+        c, r = ph_channel[p], ph_reader[p]
+        if (
+            r >= 0 and ch_parent[c] >= 0 and phases_of[c] == 1 and trim_at[r] == trim_end[r]
+            and ph_lo[p] == start and ph_hi[p] == end
+        ):  # fmt: skip
+            together[p] = True
+            readers_of[ch_parent[c]] += 1
+    for p in range(n_ph):
+        if together[p] and readers_of[ch_parent[ph_channel[p]]] < SHARED_READERS:
+            together[p] = False
+    for p in range(n_ph):
+        if together[p]:
+            parent_at[ch_parent[ph_channel[p]] + 1] += 1
+    for c in range(n_ch):
+        parent_at[c + 1] += parent_at[c]
+    by_parent = np.empty(parent_at[n_ch], np.int64)
+    fill = parent_at[:n_ch].copy()
+    for p in range(n_ph):
+        if together[p]:
+            q = ch_parent[ph_channel[p]]
+            by_parent[fill[q]] = p
+            fill[q] += 1
+    return together, by_parent, parent_at
+
+
+@njit(cache=True)
+def _lay_out_together(
+    members, phases, channels, streams, readers, reserve, ch_first, ch_count, indices, emitted, parents, wire, n
+):
+    """The blocks of the channels of ``members`` (phases reading one parent over the whole window, in
+    phase order), one after the other from ``n``: each its places for held-back copies, then the parent's
+    tuples its reader keeps (:func:`_read_together`).  Returns the outputs (grown if needed) and the new
+    ``n``."""
+    ph_channel, ph_lo, ph_hi, ph_reader = phases
+    ch_parent, ch_stream, _ = channels
+    st_first, st_count, _, st_values, st_attrs, _, values = streams
+    width = readers[3]
+    c0 = ph_channel[members[0]]
+    parent, s = ch_parent[c0], ch_stream[c0]
+    f = ch_first[parent]
+    a = b = 0
+    if f >= 0:
+        own = f + reserve[parent]
+        m = ch_count[parent] - reserve[parent]
+        a = own + np.searchsorted(emitted[own : own + m], ph_lo[members[0]], side="left")
+        b = own + np.searchsorted(emitted[own : own + m], ph_hi[members[0]], side="left")
+    kept_at = np.zeros(len(members) + 1, np.int64)
+    kept = np.empty(0, np.int64)
+    if a < b:
+        kept_at, kept = _read_together(
+            members, a, b, f, values, st_values[s], st_count[s], st_first[s], st_attrs[s], ph_reader, readers, indices
+        )  # fmt: skip
+    size = n + len(kept)
+    for p in members:
+        size += reserve[ph_channel[p]]
+    if size > len(indices):
+        indices, emitted = _grow(indices, size), _grow(emitted, size)
+        parents, wire = _grow(parents, size), _grow(wire, size)
+    for k in range(len(members)):
+        c = ph_channel[members[k]]
+        ch_first[c] = n
+        n += reserve[c]
+        w = width[ph_reader[members[k]]]
+        for q in range(kept_at[k], kept_at[k + 1]):
+            j = kept[q]
+            indices[n] = indices[j]
+            emitted[n] = emitted[j]
+            parents[n] = j - f
+            wire[n] = w
+            n += 1
+        ch_count[c] = n - ch_first[c]
+    return indices, emitted, parents, wire, n
+
+
 @njit(cache=True)
 def select_window(phases, channels, streams, readers, header, reserve, ch_first, ch_count):
     """The blocks of one window (:class:`Phases`, :class:`Channels`, :class:`StreamWindow`,
     :class:`ReaderArrays`): per channel (``ch_first``/``ch_count``, set here; -1/0 where none) a run of the
     flat outputs ``(indices, emitted, parent positions, wire)``, indices ascending.  Each channel's block
     starts with ``reserve[c]`` places left unset (for copies of earlier windows the caller puts there; a
-    parent position counts them), a channel with places but no phase getting a block of them alone.
+    parent position counts them), a channel with places but no phase getting a block of them alone.  The
+    readers of a parent read together (module docstring, :func:`_together`) get their blocks, one after
+    the other, when the first of them is reached.
 
     One loop over the phases, the readers' tests written out in it: the records are unpacked into locals
     once, where the kernel reads them per tuple (split into functions taking the records, the trim readers'
@@ -410,6 +696,8 @@ def select_window(phases, channels, streams, readers, header, reserve, ch_first,
         lo_closed,
         hi_closed,
     ) = readers
+    together, by_parent, parent_at = _together(ph_channel, ph_lo, ph_hi, ph_reader, ch_parent, trim_at, trim_end)
+    done = np.zeros(len(ch_parent), np.bool_)  # the parents whose readers together have been read
     capacity = 16
     for s in range(len(st_count)):
         capacity += 2 * st_count[s]
@@ -425,6 +713,19 @@ def select_window(phases, channels, streams, readers, header, reserve, ch_first,
     for p in range(len(ph_channel)):
         c = ph_channel[p]
         s = ch_stream[c]
+        if together[p]:
+            parent = ch_parent[c]
+            if done[parent]:
+                continue  # laid out with the first of its parent's readers
+            done[parent] = True
+            members = by_parent[parent_at[parent] : parent_at[parent + 1]]
+            if ch_first[parent] >= 0 and ch_count[parent] - reserve[parent] >= TOGETHER_TUPLES:
+                indices, emitted, parents, wire, n = _lay_out_together(
+                    members, phases, channels, streams, readers, reserve, ch_first, ch_count, indices, emitted,
+                    parents, wire, n,
+                )  # fmt: skip
+                continue
+            together[members] = False  # too few tuples for a grid to pay: each reader reads them alone
         if ch_first[c] < 0:
             if n + reserve[c] > len(indices):
                 indices, emitted = _grow(indices, n + reserve[c]), _grow(emitted, n + reserve[c])
