@@ -508,8 +508,8 @@ def _classes(members, ph_reader, boxes_at, boxes_end, pos, lo, hi, n_attrs, dims
 
 
 @njit(cache=True)
-def _read_together(members, a, b, f, values, base, stride, s_first, n_attrs, ph_reader, readers, indices):
-    """Which of the tuples ``a .. b - 1`` of a parent's block (starting at ``f``) each of the ``members``
+def _read_together(members, a, b, values, base, stride, s_first, n_attrs, ph_reader, readers, indices):
+    """Which of the tuples ``a .. b - 1`` of a parent's block each of the ``members``
     (phases reading it) keeps: tuple by tuple, over a grid of the readers' boxes (:func:`_grid`,
     :func:`_classes`), testing only the readers that keep some of the tuple's cell; a tuple off the grid
     (or NaN on it) tested by every reader.  Returns per member its tuples kept (``kept[at[m] .. at[m + 1]
@@ -615,9 +615,9 @@ def _lay_out_together(
     members, phases, channels, streams, readers, reserve, ch_first, ch_count, indices, emitted, parents, wire, n
 ):
     """The blocks of the channels of ``members`` (phases reading one parent over the whole window, in
-    phase order), one after the other from ``n``: each its places for held-back copies, then the parent's
-    tuples its reader keeps (:func:`_read_together`).  Returns the outputs (grown if needed) and the new
-    ``n``."""
+    phase order; the parent has a block), one after the other from ``n``: each its places for held-back
+    copies, then the parent's tuples its reader keeps (:func:`_read_together`).  Returns the outputs (grown
+    if needed) and the new ``n``."""
     ph_channel, ph_lo, ph_hi, ph_reader = phases
     ch_parent, ch_stream, _ = channels
     st_first, st_count, _, st_values, st_attrs, _, values = streams
@@ -625,17 +625,15 @@ def _lay_out_together(
     c0 = ph_channel[members[0]]
     parent, s = ch_parent[c0], ch_stream[c0]
     f = ch_first[parent]
-    a = b = 0
-    if f >= 0:
-        own = f + reserve[parent]
-        m = ch_count[parent] - reserve[parent]
-        a = own + np.searchsorted(emitted[own : own + m], ph_lo[members[0]], side="left")
-        b = own + np.searchsorted(emitted[own : own + m], ph_hi[members[0]], side="left")
+    own = f + reserve[parent]
+    m = ch_count[parent] - reserve[parent]
+    a = own + np.searchsorted(emitted[own : own + m], ph_lo[members[0]], side="left")
+    b = own + np.searchsorted(emitted[own : own + m], ph_hi[members[0]], side="left")
     kept_at = np.zeros(len(members) + 1, np.int64)
     kept = np.empty(0, np.int64)
     if a < b:
         kept_at, kept = _read_together(
-            members, a, b, f, values, st_values[s], st_count[s], st_first[s], st_attrs[s], ph_reader, readers, indices
+            members, a, b, values, st_values[s], st_count[s], st_first[s], st_attrs[s], ph_reader, readers, indices
         )  # fmt: skip
     size = n + len(kept)
     for p in members:
