@@ -7,6 +7,7 @@ pays for no engine, no numba kernel and no reading of the machine's load.  This 
 from the other top-level packages.
 """
 
+from matcher.aggregate import Aggregate, AggregateQuery, Window
 from matcher.distributions import Choice, Distribution, Empirical, Normal, Uniform
 from matcher.matching import MATCHERS, match_em, match_hcr, match_hsr, quick_check
 from matcher.parser import MAX_BOXES, parse_condition, parse_query
@@ -19,6 +20,8 @@ __all__ = [
     "MATCHERS",
     "MAX_BOXES",
     "UNBOUNDED",
+    "Aggregate",
+    "AggregateQuery",
     "Box",
     "Choice",
     "Distribution",
@@ -29,6 +32,7 @@ __all__ = [
     "Query",
     "QueryError",
     "Uniform",
+    "Window",
     "interval",
     "match_em",
     "match_hcr",

@@ -1,18 +1,44 @@
-"""The query language (docs/QUERIES.md), parsed into a :class:`Query` whose condition is in DNF.
+"""The query language (docs/QUERIES.md), parsed into a :class:`Query` whose condition is in DNF, or an
+:class:`~matcher.aggregate.AggregateQuery` when the select list holds an aggregate.
 
 Grammar (keywords case-insensitive; ``TRUE``/``FALSE`` and ``NOT BETWEEN``/``NOT IN`` are extensions)::
 
     query      := SELECT ( '*' | name { ',' name } ) FROM name [ WHERE condition ]
+                | SELECT item { ',' item } FROM name [ WHERE condition ] [ GROUP BY name { ',' name } ]
+                  window [ HAVING condition ]                      (at least one item an aggregate)
+    item       := name | aggregate
+    aggregate  := function '(' ( '*' | name ) ')'                   ('*' only for COUNT)
+    function   := COUNT | SUM | AVG | MIN | MAX | VAR | STDDEV | MEDIAN
+    window     := WINDOW length time [ SLIDE length time ] | WINDOW length count [ SLIDE length count ]
+    time       := s | ms | min
+    count      := TUPLES | TUPLE
+    length     := number                                           (exact; > 0; whole for count)
     condition  := conjunct { OR conjunct }
     conjunct   := negation { AND negation }
     negation   := NOT negation | '(' condition ')' | TRUE | FALSE | comparison
-    comparison := name ( '=' | '!=' | '<>' | '<' | '<=' | '>' | '>=' ) number
-                | name [ NOT ] BETWEEN number AND number
-                | name [ NOT ] IN '(' number { ',' number } ')'
+    comparison := subject ( '=' | '!=' | '<>' | '<' | '<=' | '>' | '>=' ) number
+                | subject [ NOT ] BETWEEN number AND number
+                | subject [ NOT ] IN '(' number { ',' number } ')'
                 | name ( '=' | '!=' | '<>' ) text | name [ NOT ] IN '(' text { ',' text } ')'
+    subject    := name                          (in WHERE: an attribute)
+                | aggregate | name              (in HAVING: an aggregate, or a GROUP BY attribute)
     name       := identifier | '"' characters, with '""' for a quote '"'
     number     := [ '+' | '-' ] digits [ '.' digits ] [ ( 'e' | 'E' ) [ '+' | '-' ] digits ]
     text       := "'" characters, with "''" for a quote "'"
+
+**Contextual words.**  Only the words of :data:`matcher.text.KEYWORDS` are reserved.  The words of the
+aggregate clauses (:data:`matcher.aggregate.CONTEXTUAL_WORDS`) are names like any other, read as clause
+words only where a clause may start (``GROUP BY``, ``WINDOW``, ``SLIDE``, ``HAVING`` after the FROM
+name, the WHERE condition, the GROUP BY list or the window), as a unit only after a window's length, and
+as a function only before ``(`` in the select list and in HAVING; a double-quoted name is never one.  So
+``SELECT count, COUNT(*) FROM window GROUP BY count WINDOW 10 s`` groups on the attribute ``count`` of
+the stream ``window``.
+
+**Aggregate queries.**  A window's length and slide are kept as exact fractions of seconds (``0.1 s`` is
+one tenth, ``1 ms`` a thousandth, ``1 min`` sixty) or of tuples; the slide defaults to the length and
+may exceed it (windows with gaps between them).  HAVING's condition becomes a predicate over the record's
+columns (:meth:`~matcher.aggregate.AggregateQuery.column`: ``AVG(temp)`` for an aggregate, the name for a
+group attribute).
 
 **Text attributes.**  A parse given ``texts`` (a text attribute's name -> its values, in order) reads a
 comparison of such an attribute with quoted texts as one of the value's position in that list (its
@@ -36,7 +62,9 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
+from matcher.aggregate import CLAUSE_WORDS, COUNT_UNITS, FUNCTIONS, TIME_UNITS, Aggregate, AggregateQuery, Window
 from matcher.predicate import INF, UNBOUNDED, Box, Interval, Predicate, interval
 from matcher.query import Query, QueryError, quoted
 from matcher.text import KEYWORDS
@@ -64,6 +92,7 @@ class _Token:
     text: str  # the keyword upper-cased, the unquoted name, else the source text
     position: int
     source: str  # as written, for error messages
+    quoted: bool = False  # a double-quoted name: never a clause word, unit or function
 
 
 def _tokenize(text: str) -> list[_Token]:
@@ -89,7 +118,7 @@ def _tokenize(text: str) -> list[_Token]:
             i = end
         elif c == '"':
             name, end = _quoted_name(text, i)
-            tokens.append(_Token("name", name, i, text[i:end]))
+            tokens.append(_Token("name", name, i, text[i:end], quoted=True))
             i = end
         elif c == "'":
             value, end = _quoted_text(text, i)
@@ -186,6 +215,9 @@ class _Parser:
         self.tokens = _tokenize(text)
         self.index = 0
         self.codes = _codes(texts or {})
+        self.groups: tuple[str, ...] = ()
+        # what a comparison compares: an attribute in WHERE, a record's column in HAVING
+        self.subject: Callable[[], tuple[str, bool]] = self.attribute
 
     @property
     def current(self) -> _Token:
@@ -203,6 +235,30 @@ class _Parser:
 
     def at_keyword(self, keyword: str) -> bool:
         return self.current.kind == "keyword" and self.current.text == keyword
+
+    def at_word(self, word: str) -> bool:
+        """At the unquoted name ``word`` (upper-case), written in any case: a contextual word."""
+        token = self.current
+        return token.kind == "name" and not token.quoted and token.text.upper() == word
+
+    def at_call(self) -> bool:
+        """At an unquoted name followed by '(': a function, where an aggregate may stand."""
+        token, following = self.current, self.tokens[min(self.index + 1, len(self.tokens) - 1)]
+        return token.kind == "name" and not token.quoted and following.kind == "punct" and following.text == "("
+
+    def clause(self) -> str | None:
+        """The clause the current token starts (WHERE, GROUP, WINDOW, SLIDE or HAVING), else None."""
+        if self.at_keyword("WHERE"):
+            return "WHERE"
+        return next((word for word in _CLAUSES if self.at_word(word)), None)
+
+    def misplaced(self, *clauses: str) -> None:
+        """Raises QueryError when the current token starts one of ``clauses``, out of its place."""
+        if (word := self.clause()) in clauses:
+            raise self.error(
+                f"{_CLAUSES.get(word, word)} cannot come here: the clauses go in the order WHERE, GROUP BY, "
+                "WINDOW (with its SLIDE), HAVING"
+            )
 
     def at_punct(self, char: str) -> bool:
         return self.current.kind == "punct" and self.current.text == char
@@ -245,33 +301,187 @@ class _Parser:
             raise self.error("number out of range", token)
         return -value if sign_token is not None and sign_token.text == "-" else value
 
-    # query := SELECT ( '*' | name { ',' name } ) FROM name [ WHERE condition ]
-    def query(self, text: str, texts_of: Callable[[str], Mapping[str, Sequence[str]]] | None = None) -> Query:
+    # query := SELECT ( '*' | item { ',' item } ) FROM name [ WHERE condition ] [ aggregation ]
+    def query(
+        self, text: str, texts_of: Callable[[str], Mapping[str, Sequence[str]]] | None = None
+    ) -> Query | AggregateQuery:
         self.expect_keyword("SELECT", "at the start of the query")
-        select: tuple[str, ...] | None
-        if self.at_punct("*"):
-            self.advance()
-            select = None
-        else:
-            names = [self.name("an attribute name after SELECT")]
-            while self.at_punct(","):
-                self.advance()
-                start = self.current
-                attr = self.name("an attribute name after ','")
-                if attr in names:
-                    raise self.error(f"attribute {attr!r} is selected twice", start)
-                names.append(attr)
-            select = tuple(names)
+        items = self.select_list()
         self.expect_keyword("FROM", "after the select list")
         stream = self.name("a stream name after FROM")
         if texts_of is not None:
             self.codes = _codes(texts_of(stream))
+        aggregated = any(isinstance(output, Aggregate) for output, _ in items)
+        for output, token in items:
+            if isinstance(output, Aggregate):
+                self.check_text(output, token)
         condition: _Node = _Constant(True)
         if self.at_keyword("WHERE"):
             self.advance()
             condition = self.condition()
+        if aggregated:
+            return self.aggregation(text, items, stream, condition)
+        if (word := self.clause()) in _CLAUSES:
+            raise self.error(f"{_CLAUSES[word]} needs an aggregate in the select list (such as COUNT(*))")
         self.expect_end("query")
+        select = None if items[0][0] is None else tuple(name for name, _ in items)
         return Query(select, stream, Predicate(_dnf(condition, negated=False)), text)
+
+    def select_list(self) -> list[tuple[str | Aggregate | None, _Token]]:
+        """The select items, each with its first token: an attribute's name, an :class:`Aggregate`, or None
+        for '*'.  Raises QueryError on an item selected twice or '*' beside another item."""
+        items: list[tuple[str | Aggregate | None, _Token]] = []
+        while not items or self.at_punct(","):
+            if items:
+                self.advance()
+            token = self.current
+            output = self.select_item("after ','" if items else "after SELECT")
+            if items and (output is None or items[0][0] is None):
+                star = token if output is None else items[0][1]
+                if any(isinstance(o, Aggregate) for o, _ in [*items, (output, token)]):
+                    raise self.error("SELECT * cannot be combined with aggregates: name the GROUP BY attributes", star)
+                raise self.error("'*' cannot be combined with other select items", star)
+            if any(output == o for o, _ in items):
+                what = f"attribute {output!r}" if isinstance(output, str) else output.to_text()
+                raise self.error(f"{what} is selected twice", token)
+            items.append((output, token))
+        return items
+
+    def select_item(self, after: str) -> str | Aggregate | None:
+        if self.at_punct("*"):
+            self.advance()
+            return None
+        if self.at_call():
+            return self.aggregate()
+        return self.name(f"an attribute name {after}")
+
+    # aggregate := function '(' ( '*' | name ) ')'
+    def aggregate(self) -> Aggregate:
+        """The aggregate at a name followed by '('.  Raises QueryError on an unknown function or '*' in
+        another function than COUNT."""
+        token = self.advance()
+        function = token.text.upper()
+        if function not in FUNCTIONS:
+            raise self.error(f"unknown aggregate function {token.source} (known: {', '.join(FUNCTIONS)})", token)
+        self.advance()  # '('
+        attribute = None
+        if self.at_punct("*"):
+            if function != "COUNT":
+                raise self.error(f"{function}(*) is not an aggregate: only COUNT takes '*'")
+            self.advance()
+        else:
+            attribute = self.name(f"an attribute name{' or *' if function == 'COUNT' else ''} in {function}(...)")
+        self.expect_punct(")", f"to close {function}(")
+        return Aggregate(function, attribute)
+
+    def check_text(self, aggregate: Aggregate, token: _Token) -> None:
+        """Raises QueryError when ``aggregate`` (written at ``token``) computes on a text attribute's codes:
+        only COUNT applies to one."""
+        if aggregate.attribute in self.codes and aggregate.function != "COUNT":
+            raise self.error(
+                f"text attribute {aggregate.attribute!r} can only be counted, not {aggregate.function}", token
+            )
+
+    def check_column(self, aggregate: Aggregate, token: _Token) -> None:
+        """Raises QueryError when a GROUP BY attribute bears the name of ``aggregate``'s column: a record
+        would hold two columns of that name."""
+        if (column := AggregateQuery.column(aggregate)) in self.groups:
+            raise self.error(f"the GROUP BY attribute {column!r} is named like the aggregate {column}", token)
+
+    # aggregation := [ GROUP BY name { ',' name } ] window [ HAVING condition ]
+    def aggregation(
+        self, text: str, items: list[tuple[str | Aggregate | None, _Token]], stream: str, condition: _Node
+    ) -> AggregateQuery:
+        """The rest of an aggregate query, whose select ``items`` hold an aggregate.  Raises QueryError on a
+        missing WINDOW, a select item neither an aggregate nor grouped, a group attribute named twice, a
+        HAVING naming an attribute not grouped, or a clause out of its place."""
+        groups: list[str] = []
+        if self.at_word("GROUP"):
+            self.advance()
+            if not self.at_word("BY"):
+                raise self.error("expected BY after GROUP")
+            self.advance()
+            while not groups or self.at_punct(","):
+                after = "after ','" if groups else "after GROUP BY"
+                if groups:
+                    self.advance()
+                token = self.current
+                group = self.name(f"an attribute name {after}")
+                if group in groups:
+                    raise self.error(f"attribute {group!r} is grouped twice", token)
+                groups.append(group)
+        self.groups = tuple(groups)
+        for output, token in items:
+            if isinstance(output, Aggregate):
+                self.check_column(output, token)
+            elif output not in groups:
+                raise self.error(
+                    f"{output!r} is selected but not grouped: besides aggregates, the select list names only "
+                    "GROUP BY attributes",
+                    token,
+                )
+        if not self.at_word("WINDOW"):
+            self.misplaced("WHERE", "GROUP")
+            raise self.error("an aggregate query needs a WINDOW (WINDOW <n> s or WINDOW <n> TUPLES)")
+        window = self.window()
+        having: _Node = _Constant(True)
+        if self.at_word("HAVING"):
+            self.advance()
+            self.subject = self.column
+            having = self.condition()
+        self.misplaced(*_CLAUSES)
+        self.expect_end("query")
+        return AggregateQuery(
+            tuple(output for output, _ in items),
+            stream,
+            Predicate(_dnf(condition, negated=False)),
+            self.groups,
+            window,
+            Predicate(_dnf(having, negated=False)),
+            text,
+        )
+
+    # window := WINDOW length unit [ SLIDE length unit ]
+    def window(self) -> Window:
+        self.advance()  # WINDOW
+        size, tuples = self.length("WINDOW", None)
+        slide = size
+        if self.at_word("SLIDE"):
+            self.advance()
+            slide, _ = self.length("SLIDE", tuples)
+        return Window(size, slide, tuples)
+
+    def length(self, clause: str, tuples: bool | None) -> tuple[Fraction, bool]:
+        """The length after WINDOW or SLIDE (``tuples``: whether its WINDOW counts tuples), exact in
+        seconds or tuples, and whether it counts tuples.  Raises QueryError on a missing number or unit, a
+        SLIDE of the other kind than its WINDOW, a length not positive, out of float64's range, or not
+        whole for a count."""
+        start = self.current
+        sign = self.advance().text if self.at_punct("-") or self.at_punct("+") else ""
+        number = self.current
+        if number.kind != "number":
+            raise self.error(f"expected a number after {clause}")
+        self.advance()
+        unit = self.current
+        word = unit.text.upper() if unit.kind == "name" and not unit.quoted else ""
+        if word not in TIME_UNITS and word not in COUNT_UNITS:
+            raise self.error(f"expected a unit after the number of {clause}: s, ms, min or TUPLES")
+        counts = word in COUNT_UNITS
+        if tuples is not None and counts != tuples:
+            raise self.error(f"SLIDE must be in {'TUPLES' if tuples else 'seconds'}, as its WINDOW is")
+        self.advance()
+
+        def wrong(message: str) -> QueryError:
+            return QueryError(message, start.position, sign + number.source)
+
+        value = _exact(number.text)
+        if value is None:
+            raise wrong("number out of range")
+        if value == 0 or sign == "-":
+            raise wrong(f"{clause} must be positive")
+        if counts and value.denominator != 1:
+            raise wrong(f"{clause} must be a whole number of TUPLES")
+        return (value if counts else value * TIME_UNITS[word]), counts
 
     # condition := conjunct { OR conjunct }
     def condition(self) -> _Node:
@@ -350,9 +560,34 @@ class _Parser:
         node = _Comparison(dim, tuple(Interval.point(c) for c in unique), keyword.position, keyword.text)
         return _Not(node) if negated else node
 
-    def comparison(self) -> _Node:
+    def attribute(self) -> tuple[str, bool]:
+        """WHERE's subject: an attribute's name, and whether it holds text."""
+        if self.at_call() and self.current.text.upper() in FUNCTIONS:
+            raise self.error("an aggregate cannot stand in WHERE: HAVING compares aggregates")
         dim = self.name("an attribute name")
-        if dim in self.codes:
+        return dim, dim in self.codes
+
+    def column(self) -> tuple[str, bool]:
+        """HAVING's subject: an aggregate or a GROUP BY attribute, as the name of its column in a record
+        (:meth:`AggregateQuery.column`), and whether it holds text."""
+        token = self.current
+        if self.at_call():
+            aggregate = self.aggregate()
+            self.check_text(aggregate, token)
+            self.check_column(aggregate, token)
+            return AggregateQuery.column(aggregate), False
+        group = self.name("an aggregate or a GROUP BY attribute")
+        if group not in self.groups:
+            raise self.error(
+                f"HAVING compares aggregates and GROUP BY attributes, and {group!r} is not grouped (an aggregate "
+                f"of it, such as {Aggregate('MAX', group).to_text()}, may be compared)",
+                token,
+            )
+        return group, group in self.codes
+
+    def comparison(self) -> _Node:
+        dim, text = self.subject()
+        if text:
             return self.text_comparison(dim)
         token = self.current
         if token.kind == "op":
@@ -387,6 +622,20 @@ class _Parser:
         else:
             raise self.error(f"expected a comparison operator, BETWEEN or IN after {dim!r}")
         return _Not(node) if negated else node
+
+
+_CLAUSES = {word: "GROUP BY" if word == "GROUP" else word for word in CLAUSE_WORDS if word != "BY"}
+"""The clauses of an aggregate query after WHERE, by their first word, each as messages name it."""
+
+
+def _exact(number: str) -> Fraction | None:
+    """The exact value of the unsigned ``number`` as written, or None when a float64 could not hold it
+    (too large, or too small yet not zero): that bound spares a written exponent of thousands of digits."""
+    approximate = float(number)
+    mantissa = number.lower().partition("e")[0]
+    if math.isinf(approximate) or (approximate == 0 and mantissa.strip("0.")):
+        return None
+    return Fraction(number)
 
 
 def _comparison_intervals(op: str, value: float) -> tuple[Interval, ...]:
@@ -578,12 +827,21 @@ def parse_condition(text: str, texts: Mapping[str, Sequence[str]] | None = None)
         raise _too_deep(text) from None
 
 
-def parse_query(text: str, texts_of: Callable[[str], Mapping[str, Sequence[str]]] | None = None) -> Query:
-    """``SELECT <attrs | *> FROM <stream> [WHERE <condition>]`` as a :class:`Query` (``text`` kept);
-    ``texts_of(stream)``: that stream's text attributes' values (above).
+def parse_query(
+    text: str, texts_of: Callable[[str], Mapping[str, Sequence[str]]] | None = None
+) -> Query | AggregateQuery:
+    """``SELECT <attrs | *> FROM <stream> [WHERE <condition>]`` as a :class:`Query`, or, when the select
+    list holds an aggregate, ``SELECT [group attrs,] AGG(x) [, ...] FROM <stream> [WHERE <condition>]
+    [GROUP BY attr, ...] WINDOW <n> s | TUPLES [SLIDE <m> s | TUPLES] [HAVING <condition>]`` as an
+    :class:`~matcher.aggregate.AggregateQuery` (``text`` kept either way); ``texts_of(stream)``: that
+    stream's text attributes' values (above).
 
-    Raises QueryError (with the 0-based position and the offending token) on a syntax error, an
-    attribute selected twice, or a DNF larger than :data:`MAX_BOXES`.
+    Raises QueryError (with the 0-based position and the offending token) on a syntax error, an output
+    or group attribute named twice, a DNF larger than :data:`MAX_BOXES`; and for aggregates on an
+    aggregate without WINDOW or WINDOW (GROUP BY, HAVING) without aggregate, ``*`` beside an aggregate,
+    a select item neither aggregated nor grouped, an unknown function, ``*`` in another function than
+    COUNT, a function other than COUNT of a text attribute, HAVING naming an attribute not grouped, a
+    window's length not positive or a count's not whole, a SLIDE of the other kind than its WINDOW.
     """
     try:
         return _Parser(text).query(text, texts_of)
