@@ -17,10 +17,12 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from matcher.aggregate import AggregateQuery
 from network.latency import LatencyStats, exact_sums_by_owner
 from network.meter import StrategyRun, SubscriptionSummary
 from topologies.expected import Expected, Unreachable, differences_by_owner, emitted_before
-from topologies.model import Scenario
+from topologies.expected_aggregates import Records, records_fed, same_values
+from topologies.model import Scenario, SubscriptionSpec
 
 Copies = tuple[np.ndarray, np.ndarray]
 """``(owners, indices)``: copy ``i`` is of tuple ``indices[i]`` for subscription number ``owners[i]``."""
@@ -136,9 +138,10 @@ def checked(scenario: Scenario, run: StrategyRun, expected: Expected) -> Strateg
     local engine, live mode), with its ``summary`` and ``latency``: the whole run checked against the
     ``expected`` tuples (:func:`topologies.expected.expected_results`)."""
     ids = [sub.id for sub in scenario.subscriptions]
+    unreachable = Unreachable(scenario)
     counts = check(
         scenario,
-        Unreachable(scenario),
+        unreachable,
         run.rejected_at,
         [expected.indices[sub] for sub in ids],
         copies_of(run.delivered, ids),
@@ -150,7 +153,112 @@ def checked(scenario: Scenario, run: StrategyRun, expected: Expected) -> Strateg
     attrs = {sub: run.delivered_attrs.get(sub, expected.attrs[sub]) for sub in ids}
     values = [v for v in run.latencies.values() if len(v)]
     overall = LatencyStats.of(np.concatenate(values) if values else none)
-    return replace(run, summary=summaries(scenario, counts, latencies, attrs, run.rejected_at), latency=overall)
+    run = replace(run, summary=summaries(scenario, counts, latencies, attrs, run.rejected_at), latency=overall)
+    return records_checked(scenario, run, expected, unreachable)
+
+
+def records_checked(
+    scenario: Scenario, run: StrategyRun, expected: Expected, unreachable: Unreachable | None = None
+) -> StrategyRun:
+    """``run``, whose summary checked every subscription's tuples, with each aggregate subscription's
+    summary in records (:func:`record_summary`), from the records its subscriber computed (``run.records``)
+    and the copies of its input dropped and lost on the way (``run.dropped``, ``run.lost``).  ``expected``
+    holds at least the aggregate subscriptions' answers."""
+    aggregates = [sub for sub in scenario.subscriptions if isinstance(sub.query, AggregateQuery)]
+    if not aggregates:
+        return run
+    unreachable = Unreachable(scenario) if unreachable is None else unreachable
+    none = np.zeros(0, np.int64)
+    found = dict(run.summary)
+    for sub in aggregates:
+        copies = (run.dropped.get(sub.id, none), run.lost.get(sub.id, none))
+        found[sub.id] = record_summary(
+            scenario, sub, expected, run.records.get(sub.id, {}), found[sub.id], *copies, unreachable,
+            run.rejected_at.get(sub.id),
+        )  # fmt: skip
+    return replace(run, summary=found)
+
+
+def record_summary(
+    scenario: Scenario,
+    sub: SubscriptionSpec,
+    expected: Expected,
+    got: Records,
+    tuples: SubscriptionSummary,
+    dropped: np.ndarray,
+    lost: np.ndarray,
+    unreachable: Unreachable,
+    rejected_at: float | None,
+) -> SubscriptionSummary:
+    """An aggregate subscription's summary in result records (docs/ACCOUNTING.md, "Records"): the records
+    its subscriber computed (``got``) against those of the central evaluation.  A record one of whose
+    expected input tuples was ``dropped`` or ``lost`` on the way (tuple indices), or emitted while the
+    subscription was cut off, is accounted for as such, never delivered or extra; every other record
+    computed is delivered, and extra unless the central evaluation has it with equal values.  ``tuples``:
+    the input's own summary, kept as ``input``, whose latencies the records' are."""
+    query = sub.query
+    want = expected.records[sub.id]
+    indices = expected.indices[sub.id]
+    found = expected.inputs[sub.id]
+
+    def fed(copies: np.ndarray) -> set:
+        """The records one of ``copies`` (tuple indices) is an expected input of; in count windows, also every
+        later record of its group, whose window a missing tuple has shifted."""
+        which = np.isin(indices, np.asarray(copies, np.int64))
+        if query.window.tuples and which.any():
+            which = _from_first_in_group(which, [found.columns[g] for g in query.groups])
+        return records_fed(query, found.times, found.columns, sub.at, sub.until, scenario.duration, which)
+
+    by_drop = fed(dropped)
+    by_loss = fed(lost) - by_drop
+    by_cut = fed(unreachable.indices(sub.id, indices)) - by_drop - by_loss
+    accounted = by_drop | by_loss | by_cut
+    delivered = [key for key in got if key not in accounted]
+
+    def received(key, values) -> bool:
+        return key in got and same_values(got[key], values)
+
+    extra = sum(1 for key in delivered if key not in want or not same_values(got[key], want[key]))
+    missing = sum(1 for key, values in want.items() if key not in accounted and not received(key, values))
+    early = None
+    if tuples.missing_before_rejection is not None and rejected_at is not None:
+        later = records_fed(
+            query, found.times, found.columns, sub.at, sub.until, scenario.duration, found.times >= rejected_at
+        )
+        early = sum(
+            1 for key, values in want.items() if key not in later and key not in accounted and not received(key, values)
+        )
+    return SubscriptionSummary(
+        delivered=len(delivered),
+        expected=len(want),
+        missing=missing,
+        extra=extra,
+        latency=tuples.latency,
+        dropped=len(by_drop & want.keys()),
+        lost=len(by_loss & want.keys()),
+        unreachable=len(by_cut & want.keys()),
+        missing_before_rejection=early,
+        input=tuples,
+    )
+
+
+def _from_first_in_group(which: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+    """``which`` (a mask over tuples in emission order) extended, in each group (tuples of equal values in
+    the ``groups`` columns), to every tuple after the group's first marked one."""
+    if not groups:
+        return np.maximum.accumulate(which)
+    _, group = np.unique(np.column_stack(groups), axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    order = np.argsort(group, kind="stable")
+    marked = which[order]
+    starts = np.flatnonzero(np.concatenate(([True], group[order][1:] != group[order][:-1])))
+    # a running count of marks within each group's run: positive from its first mark on
+    running = np.cumsum(marked) - np.repeat(
+        np.cumsum(marked)[starts] - marked[starts], np.diff(np.append(starts, len(order)))
+    )
+    extended = np.empty_like(which)
+    extended[order] = running > 0
+    return extended
 
 
 def _latencies_by_owner(values: Sequence[np.ndarray]) -> list[LatencyStats]:

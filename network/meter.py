@@ -35,6 +35,9 @@ class SubscriptionSummary:
     lost: int = 0  # copies it should have received that were in flight at a failure (docs/DYNAMICS.md)
     unreachable: int = 0  # expected tuples emitted while no path joined it to its source (docs/DYNAMICS.md)
     missing_before_rejection: int | None = None  # rejected after arriving (at a failure): missing before then
+    # an aggregate subscription's counts above are of result records (window x group); these are of the
+    # input tuples its records were computed from (docs/QUERIES.md, "Windowed aggregates")
+    input: SubscriptionSummary | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,9 @@ class StrategyRun:
     stream_bytes: dict[str, int] = field(default_factory=dict)
     stream_tuples: dict[str, int] = field(default_factory=dict)
     last_arrival: float = 0.0
+    # per aggregate subscription, the records its subscriber computed from the input it received (detail,
+    # as ``delivered``: the summary counts them; :mod:`peers.subscriber`)
+    records: dict[str, dict] = field(default_factory=dict)
 
     @property
     def backbone_bytes(self) -> int:

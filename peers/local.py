@@ -22,6 +22,7 @@ from network.linkrule import to_ticks
 from network.meter import StrategyRun, TrafficMeter, bin_width, load_bin
 from network.queues import Queues
 from network.routing import Network
+from peers.subscriber import with_records
 from peers.timetable import Timetable
 from sharing.plan import Plan
 from topologies import workload
@@ -52,7 +53,7 @@ def run_local(
         meter = simulation.meter()
         simulation.play(simulation.windows(), meter, values=values, progress=progress)
         run = simulation.with_plan(meter.result(plan.strategy, "local"))
-        return checked(scenario, run, expected_results(scenario, values))
+        return checked(scenario, with_records(scenario, run, values), expected_results(scenario, values))
 
 
 class LocalEngine:

@@ -27,12 +27,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from itertools import count
 
 import numpy as np
 
 from network.buffers import QueueState
-from network.exactness import Counts, summaries
+from network.exactness import Counts, records_checked, summaries
 from network.latency import LatencyStats, Sum, add_sums, ranks_needed
 from network.linkrule import TICKS
 from network.meter import StrategyRun
@@ -40,9 +41,11 @@ from peers.local import Simulation, collector_paused
 from peers.spark_select import OVERALL, Sample, order_statistics
 from peers.spark_session import failure_line, parse_master, spark_session
 from peers.spark_tasks import RECORD_SCHEMA, SUMMARY_SUB, Chunk, ChunkJob, ChunkSummary, run_chunk, unpacked
+from peers.subscriber import with_records
 from sharing.plan import Plan
 from topologies import workload
 from topologies.errors import EngineError
+from topologies.expected import aggregate_results
 from topologies.model import Scenario
 
 CHUNKS_PER_CORE = 4  # smaller chunks balance better; each chunk boundary may cost a recomputation
@@ -462,6 +465,7 @@ class _Totals:
         self.rejected_at = simulation.rejected_at
         self.sums: list[Sum] = [{} for _ in range(subs)]
         self.samples: list[Sample] = []
+        self.aggregated: dict[int, list[tuple[np.ndarray, ...]]] = {}
 
     def add(self, summary: ChunkSummary) -> None:
         self.link_bytes += summary.link_bytes
@@ -478,6 +482,8 @@ class _Totals:
             self.access[direction] = self.access.get(direction, 0) + sent
         for direction, sent in summary.access_tuples.items():
             self.access_tuples[direction] = self.access_tuples.get(direction, 0) + sent
+        for k, parts in summary.aggregated.items():
+            self.aggregated.setdefault(k, []).append(parts)
         for sub, attrs in summary.received.items():
             self.received.setdefault(sub, attrs)
         self.counts = self.counts.plus(summary.counts)
@@ -504,7 +510,7 @@ class _Totals:
         overall = LatencyStats.of_parts(
             total, add_sums(self.sums), {r: ranked[(OVERALL, r)] for r in ranks_needed(total)}
         )
-        return StrategyRun(
+        run = StrategyRun(
             strategy=strategy,
             engine="spark",
             link_bytes=dict(zip(self.backbone, self.link_bytes.tolist(), strict=True)),
@@ -528,3 +534,16 @@ class _Totals:
             stream_tuples=dict(zip(self.streams, self.stream_tuples.tolist(), strict=True)),
             last_arrival=self.last_arrival,
         )
+        return self.with_records(run) if self.aggregated else run
+
+    def with_records(self, run: StrategyRun) -> StrategyRun:
+        """``run`` with its aggregate subscriptions' records, computed and checked here, whole: a window's
+        input may land in several chunks (peers/subscriber.py, network/exactness.py)."""
+        subscriptions = self.scenario.subscriptions
+        copies = [{}, {}, {}]  # delivered, dropped, lost: per aggregate subscription's id, tuple indices
+        for k, parts in self.aggregated.items():
+            for kind, found in enumerate(zip(*parts, strict=True)):
+                copies[kind][subscriptions[k].id] = np.concatenate(found)
+        detail = with_records(self.scenario, replace(run, delivered=copies[0], dropped=copies[1], lost=copies[2]))
+        checked = records_checked(self.scenario, detail, aggregate_results(self.scenario))
+        return replace(checked, delivered={}, dropped={}, lost={})

@@ -27,12 +27,13 @@ from __future__ import annotations
 import pickle
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
 import pyarrow as pa
 
+from matcher.aggregate import AggregateQuery
 from network.buffers import QueueState
 from network.exactness import Counts, check
 from network.latency import Sum, exact_sums_by_owner
@@ -122,6 +123,9 @@ class ChunkSummary:
     stream_bytes: np.ndarray  # per stream (the scenario's order), its backbone bytes and tuples
     stream_tuples: np.ndarray
     last_arrival: float  # the latest any tuple of the chunk reached the far end of a link (0: none)
+    # per aggregate subscription (by number), the tuple indices of the copies of its input that landed in
+    # the chunk: delivered, dropped and lost (its records are computed whole, on the driver)
+    aggregated: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarray, np.ndarray]:
@@ -186,8 +190,19 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         stream_bytes=np.array(list(traffic.stream_bytes.values()), np.int64),
         stream_tuples=np.array(list(traffic.stream_tuples.values()), np.int64),
         last_arrival=traffic.last_arrival,
+        aggregated=_aggregated(scenario, (owners, indices), dropped, lost),
     )
     return summary, owners.astype(np.int32), latencies
+
+
+def _aggregated(scenario, *copies: tuple[np.ndarray, np.ndarray]) -> dict[int, tuple[np.ndarray, ...]]:
+    """Per aggregate subscription's number, the indices of its ``copies`` (delivered, dropped, lost: each
+    ``(owners, indices)``) that landed in a chunk, all of them (a copy in flight at the chunk's end lands in
+    the next one alone)."""
+    numbers = [k for k, sub in enumerate(scenario.subscriptions) if isinstance(sub.query, AggregateQuery)]
+    return {
+        k: tuple(np.asarray(indices, np.int64)[np.asarray(owners) == k] for owners, indices in copies) for k in numbers
+    }
 
 
 def _stacked(series: dict, rows: int) -> np.ndarray:

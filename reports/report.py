@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from network.meter import StrategyRun, load_bin
+from network.meter import StrategyRun, SubscriptionSummary, load_bin
 from network.routing import Network
 from topologies.model import Scenario
 from topologies.workload import tuple_count
@@ -60,6 +60,9 @@ def strategy_entry(scenario: Scenario, run: StrategyRun, surplus: Mapping[str, i
         if found.missing_before_rejection is not None:
             subscriptions[-1]["rejected_at"] = run.rejected_at[sub.id]
             subscriptions[-1]["missing_before_rejection"] = found.missing_before_rejection
+        if found.input is not None:  # an aggregate subscription: the counts above are of records
+            subscriptions[-1]["unit"] = "records"
+            subscriptions[-1]["input"] = _input_entry(found.input)
     access = access_links(scenario, run, subscriptions)
     super_peers = super_peer_entries(scenario, run, links, access)
     loads = [sp["peak_load"] for sp in super_peers if sp["peak_load"] is not None]
@@ -79,16 +82,36 @@ def strategy_entry(scenario: Scenario, run: StrategyRun, surplus: Mapping[str, i
         "latency_s": run.latency.as_dict(),
         "super_peers": super_peers,
         "peak_load": max(loads, default=None),
-        "dropped": sum(s["dropped"] for s in subscriptions),
+        "dropped": sum(copies(s)["dropped"] for s in subscriptions),
         "link_drops": sum(link["dropped"] for link in links),
         "rejected": sum(1 for s in subscriptions if s["rejected"] is not None),
-        "lost": sum(s["lost"] for s in subscriptions),
+        "lost": sum(copies(s)["lost"] for s in subscriptions),
         "link_lost": sum(link["lost"] for link in links),
-        "unreachable": sum(s["unreachable"] for s in subscriptions),
+        "unreachable": sum(copies(s)["unreachable"] for s in subscriptions),
         "replans": [r.to_json() for r in run.replans],
     }
     observe(entry, max(float(scenario.duration), run.last_arrival))  # alone; a report observes its whole span
     return entry
+
+
+def copies(sub: dict) -> dict:
+    """A subscription entry's counts of tuple copies: its own, or an aggregate subscription's input's (its
+    own count records)."""
+    return sub.get("input", sub)
+
+
+def _input_entry(found: SubscriptionSummary) -> dict:
+    """An aggregate subscription's input: the tuple copies its records were computed from, checked as a
+    selection's are."""
+    return {
+        "delivered": found.delivered,
+        "expected": found.expected,
+        "missing": found.missing,
+        "extra": found.extra,
+        "dropped": found.dropped,
+        "lost": found.lost,
+        "unreachable": found.unreachable,
+    }
 
 
 def stream_entries(scenario: Scenario, run: StrategyRun, surplus: Mapping[str, int] | None = None) -> list[dict]:
@@ -245,7 +268,7 @@ def access_links(scenario: Scenario, run: StrategyRun, subscriptions: list[dict]
         source = scenario.thin_peer(stream.source)
         tuples[(source.id, source.attach)] += tuple_count(stream, scenario.duration)
     for sub, found in zip(scenario.subscriptions, subscriptions, strict=True):
-        tuples[(scenario.home(sub.peer), sub.peer)] += found["delivered"]
+        tuples[(scenario.home(sub.peer), sub.peer)] += copies(found)["delivered"]
     return [
         {"from": a, "to": b, "bytes": int(run.access_link_bytes.get((a, b), 0)), "tuples": n}
         for (a, b), n in sorted(tuples.items())

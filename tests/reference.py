@@ -88,7 +88,8 @@ def reference_traffic(scenario: Scenario, strategy: str) -> tuple[Counter, Count
 
 
 def reference_access_bytes(scenario: Scenario, expected_counts: dict[str, int]) -> int:
-    """Uploads of every emitted tuple (all attributes) plus each subscription's exact result."""
+    """Uploads of every emitted tuple (all attributes) plus each subscription's exact result (an aggregate
+    subscription's input, projected to the attributes its records read: ``expected_counts`` counts it)."""
     total = 0
     for stream in scenario.streams:
         total += tuple_count(stream, scenario.duration) * scenario.tuple_bytes(len(stream.attributes))

@@ -8,23 +8,38 @@ strategy's code path.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 
 from matcher import Predicate
+from matcher.aggregate import AggregateQuery
+from topologies.expected_aggregates import Records, expected_records
 from topologies.model import Scenario
 from topologies.outages import Reachability, in_spans
-from topologies.workload import Values, columns, emission_times, emission_times_of, tuple_count
+from topologies.workload import Values, columns, columns_of, emission_times, emission_times_of, tuple_count
+
+
+@dataclass(frozen=True)
+class AggregateInput:
+    """An aggregate subscription's expected input: its tuples' emission times and the columns its records
+    read (in the order of its expected indices)."""
+
+    times: np.ndarray
+    columns: dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
 class Expected:
-    """Per subscription: the sorted tuple indices it must receive and the attributes it must get."""
+    """Per subscription: the sorted tuple indices it must receive and the attributes it must get; per
+    aggregate subscription also the records it must receive (docs/QUERIES.md, "Windowed aggregates") and
+    its input, from which they were computed."""
 
     indices: dict[str, np.ndarray]
     attrs: dict[str, tuple[str, ...]]
+    records: dict[str, Records] = field(default_factory=dict)
+    inputs: dict[str, AggregateInput] = field(default_factory=dict)
 
 
 def satisfies(predicate: Predicate, values: dict[str, np.ndarray], n: int) -> np.ndarray:
@@ -60,30 +75,57 @@ def _workload_results(scenario: Scenario) -> Expected:
     return expected
 
 
-def _results(scenario: Scenario, values: Values | None) -> Expected:
+def aggregate_results(scenario: Scenario, values: Values | None = None) -> Expected:
+    """:func:`expected_results` of the aggregate subscriptions alone (the Spark engine's driver checks their
+    records whole, having checked every subscription's tuples chunk by chunk)."""
+    chosen = {sub.id for sub in scenario.subscriptions if isinstance(sub.query, AggregateQuery)}
+    return _results(scenario, values, chosen)
+
+
+def _results(scenario: Scenario, values: Values | None, only: set[str] | None = None) -> Expected:
+    """The answers of every subscription, or of those in ``only``."""
+    subscriptions = [s for s in scenario.subscriptions if only is None or s.id in only]
     indices: dict[str, np.ndarray] = {}
+    for stream in {s.stream: None for s in subscriptions}:
+        count = tuple_count(scenario.stream(stream), scenario.duration)
+        indices.update(expected_in_range(scenario, stream, 0, count, values, only))
     attrs: dict[str, tuple[str, ...]] = {}
-    for stream in scenario.streams:
-        found = expected_in_range(scenario, stream.id, 0, tuple_count(stream, scenario.duration), values)
-        indices.update(found)
-    for sub in scenario.subscriptions:
-        attrs[sub.id] = sub.query.attributes(scenario.stream(sub.stream).attribute_names)
-    return Expected({sub.id: indices[sub.id] for sub in scenario.subscriptions}, attrs)
+    records: dict[str, Records] = {}
+    inputs: dict[str, AggregateInput] = {}
+    for sub in subscriptions:
+        stream = scenario.stream(sub.stream)
+        attrs[sub.id] = sub.query.attributes(stream.attribute_names)
+        if isinstance(sub.query, AggregateQuery):
+            chosen = indices[sub.id]
+            found = AggregateInput(
+                emission_times_of(stream, chosen), columns_of(scenario, stream.id, chosen, sub.query.select, values)
+            )
+            inputs[sub.id] = found
+            records[sub.id] = expected_records(
+                sub.query, found.times, found.columns, sub.at, sub.until, scenario.duration
+            )
+    return Expected({sub.id: indices[sub.id] for sub in subscriptions}, attrs, records, inputs)
 
 
 def expected_in_range(
-    scenario: Scenario, stream_id: str, first: int, stop: int, values: Values | None = None
+    scenario: Scenario,
+    stream_id: str,
+    first: int,
+    stop: int,
+    values: Values | None = None,
+    only: set[str] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Per subscription to ``stream_id``: the indices among tuples ``first..stop-1`` it must receive (the
-    whole run's answer is the concatenation over consecutive ranges, which lets the Spark engine check a
-    chunk of the run where its tuples are).  ``values``: as for :func:`expected_results`."""
+    """Per subscription to ``stream_id`` (of those in ``only``, when given): the indices among tuples
+    ``first..stop-1`` it must receive (the whole run's answer is the concatenation over consecutive ranges,
+    which lets the Spark engine check a chunk of the run where its tuples are).  ``values``: as for
+    :func:`expected_results`."""
     stream = scenario.stream(stream_id)
     times = emission_times(stream, first, stop)
     values = columns(scenario, stream_id, first, stop) if values is None else values(stream_id, first, stop)
     found = {}
     none = np.zeros(0, np.int64)
     for sub in scenario.subscriptions:
-        if sub.stream != stream_id:
+        if sub.stream != stream_id or (only is not None and sub.id not in only):
             continue
         until = np.inf if sub.until is None else sub.until
         if not len(times) or sub.at > times[-1] or until <= times[0]:

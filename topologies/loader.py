@@ -949,14 +949,15 @@ def _listed(ids: list[str], shown_at_most: int = 5) -> str:
 
 def query_problem(query: Query, streams: Mapping[str, StreamSpec], scenario: str | None = None) -> str | None:
     """Why ``query`` is not a query over ``streams`` (by id), or None: its stream is unknown, or its select
-    list or its WHERE names an attribute the stream lacks.  The one check of a query against a scenario,
+    list (an aggregate query's groups and aggregates) or its WHERE names an attribute the stream lacks.  The one check of a query against a scenario,
     for its subscriptions here and for those a live run receives; ``scenario`` names the scenario in the
     message about an unknown stream."""
     stream = streams.get(query.stream)
     if stream is None:
         return f"unknown stream {shown(query.stream)}" + ("" if scenario is None else f" in scenario {scenario}")
     schema = stream.attribute_names
-    for name in (*(query.select or ()), *query.where.dims):
+    counted = tuple(a.attribute for a in getattr(query, "aggregates", ()) if a.attribute is not None)
+    for name in (*(query.select or ()), *counted, *query.where.dims):
         if name not in schema:
             return f"unknown attribute {shown(name)} of stream {shown(query.stream)}"
     return None

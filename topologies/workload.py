@@ -107,3 +107,16 @@ def columns(scenario: Scenario, stream_id: str, start: int, stop: int) -> dict[s
         ]
         result[attribute.name] = np.concatenate(pieces) if pieces else np.empty(0, dtype=np.float64)
     return result
+
+
+def columns_of(
+    scenario: Scenario, stream_id: str, indices: np.ndarray, names: tuple[str, ...], values: Values | None = None
+) -> dict[str, np.ndarray]:
+    """Values of attributes ``names`` of the tuples numbered ``indices`` (ascending) of ``stream_id``, read
+    as one range from the first to the last (``values``: as :data:`Values`, default :func:`columns`)."""
+    indices = np.asarray(indices, np.int64)
+    if not len(indices):
+        return {name: np.zeros(0, np.float64) for name in names}
+    first, stop = int(indices[0]), int(indices[-1]) + 1
+    found = columns(scenario, stream_id, first, stop) if values is None else values(stream_id, first, stop)
+    return {name: np.asarray(found[name], np.float64)[indices - first] for name in names}

@@ -37,6 +37,7 @@ from peers.live.plans import PlanBook, plan_message
 from peers.live.thinpeer_service import ThinPeerService
 from peers.live.topics import Topics
 from peers.live.wire import subscription_from_json
+from peers.subscriber import with_records
 from sharing import make_plan
 from sharing.plan import Epoch, Plan
 from topologies import workload
@@ -667,7 +668,7 @@ class Coordinator:
             lost=fated["lost"],
             last_arrival=last,
         )
-        return checked(scenario, run, expected_results(scenario))
+        return checked(scenario, with_records(scenario, run), expected_results(scenario))
 
 
 def _counts(values: object, length: int | None) -> bool:

@@ -63,6 +63,19 @@ async def test_served_figure1_reports_exactly_the_simulated_traffic(mosquitto, s
         assert np.array_equal(np.sort(result.run.delivered[sub.id]), np.sort(run.delivered[sub.id]))
 
 
+async def test_served_aggregates_report_exactly_the_simulated_records(mosquitto):
+    # figure1 with two of its subscriptions windowed aggregates: the same records, counts and traffic live
+    from tests.test_aggregates import FIGURE1_AGGREGATES, with_aggregates
+
+    scenario = with_aggregates(load_scenario(FIGURE1), FIGURE1_AGGREGATES)
+    result = await serve(scenario, ServeOptions(Broker.parse(mosquitto.url), strategy="sharing-em", speed=40))
+    report = live_report(result)
+    sim, run = simulated(scenario)
+    assert report["exact"]
+    assert _counts(report["strategies"]["sharing-em"]) == _counts(sim)
+    assert result.run.records == run.records and len(run.records["Q2"]) > 0
+
+
 async def test_subscribe_cli_prints_exactly_the_matching_tuples(mosquitto):
     scenario = load_scenario(FIGURE1)
     broker = Broker.parse(mosquitto.url)
