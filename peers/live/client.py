@@ -12,6 +12,10 @@ import signal
 import time
 from collections.abc import Callable
 
+import numpy as np
+
+from matcher import AggregateQuery, parse_query
+from peers.aggregation import aggregate
 from peers.live.connection import Broker, Connection, Dedup, reach
 from peers.live.malformed import json_object
 from peers.live.topics import Topics
@@ -147,7 +151,10 @@ async def subscribe(
 ) -> int:
     """Register, print the decision, print results until ``count`` tuples, ``timeout`` or a signal, then
     unsubscribe; or until the coordinator says the subscription was removed (by someone else, or by a
-    failure) or the run ended, which ``info`` tells.  Returns the number of tuples printed."""
+    failure) or the run ended, which ``info`` tells.  Returns the number of tuples printed.
+
+    An aggregate subscription's results are records: the input it receives is kept here and a window's
+    records are printed when the window closes (:class:`Windows`), each counted as one result."""
     sub_id = sub_id or f"C{secrets.token_hex(3)}"
     done = asyncio.Event()
     printed = 0
@@ -178,7 +185,11 @@ async def subscribe(
                 if wait > 0:  # shown when it is due over the emulated links
                     offset = k
                     loop.call_later(wait, flush)
+                    show_records()
                     return
+                if windows is not None:  # an aggregate's input: its records are shown as windows close
+                    windows.add(float(batch.times[k]), {a: float(v[k]) for a, v in batch.columns.items()})
+                    continue
                 row = {a: _shown(types.get(a), texts.get(a), v[k]) for a, v in batch.columns.items()}
                 if as_json:
                     out(json.dumps(row))
@@ -188,12 +199,31 @@ async def subscribe(
                 printed += 1
             received.pop(0)
             offset = 0
+        show_records()
         if count is not None and printed >= count:
             done.set()
+
+    def show_records(until: float | None = None) -> None:
+        """Print the records of the windows closed by now (``until``: the subscription's end)."""
+        nonlocal printed
+        if windows is None:
+            return
+        for window, group, values in windows.closed(until):
+            if count is not None and printed >= count:
+                done.set()
+                return
+            group = {name: _shown(types.get(name), texts.get(name), value) for name, value in group.items()}
+            if as_json:
+                out(json.dumps({"window": window, "group": group, "values": values}))
+            else:
+                shown = " ".join(f"{name}={value}" for name, value in (*group.items(), *values.items()))
+                out(f"window {window}: {shown}")
+            printed += 1
 
     types: dict[str, str] = {}
     texts: dict[str, list[str]] = {}  # a string attribute's values by code
     ended: list[dict] = []
+    windows: Windows | None = None
 
     def on_event(doc: dict) -> None:
         if doc.get("id") == sub_id and not ended:
@@ -206,6 +236,9 @@ async def subscribe(
         async with Session(broker, topics, peer, [topics.down(peer, sub_id)], on_data, on_event) as session:
             answer = await session.ask({"op": "subscribe", "peer": peer, "query": query, "id": sub_id})
             info(describe_decision(answer))
+            parsed = parse_query(query, lambda _: answer.get("texts", {}))
+            if isinstance(parsed, AggregateQuery):
+                windows = Windows(parsed, float(answer["at"]))
             types.update(answer.get("types", {}))
             texts.update(answer.get("texts", {}))
             flush()
@@ -215,6 +248,7 @@ async def subscribe(
                 await asyncio.sleep(0.2)  # results sent before the notice may still be on their way
                 flush(hold=False)
                 notice = ended[0]
+                show_records(float(notice["until"]))
                 what = "was removed" if notice["event"] == "removed" else "ended with the run"
                 info(f"subscription {sub_id} {what} at t={float(notice['until']):.3f}s: {notice['reason']}")
             else:
@@ -269,6 +303,45 @@ def traffic_lines(answer: dict) -> list[str]:
     lines = [now, f"{'topic':32} {'messages':>9} {'tuples':>9} {'bytes':>11}"]
     lines += [f"{r['topic']:32} {r['messages']:>9} {r['tuples']:>9} {r['bytes']:>11}" for r in answer["links"]]
     return lines
+
+
+class Windows:
+    """An aggregate subscription's input as it arrives, and its records as their windows close.
+
+    The input comes in emission order (its delivery is first in, first out), so a tuple emitted at ``t``
+    closes every time window ending at or before ``t`` and every count window it completes: their records
+    are final (:func:`peers.aggregation.aggregate` over what came so far, up to ``t``).  The rest close
+    when the subscription ends."""
+
+    def __init__(self, query: AggregateQuery, at: float):
+        self.query, self.at = query, at
+        self.times: list[float] = []
+        self.rows: dict[str, list[float]] = {name: [] for name in query.select}
+        self.shown: set = set()
+
+    def add(self, emitted: float, row: dict[str, float]) -> None:
+        self.times.append(emitted)
+        for name, values in self.rows.items():
+            values.append(row[name])
+
+    def closed(self, until: float | None = None) -> list[tuple[int, dict[str, float], dict[str, float]]]:
+        """The records of the windows closed by the input so far (or by the end ``until``) not given
+        before, in window order, each as its window id, its group (attribute -> value) and its values
+        (aggregate column -> value)."""
+        if not self.times:
+            return []
+        upto = self.times[-1] if until is None else until
+        times = np.asarray(self.times)
+        columns = {name: np.asarray(values) for name, values in self.rows.items()}
+        found = aggregate(self.query, times, columns, self.at, upto, upto)
+        names = [self.query.column(a) for a in self.query.selected]
+        records = []
+        for key in sorted(k for k in found if k not in self.shown):
+            self.shown.add(key)
+            window, group = key
+            values = dict(zip(names, found[key], strict=True))
+            records.append((window, dict(zip(self.query.groups, group, strict=True)), values))
+        return records
 
 
 def _shown(kind: str | None, texts: list[str] | None, value: float) -> int | float | str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 
 import aiomqtt
@@ -13,6 +14,7 @@ from peers.live.client import subscribe, traffic, traffic_lines, unsubscribe
 from peers.live.connection import Broker
 from peers.live.serve import ServeOptions, serve
 from peers.live.topics import Topics
+from topologies import workload
 from topologies.loader import load_scenario
 
 FIGURE1 = "topologies/figure1.yaml"
@@ -106,3 +108,35 @@ async def test_a_subscriber_is_told_when_the_run_ends(mosquitto):
     result = await served
     assert printed > 0 and info[-1].startswith("subscription W2 ended with the run at t=")
     assert "W2" in result.runtime_subscriptions
+
+
+async def test_an_aggregate_subscriber_prints_each_window_s_records_as_it_closes(mosquitto):
+    # the CLI receives the input and prints a record per closed window: each equals a plain count and sum
+    # over the emitted tuples of its window, and the windows follow one another up to the run's end
+    scenario = load_scenario(FIGURE1)
+    broker = Broker.parse(mosquitto.url)
+    served = asyncio.create_task(serve(scenario, ServeOptions(broker, speed=30)))
+    lines: list[str] = []
+    await asyncio.wait_for(_clock_started(mosquitto.port), 60)
+    query = "SELECT COUNT(*), SUM(b), MAX(b) FROM stream0 WHERE a < 50 WINDOW 2 s"
+    printed = await subscribe(
+        broker, Topics(), "P3", query, count=None, timeout=60, as_json=True, out=lines.append, info=lambda _: None,
+        sub_id="A1",
+    )  # fmt: skip
+    await served
+    records = [json.loads(line) for line in lines]
+    assert printed == len(records) > 5
+    windows = [r["window"] for r in records]
+    assert windows == list(range(windows[0], windows[0] + len(windows)))
+    assert 2 * (windows[-1] + 1) == scenario.duration  # the last window closes with the run
+    stream = scenario.streams[0]
+    n = workload.tuple_count(stream, scenario.duration)
+    times, values = workload.emission_times(stream, 0, n), workload.columns(scenario, stream.id, 0, n)
+    for r in records:
+        inside = (times >= 2 * r["window"]) & (times < 2 * r["window"] + 2) & (values["a"] < 50)
+        assert r["group"] == {}
+        assert r["values"] == {
+            "COUNT(*)": inside.sum(),
+            "SUM(b)": math.fsum(values["b"][inside]),
+            "MAX(b)": values["b"][inside].max(),
+        }
