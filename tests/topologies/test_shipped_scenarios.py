@@ -32,8 +32,9 @@ def read_yaml(path: str):
         return yaml.safe_load(handle)
 
 
-def test_all_ten_scenarios_are_shipped():
+def test_all_twelve_scenarios_are_shipped():
     assert [os.path.basename(p) for p in EVERY_SHIPPED] == [
+        "air-quality.yaml",
         "att.yaml",
         "congested.yaml",
         "failover.yaml",
@@ -42,6 +43,7 @@ def test_all_ten_scenarios_are_shipped():
         "germany50.yaml",
         "large.yaml",
         "metro.yaml",
+        "photon-survey.yaml",
         "sensor-grid.yaml",
         "sky-survey.yaml",
     ]
@@ -80,6 +82,11 @@ def test_sizes_promised_by_the_headers():
     assert sizes["large"] == (100, 4, 500)
     assert sizes["sensor-grid"] == (25, 17, 43)
     assert sizes["sky-survey"] == (33, 1, 30)
+    assert sizes["photon-survey"] == (33, 3, 32)
+    assert sizes["air-quality"] == (37, 10, 40)
+    photons = load_scenario(os.path.join(ROOT, "topologies", "photon-survey.yaml"))
+    counts = [tuple_count(s, photons.duration) for s in photons.streams]
+    assert counts == [24_210, 18_031, 15_170]
     sensor = load_scenario(os.path.join(ROOT, "topologies", "sensor-grid.yaml"))
     assert tuple_count(sensor.stream("weather"), sensor.duration) == 1000  # the file ends before duration
 
@@ -185,3 +192,29 @@ def test_schema_accepts_a_generated_network():
     doc = read_yaml(FIGURE1)
     doc["network"] = {"generate": {"model": "transit-stub", "transit": 2, "stubs_per_transit": 1, "nodes_per_stub": 3}}
     assert VALIDATOR.is_valid(doc)
+
+
+def test_the_photon_recordings_are_what_make_photons_writes(tmp_path):
+    from scripts.make_photons import main
+
+    main(tmp_path)
+    for name in ("north", "south", "equator"):
+        shipped = os.path.join(ROOT, "topologies", "data", f"photons-{name}.csv")
+        with open(shipped, encoding="utf-8") as a, open(tmp_path / f"photons-{name}.csv", encoding="utf-8") as b:
+            assert a.read() == b.read()
+
+
+@pytest.mark.parametrize("name", ["photon-survey.yaml", "air-quality.yaml"])
+def test_the_aggregate_scenarios_mix_every_kind_of_aggregate_subscription(name):
+    """What their headers promise: aggregates of every function, grouped and not, tumbling, sliding and
+    count windows, HAVING, and plain selections beside them."""
+    from matcher import AggregateQuery, Predicate
+
+    scenario = load_scenario(os.path.join(ROOT, "topologies", name))
+    aggregates = [s.query for s in scenario.subscriptions if isinstance(s.query, AggregateQuery)]
+    assert 0 < len(aggregates) < len(scenario.subscriptions)
+    functions = {a.function for q in aggregates for a in q.aggregates}
+    assert {"COUNT", "AVG", "MAX", "STDDEV", "MEDIAN"} <= functions
+    assert any(q.groups for q in aggregates) and any(not q.groups for q in aggregates)
+    assert any(q.window.tuples for q in aggregates) and any(not q.window.tumbling for q in aggregates)
+    assert any(q.having != Predicate.TRUE for q in aggregates)
