@@ -949,9 +949,9 @@ def _listed(ids: list[str], shown_at_most: int = 5) -> str:
 
 def query_problem(query: Query, streams: Mapping[str, StreamSpec], scenario: str | None = None) -> str | None:
     """Why ``query`` is not a query over ``streams`` (by id), or None: its stream is unknown, or its select
-    list (an aggregate query's groups and aggregates) or its WHERE names an attribute the stream lacks.  The one check of a query against a scenario,
-    for its subscriptions here and for those a live run receives; ``scenario`` names the scenario in the
-    message about an unknown stream."""
+    list (an aggregate query's groups and aggregates) or its WHERE names an attribute the stream lacks.  The
+    one check of a query against a scenario, for its subscriptions here and for those a live run receives;
+    ``scenario`` names the scenario in the message about an unknown stream."""
     stream = streams.get(query.stream)
     if stream is None:
         return f"unknown stream {shown(query.stream)}" + ("" if scenario is None else f" in scenario {scenario}")
