@@ -33,9 +33,10 @@ from topologies.model import AttributeSpec, LinkSpec, Scenario, StreamSpec, Subs
 # Nor failover.yaml: its failures lose tuples in flight and cut subscribers off, which the reference here
 # does not model; tests/test_dynamics.py checks it (delivered + dropped + lost + unreachable == expected)
 SKIPPED = ("/metro.yaml", "/congested.yaml", "/failover.yaml")
-# att.yaml (594 super-peers, 300 subscriptions, every strategy: about two minutes) runs in the slow suite
+# att.yaml (594 super-peers, 300 subscriptions, every strategy: about two minutes) and large.yaml (100
+# super-peers, 500 subscriptions: about 40 s) run in the slow suite
 SHIPPED = [
-    pytest.param(p, marks=pytest.mark.slow) if p.endswith("/att.yaml") else p
+    pytest.param(p, marks=pytest.mark.slow) if p.endswith(("/att.yaml", "/large.yaml")) else p
     for p in sorted(glob.glob("topologies/*.yaml"))
     if not p.endswith(SKIPPED)
 ]
