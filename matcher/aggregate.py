@@ -27,18 +27,12 @@ same, for a reader looking for where the clauses start: ``GROUP BY "window" WIND
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 from matcher.predicate import Predicate
 from matcher.query import Query
-from matcher.text import name_to_text, number_to_text
-
-if TYPE_CHECKING:
-    from matcher.predicate import Box, Interval
+from matcher.text import name_to_text, predicate_to_text
 
 FUNCTIONS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "VAR", "STDDEV", "MEDIAN")
 """The aggregate functions, upper-case, in the order the documentation lists them."""
@@ -209,13 +203,14 @@ class AggregateQuery:
         select = ", ".join(_name_text(o) if isinstance(o, str) else o.to_text() for o in self.outputs)
         text = f"SELECT {select} FROM {_name_text(self.stream)}"
         if self.where != Predicate.TRUE:
-            text += f" WHERE {_condition_text(self.where, _name_text)}"
+            text += f" WHERE {predicate_to_text(self.where, dim_text=_name_text)}"
         if self.groups:
             text += " GROUP BY " + ", ".join(_name_text(g) for g in self.groups)
         text += " " + self.window.to_text()
         if self.having != Predicate.TRUE:
-            groups = set(self.groups)
-            text += f" HAVING {_condition_text(self.having, lambda c: _name_text(c) if c in groups else c)}"
+            groups = set(self.groups)  # the other columns are aggregates, written as their expressions
+            having = predicate_to_text(self.having, dim_text=lambda c: _name_text(c) if c in groups else c)
+            text += f" HAVING {having}"
         return text
 
 
@@ -253,37 +248,3 @@ def _name_text(name: str) -> str:
     if name.upper() in _QUOTED_WORDS:
         return '"' + name.replace('"', '""') + '"'
     return name_to_text(name)
-
-
-# The renderers of matcher.text write every dimension as a name; a HAVING column may be an aggregate
-# expression, so these take how to write one.  The text is the same otherwise.
-
-
-def _condition_text(predicate: Predicate, dim_text: Callable[[str], str]) -> str:
-    """``predicate``'s canonical text (:func:`matcher.text.predicate_to_text`), each dimension written
-    by ``dim_text``."""
-    if not predicate.boxes:
-        return "FALSE"
-    texts = [_box_text(box, dim_text) for box in predicate.boxes]
-    return texts[0] if len(texts) == 1 else " OR ".join(f"({t})" for t in texts)
-
-
-def _box_text(box: Box, dim_text: Callable[[str], str]) -> str:
-    if box.is_empty():
-        return "FALSE"
-    if box.is_universal():
-        return "TRUE"
-    return " AND ".join(_interval_text(dim_text(dim), iv) for dim, iv in box.items())
-
-
-def _interval_text(dim: str, iv: Interval) -> str:
-    if iv.lo == iv.hi and iv.lo_closed and iv.hi_closed:
-        return f"{dim} = {number_to_text(iv.lo)}"
-    if iv.lo_closed and iv.hi_closed:
-        return f"{dim} BETWEEN {number_to_text(iv.lo)} AND {number_to_text(iv.hi)}"
-    parts = []
-    if iv.lo != -math.inf:
-        parts.append(f"{dim} {'>=' if iv.lo_closed else '>'} {number_to_text(iv.lo)}")
-    if iv.hi != math.inf:
-        parts.append(f"{dim} {'<=' if iv.hi_closed else '<'} {number_to_text(iv.hi)}")
-    return " AND ".join(parts)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,8 +43,9 @@ def number_to_text(x: float) -> str:
     return repr(x)
 
 
-def interval_to_text(dim: str, iv: Interval) -> str:
-    dim = name_to_text(dim)
+def interval_to_text(dim: str, iv: Interval, dim_text: Callable[[str], str] = name_to_text) -> str:
+    """``iv`` on ``dim``, the dimension written by ``dim_text`` (default: as a name)."""
+    dim = dim_text(dim)
     if iv.lo == iv.hi and iv.lo_closed and iv.hi_closed:
         return f"{dim} = {number_to_text(iv.lo)}"
     if iv.lo_closed and iv.hi_closed:
@@ -56,21 +58,24 @@ def interval_to_text(dim: str, iv: Interval) -> str:
     return " AND ".join(parts)
 
 
-def box_to_text(box: Box) -> str:
+def box_to_text(box: Box, dim_text: Callable[[str], str] = name_to_text) -> str:
     if box.is_empty():
         return "FALSE"
     if box.is_universal():
         return "TRUE"
-    return " AND ".join(interval_to_text(d, iv) for d, iv in box.items())
+    return " AND ".join(interval_to_text(d, iv, dim_text) for d, iv in box.items())
 
 
-def predicate_to_text(predicate: Predicate, memo: dict[Box, str] | None = None) -> str:
+def predicate_to_text(
+    predicate: Predicate, memo: dict[Box, str] | None = None, dim_text: Callable[[str], str] = name_to_text
+) -> str:
     """The canonical text; ``memo`` keeps each box's text for the next call (predicates of one plan share
-    most of their boxes)."""
+    most of their boxes); ``dim_text`` writes a dimension (default: as a name; an aggregate query's HAVING
+    writes its aggregate columns as expressions)."""
     if not predicate.boxes:
         return "FALSE"
     if memo is None:
-        texts = [box_to_text(b) for b in predicate.boxes]
+        texts = [box_to_text(b, dim_text) for b in predicate.boxes]
     else:
-        texts = [memo.get(b) or memo.setdefault(b, box_to_text(b)) for b in predicate.boxes]
+        texts = [memo.get(b) or memo.setdefault(b, box_to_text(b, dim_text)) for b in predicate.boxes]
     return texts[0] if len(texts) == 1 else " OR ".join(f"({t})" for t in texts)
