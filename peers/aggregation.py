@@ -43,8 +43,7 @@ from types import MappingProxyType
 import numpy as np
 
 from matcher.aggregate import AggregateQuery, Window
-from topologies.expected import satisfies
-from topologies.expected_aggregates import Records
+from topologies.expected_aggregates import Records, kept_records
 
 SCALE = 1126
 """Sums are integers times ``2**-SCALE`` (sums of squares times ``2**-(2 * SCALE)``): a float64 is
@@ -315,16 +314,7 @@ def records(query: AggregateQuery, states: PaneStates, at: float, until: float |
             row[query.column(output)] = _value(output.function, state, output.attribute)
         keys.append(key)
         rows.append(row)
-    if rows and not query.having.is_true():
-        having = {name: np.array([row[name] for row in rows]) for name in query.having.dims}
-        kept = satisfies(query.having, having, len(rows)).tolist()
-    else:
-        kept = [True] * len(rows)
-    return {
-        key: tuple(row[query.column(a)] for a in query.selected)
-        for key, row, keep in zip(keys, rows, kept, strict=True)
-        if keep
-    }
+    return kept_records(query, keys, rows)
 
 
 def aggregate(

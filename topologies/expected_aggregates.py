@@ -46,7 +46,10 @@ import numpy as np
 
 from matcher.aggregate import Aggregate, AggregateQuery
 
-Records = dict[tuple[int, tuple[float, ...]], tuple[float, ...]]
+Key = tuple[int, tuple[float, ...]]
+"""A record's key: its window's id and its group's values."""
+
+Records = dict[Key, tuple[float, ...]]
 """An aggregate subscription's records: ``(window id, group key) -> values``.  The group key holds the
 group attributes' values in ``query.groups`` order (``()`` without GROUP BY); the values are those of
 ``query.selected`` in order (COUNT as a float)."""
@@ -74,7 +77,7 @@ def expected_records(
         for g, rows in enumerate(groups.rows)
         for name in attributes
     }
-    keys: list[tuple[int, tuple[float, ...]]] = []
+    keys: list[Key] = []
     rows: list[dict[str, float]] = []
     for window, g, lo, hi in groups.segments(query, duration):
         row = dict(zip(query.groups, groups.keys[g], strict=True))
@@ -85,12 +88,7 @@ def expected_records(
                 row[query.column(aggregate)] = values[g, aggregate.attribute].value(aggregate.function, lo, hi)
         keys.append((window, groups.keys[g]))
         rows.append(row)
-    kept = _having(query, rows)
-    return {
-        key: tuple(row[query.column(a)] for a in query.selected)
-        for key, row, keep in zip(keys, rows, kept, strict=True)
-        if keep
-    }
+    return kept_records(query, keys, rows)
 
 
 def records_fed(
@@ -267,12 +265,19 @@ def _rounded(exact: Fraction) -> float:
         return math.inf if exact > 0 else -math.inf
 
 
-def _having(query: AggregateQuery, rows: list[dict[str, float]]) -> list[bool]:
-    """Which records HAVING keeps (every record without HAVING)."""
-    if query.having.is_true() or not rows:
-        return [True] * len(rows)
-    # imported here: topologies.expected imports this module (its answer carries the records)
-    from topologies.expected import satisfies
+def kept_records(query: AggregateQuery, keys: list[Key], rows: list[dict[str, float]]) -> Records:
+    """The records HAVING keeps of ``rows`` (one per key of ``keys``: the record's group attributes and
+    every aggregate of ``query.aggregates``, by column name), each as the values of ``query.selected``:
+    the last step of a record, the same for the central evaluation and the super-peer's operator."""
+    kept = [True] * len(rows)
+    if rows and not query.having.is_true():
+        # imported here: topologies.expected imports this module (its answer carries the records)
+        from topologies.expected import satisfies
 
-    columns = {name: np.array([row[name] for row in rows], dtype=np.float64) for name in query.having.dims}
-    return satisfies(query.having, columns, len(rows)).tolist()
+        columns = {name: np.array([row[name] for row in rows], dtype=np.float64) for name in query.having.dims}
+        kept = satisfies(query.having, columns, len(rows)).tolist()
+    return {
+        key: tuple(row[query.column(a)] for a in query.selected)
+        for key, row, keep in zip(keys, rows, kept, strict=True)
+        if keep
+    }
