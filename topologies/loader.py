@@ -7,7 +7,9 @@ recorded in ``Scenario.warnings``.
 
 Optional keys and defaults: thin-peers may give ``bandwidth``/``latency`` for their access link
 (default ``network.defaults``, whose own defaults are 100Mbit and 0); an attribute's ``type`` defaults to
-float; ``seed`` defaults to 0, ``header_bytes`` to 16, ``subscriptions`` and ``events`` to none.
+float; ``seed`` defaults to 0, ``header_bytes`` to 16, ``subscriptions`` and ``events`` to none, each of
+``cpu_costs`` to :class:`CpuCosts`' own, and a super-peer's ``capacity``, ``cpu`` and ``input_buffer`` to
+``network.defaults``' (whose own default is unlimited).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from fractions import Fraction
 from typing import Any, NoReturn
 
@@ -31,6 +33,7 @@ from topologies.errors import ScenarioError, shown
 from topologies.events_loader import event_entry, read_events
 from topologies.model import (
     AttributeSpec,
+    CpuCosts,
     LinkSpec,
     NetworkEvent,
     Scenario,
@@ -39,7 +42,7 @@ from topologies.model import (
     ThinPeerSpec,
 )
 from topologies.replay import ATTRIBUTE_NAME, ReplayFileError, read_replay
-from topologies.units import as_float, latency_text, parse_bandwidth, parse_latency, parse_size
+from topologies.units import NUMBER_PATTERN, as_float, latency_text, parse_bandwidth, parse_latency, parse_size
 from topologies.yaml_files import read_yaml
 
 PEER_ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -51,6 +54,8 @@ DEFAULT_MAX_UTILIZATION = 0.8
 DEFAULT_PEAK_SD = 3.0
 MAX_PEAK_SD = 10.0
 MAX_CAPACITY = 1e12  # tuples per second
+MAX_CPU = 1e15  # operations per second
+MAX_CPU_COST = 10**9  # operations per tuple or record: a step costing more than a billion is a unit mistake
 MAX_HEADER_BYTES = 65_535
 MAX_REPLAY_BYTES = 2**30
 MAX_ID_LENGTH = 100  # characters of a name or an id: ids become file names, plot labels, topic levels
@@ -65,11 +70,14 @@ MAX_SUPER_PEERS = ("STREAMGLOBE_MAX_SUPER_PEERS", 50_000)
 LONGEST_RUN_S = 4_000_000  # seconds: the links' picosecond clock (network/linkrule.py) holds twice that and more
 TOP_KEYS = {"name": True, "seed": False, "duration": True, "header_bytes": False, "network": True}
 TOP_KEYS |= {"thin_peers": True, "streams": True, "subscriptions": False, "planner": False, "events": False}
+TOP_KEYS |= {"cpu_costs": False}
 NETWORK_KEYS = {"defaults": False, "super_peers": False, "links": False, "generate": False, "import": False}
 NETWORK_KEYS |= {"propagation_km_per_s": False, "min_latency": False}
 LINK_KEYS = {"bandwidth": False, "latency": False, "buffer": False, "length": False}
-DEFAULTS_KEYS = {"bandwidth": False, "latency": False, "buffer": False, "capacity": False}
-SUPER_PEER_KEYS = {"id": True, "capacity": False, "pos": False}
+NODE_LIMITS = ("capacity", "cpu", "input_buffer")  # a super-peer's own, or network.defaults'
+DEFAULTS_KEYS = {"bandwidth": False, "latency": False, "buffer": False} | dict.fromkeys(NODE_LIMITS, False)
+SUPER_PEER_KEYS = {"id": True, "pos": False} | dict.fromkeys(NODE_LIMITS, False)
+CPU_COSTS_KEYS = {f.name: False for f in fields(CpuCosts)}
 MAX_LENGTH_KM = 1e6  # a link longer than 25 times round the Earth is a unit mistake
 PLANNER_KEYS = {"max_utilization": False, "peak_sd": False}
 THIN_PEER_KEYS = {"id": True, "attach": True, "bandwidth": False, "latency": False}
@@ -209,6 +217,44 @@ class _Reader:
             self.fail(f"{path}.capacity", f"must be at most {MAX_CAPACITY:g} tuples/s, got {shown(spec['capacity'])}")
         return capacity
 
+    def cpu(self, spec: dict[str, Any], path: str, default: float | None) -> float | None:
+        """``spec["cpu"]`` in operations per second, or ``default`` when absent (None: unlimited)."""
+        if "cpu" not in spec:
+            return default
+        value = spec["cpu"]
+        if isinstance(value, str) and re.fullmatch(NUMBER_PATTERN, value):  # 2e6: YAML 1.1 wants 2.0e+6
+            self.fail(
+                f"{path}.cpu",
+                f"expected a number, got {_describe(value)}: YAML reads an exponent without a dot and a sign"
+                " as text (write 2000000 or 2.0e+6 for 2 million)",
+            )
+        cpu = self.number(value, f"{path}.cpu", positive=True)
+        if cpu > MAX_CPU:
+            self.fail(f"{path}.cpu", f"must be at most {MAX_CPU:g} operations/s, got {shown(spec['cpu'])}")
+        return cpu
+
+    def input_buffer(self, spec: dict[str, Any], path: str, default: float | None) -> float | None:
+        """``spec["input_buffer"]`` in bytes, or ``default`` when absent (None: unlimited)."""
+        if "input_buffer" not in spec:
+            return default
+        return self.unit(parse_size, spec["input_buffer"], f"{path}.input_buffer")
+
+    def node_limits(
+        self, spec: dict[str, Any], path: str, defaults: Mapping[str, float | None]
+    ) -> dict[str, float | None]:
+        """A super-peer's limits (:data:`NODE_LIMITS`) as ``spec`` gives them, each else ``defaults``'."""
+        return {
+            "capacity": self.capacity(spec, path, defaults["capacity"]),
+            "cpu": self.cpu(spec, path, defaults["cpu"]),
+            "input_buffer": self.input_buffer(spec, path, defaults["input_buffer"]),
+        }
+
+    def cpu_costs(self, value: object) -> CpuCosts:
+        """The operations each step of a super-peer's operators costs: whole numbers >= 0, each else
+        :class:`CpuCosts`' default."""
+        spec = self.mapping(value, "cpu_costs", CPU_COSTS_KEYS)
+        return CpuCosts(**{key: self.integer(n, f"cpu_costs.{key}", maximum=MAX_CPU_COST) for key, n in spec.items()})
+
     def length(self, spec: dict[str, Any], path: str) -> float:
         """``spec["length"]``: km, a number >= 0."""
         length = self.number(spec["length"], f"{path}.length", minimum=0)
@@ -254,7 +300,8 @@ class _Reader:
             doc.get("header_bytes", DEFAULT_HEADER_BYTES), "header_bytes", maximum=MAX_HEADER_BYTES
         )
         max_utilization, peak_sd = self.planner(doc.get("planner", {}))
-        bandwidth, latency, super_peers, links, capacities = self.network(doc["network"], seed)
+        cpu_costs = self.cpu_costs(doc.get("cpu_costs", {}))
+        bandwidth, latency, super_peers, links, limited = self.network(doc["network"], seed)
         thin_peers = self.thin_peers(doc["thin_peers"], super_peers, links, bandwidth, latency, seed)
         streams = self.streams(doc["streams"], {p.id: p.attach for p in thin_peers}, seed)
         self.tuples(streams, duration)
@@ -271,7 +318,7 @@ class _Reader:
             thin_peers=thin_peers,
             streams=streams,
             subscriptions=subscriptions,
-            capacities=capacities,
+            capacities=limited["capacity"],
             max_utilization=max_utilization,
             peak_sd=peak_sd,
             events=events,
@@ -279,6 +326,9 @@ class _Reader:
             path=os.path.abspath(self.file),
             warnings=tuple(self.warnings),
             generated=tuple(self.generated),
+            cpus=limited["cpu"],
+            input_buffers=limited["input_buffer"],
+            cpu_costs=cpu_costs,
         )
 
     def events(
@@ -302,14 +352,15 @@ class _Reader:
 
     def network(
         self, value: object, seed: int
-    ) -> tuple[float, Fraction, tuple[str, ...], tuple[LinkSpec, ...], tuple[tuple[str, float], ...]]:
-        """Default bandwidth and latency, super-peers, links, and (id, capacity) of the limited super-peers."""
+    ) -> tuple[float, Fraction, tuple[str, ...], tuple[LinkSpec, ...], dict[str, tuple[tuple[str, float], ...]]]:
+        """Default bandwidth and latency, super-peers, links, and for each of :data:`NODE_LIMITS` (capacity,
+        cpu, input_buffer) the (id, limit) of the super-peers it limits, in super-peer order."""
         net = self.mapping(value, "network", NETWORK_KEYS)
         defaults = self.mapping(net.get("defaults", {}), "network.defaults", DEFAULTS_KEYS)
         bandwidth = self.bandwidth(defaults, "network.defaults", DEFAULT_BANDWIDTH)
         latency = self.latency(defaults, "network.defaults", DEFAULT_LATENCY)
         buffer = self.buffer(defaults, "network.defaults", None)
-        capacity = self.capacity(defaults, "network.defaults", None)
+        default_limits = self.node_limits(defaults, "network.defaults", dict.fromkeys(NODE_LIMITS))
         self.km_per_s = self.number(
             net.get("propagation_km_per_s", importing.DEFAULT_PROPAGATION_KM_PER_S),
             "network.propagation_km_per_s",
@@ -329,15 +380,17 @@ class _Reader:
             super_peers, links = self.generate(net["generate"], seed, bandwidth, latency)
             if buffer is not None:
                 links = tuple(replace(link, buffer=buffer) if link.buffer is None else link for link in links)
-            capacities = {sp: capacity for sp in super_peers}
+            limits = {sp: default_limits for sp in super_peers}
         elif "import" in net:
             super_peers, links = self.imported(net, bandwidth, buffer)
-            capacities = {sp: capacity for sp in super_peers}
+            limits = {sp: default_limits for sp in super_peers}
         else:
-            super_peers, capacities = self.super_peers(net["super_peers"], capacity)
+            super_peers, limits = self.super_peers(net["super_peers"], default_limits)
             links = self.links(net.get("links", []), super_peers, bandwidth, latency, buffer)
         self.connected(super_peers, links)
-        limited = tuple((sp, c) for sp, c in capacities.items() if c is not None)
+        limited = {
+            name: tuple((sp, own[name]) for sp, own in limits.items() if own[name] is not None) for name in NODE_LIMITS
+        }
         return bandwidth, latency, super_peers, links, limited
 
     def imported(
@@ -429,26 +482,29 @@ class _Reader:
             overrides[key] = (f"{path}[2]", self.mapping(item[2], f"{path}[2]", LINK_KEYS))
         return overrides
 
-    def super_peers(self, value: object, capacity: float | None) -> tuple[tuple[str, ...], dict[str, float | None]]:
-        """The ids, and each one's capacity (``capacity`` unless its mapping gives one)."""
+    def super_peers(
+        self, value: object, defaults: Mapping[str, float | None]
+    ) -> tuple[tuple[str, ...], dict[str, Mapping[str, float | None]]]:
+        """The ids, and each one's limits (capacity, cpu, input_buffer: ``defaults``' unless its mapping
+        gives its own)."""
         items = self.sequence(value, "network.super_peers")
         if not items:
             self.fail("network.super_peers", "expected at least one super-peer, got []")
         seen: dict[str, str] = {}
-        capacities: dict[str, float | None] = {}
+        limits: dict[str, Mapping[str, float | None]] = {}
         for i, sp in enumerate(items):
             path = f"network.super_peers[{i}]"
-            own, pos = capacity, None
+            own, pos = defaults, None
             if isinstance(sp, dict):
                 spec = self.mapping(sp, path, SUPER_PEER_KEYS)
-                own = self.capacity(spec, path, capacity)
+                own = self.node_limits(spec, path, defaults)
                 pos = self.position(spec["pos"], f"{path}.pos") if "pos" in spec else None
                 path, sp = f"{path}.id", spec["id"]
             self.unique(seen, self.node_id(sp, path, SUPER_PEER_ID), path, "super-peer")
-            capacities[sp] = own
+            limits[sp] = own
             if pos is not None:
                 self.positions[sp] = pos
-        return tuple(capacities), capacities
+        return tuple(limits), limits
 
     def position(self, value: object, path: str) -> tuple[float, float]:
         """``[lon, lat]`` in degrees."""

@@ -116,6 +116,22 @@ class NetworkEvent:
 
 
 @dataclass(frozen=True)
+class CpuCosts:
+    """Operations a super-peer's processor spends on the tuples reaching its operators (docs/SCENARIOS.md,
+    ``cpu_costs``; docs/ACCOUNTING.md, "Super-peer CPU"): per tuple tested per box of a reader's predicate
+    (``box``), per tuple a reader projects to fewer attributes than it receives (``projection``), per tuple
+    folded into an aggregate's partial states (``aggregate``), and per record emitted (``record``).
+
+    The defaults here are the one place these numbers are given; a scenario's ``cpu_costs`` overrides any.
+    """
+
+    box: int = 4
+    projection: int = 2
+    aggregate: int = 8
+    record: int = 40
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     seed: int
@@ -140,6 +156,13 @@ class Scenario:
     generated: tuple[str, ...] = field(default=(), compare=False)  # what each workload generator made
     # (lon, lat) in degrees of the super-peers that have a position (a real network's), in super-peer order
     positions: tuple[tuple[str, tuple[float, float]], ...] = ()
+    # super-peer CPU (docs/SCENARIOS.md, "Network limits"): operations per second a super-peer's processor
+    # runs, (id, cpu) for the limited ones, and bytes of tuples it holds waiting for its processor, (id,
+    # input_buffer) for the limited ones, both in super-peer order; the operations each step of its
+    # operators costs
+    cpus: tuple[tuple[str, float], ...] = ()
+    input_buffers: tuple[tuple[str, float], ...] = ()
+    cpu_costs: CpuCosts = CpuCosts()
 
     # The lookups by id every layer needs, built once per scenario on first use (a frozen dataclass keeps
     # them in its instance dictionary: `dataclasses.replace` starts a new scenario with none).
@@ -170,6 +193,17 @@ class Scenario:
     def capacity(self) -> Mapping[str, float]:
         """Tuples per second each limited super-peer takes in, by id (unlimited ones are absent)."""
         return dict(self.capacities)
+
+    @cached_property
+    def cpu(self) -> Mapping[str, float]:
+        """Operations per second each limited super-peer's processor runs, by id (unlimited ones are absent)."""
+        return dict(self.cpus)
+
+    @cached_property
+    def input_buffer(self) -> Mapping[str, float]:
+        """Bytes of tuples each limited super-peer holds waiting for its processor, by id (unlimited ones are
+        absent)."""
+        return dict(self.input_buffers)
 
     def thin_peer(self, peer_id: str) -> ThinPeerSpec:
         """Raises KeyError for an unknown id (as :meth:`stream`, :meth:`subscription` and :meth:`home`)."""

@@ -7,9 +7,20 @@ are the loader's alone.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from matcher.text import KEYWORDS
 from topologies import events_loader, generators, stream_generator, workload_generators
-from topologies.loader import LONGEST_RUN_S, MAX_CAPACITY, MAX_HEADER_BYTES, MAX_ID_LENGTH, MAX_LENGTH_KM
+from topologies.loader import (
+    LONGEST_RUN_S,
+    MAX_CAPACITY,
+    MAX_CPU,
+    MAX_CPU_COST,
+    MAX_HEADER_BYTES,
+    MAX_ID_LENGTH,
+    MAX_LENGTH_KM,
+)
+from topologies.model import CpuCosts
 from topologies.units import MAX_BUFFER, NUMBER_PATTERN
 
 _NUMBER_TEXT = NUMBER_PATTERN.replace("(?P<number>", "(?:")
@@ -35,6 +46,36 @@ SIZE = {
     ],
 }
 CAPACITY = {"description": "tuples per second", "type": "number", "exclusiveMinimum": 0, "maximum": MAX_CAPACITY}
+CPU = {
+    "description": "operations per second the super-peer's processor runs (default unlimited)",
+    "type": "number",
+    "exclusiveMinimum": 0,
+    "maximum": MAX_CPU,
+}
+INPUT_BUFFER = {
+    **SIZE,
+    "description": f"bytes of tuples waiting for the processor (default unlimited); {SIZE['description']}",
+}
+_CPU_COST_MEANINGS = {
+    "box": "operations per tuple tested per box of a reader's predicate",
+    "projection": "operations per tuple a reader projects to fewer attributes than it receives",
+    "aggregate": "operations per tuple folded into an aggregate's partial states",
+    "record": "operations per record emitted",
+}
+CPU_COSTS = {
+    "description": "operations a super-peer spends per step of its operators",
+    "type": "object",
+    "properties": {
+        cost.name: {
+            "description": f"{_CPU_COST_MEANINGS[cost.name]} (default {cost.default})",
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_CPU_COST,
+        }
+        for cost in fields(CpuCosts)
+    },
+    "additionalProperties": False,
+}
 PEER_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": MAX_ID_LENGTH}
 SUPER_PEER_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.-]+$", "maxLength": MAX_ID_LENGTH}
 POSITION = {
@@ -63,7 +104,14 @@ LINK_OPTIONS = {
 }
 DEFAULTS = {
     "type": "object",
-    "properties": {"bandwidth": BANDWIDTH, "latency": LATENCY, "buffer": SIZE, "capacity": CAPACITY},
+    "properties": {
+        "bandwidth": BANDWIDTH,
+        "latency": LATENCY,
+        "buffer": SIZE,
+        "capacity": CAPACITY,
+        "cpu": CPU,
+        "input_buffer": INPUT_BUFFER,
+    },
     "additionalProperties": False,
 }
 SUPER_PEER = {
@@ -71,7 +119,13 @@ SUPER_PEER = {
         SUPER_PEER_ID,
         {
             "type": "object",
-            "properties": {"id": SUPER_PEER_ID, "capacity": CAPACITY, "pos": POSITION},
+            "properties": {
+                "id": SUPER_PEER_ID,
+                "capacity": CAPACITY,
+                "cpu": CPU,
+                "input_buffer": INPUT_BUFFER,
+                "pos": POSITION,
+            },
             "required": ["id"],
             "additionalProperties": False,
         },
@@ -397,6 +451,7 @@ def json_schema() -> dict:
                 },
                 "additionalProperties": False,
             },
+            "cpu_costs": CPU_COSTS,
         },
         "required": ["name", "duration", "network", "thin_peers", "streams"],
         "additionalProperties": False,

@@ -77,8 +77,8 @@ CASES = [
     (
         "colour",
         1,
-        "unknown key 'colour' (expected one of: duration, events, header_bytes, name, network, planner, seed, "
-        "streams, subscriptions, thin_peers)",
+        "unknown key 'colour' (expected one of: cpu_costs, duration, events, header_bytes, name, network, planner, "
+        "seed, streams, subscriptions, thin_peers)",
     ),
     (
         "network.mtu",
@@ -89,7 +89,8 @@ CASES = [
     (
         "network.defaults.jitter",
         1,
-        "network.defaults: unknown key 'jitter' (expected one of: bandwidth, buffer, capacity, latency)",
+        "network.defaults: unknown key 'jitter' (expected one of: bandwidth, buffer, capacity, cpu, input_buffer, "
+        "latency)",
     ),
     (
         "network.links[1][2].jitter",
@@ -299,8 +300,8 @@ CASES = [
     ("network.super_peers[1]", {"capacity": 10}, "network.super_peers[1]: missing required key 'id'"),
     (
         "network.super_peers[1]",
-        {"id": "SP1", "cpu": 1},
-        "network.super_peers[1]: unknown key 'cpu' (expected one of: capacity, id, pos)",
+        {"id": "SP1", "cores": 1},
+        "network.super_peers[1]: unknown key 'cores' (expected one of: capacity, cpu, id, input_buffer, pos)",
     ),
     (
         "network.super_peers[2]",
