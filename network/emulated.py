@@ -2,7 +2,7 @@
 thin-peer's access link both ways) with what the link rule (network/linkrule.py) needs of it, built once
 from a scenario for every engine: the local and Spark engines' queues (network/queues.py) and the live
 mode's link queues (peers/live/links.py); the planner's network limits (sharing/limits.py) read the same
-bandwidths."""
+bandwidths.  A super-peer's processor is emulated like a link direction too (:func:`processor_specs`)."""
 
 from __future__ import annotations
 
@@ -27,11 +27,33 @@ def link_specs(scenario: Scenario, network: Network | None = None) -> dict[Direc
     return links
 
 
+def processor_nodes(scenario: Scenario) -> frozenset[str]:
+    """The super-peers whose processor is emulated (docs/ACCOUNTING.md, "Super-peer CPU"): every one once
+    any has a ``cpu`` or an ``input_buffer`` (an unlimited one takes no time, but counts its operations),
+    none otherwise (a scenario that sets neither runs as it always did, at no cost)."""
+    return frozenset(scenario.super_peers) if scenario.cpus or scenario.input_buffers else frozenset()
+
+
+def processor_specs(scenario: Scenario) -> dict[Direction, tuple[float, float, float]]:
+    """The emulated processors (:func:`processor_nodes`) as the queues take them (network/queues.py,
+    "Processors"): the direction ``(n, n)`` mapped to (operations per second, 0, input buffer bytes),
+    ``inf`` where unlimited."""
+    cpu, buffers = scenario.cpu, scenario.input_buffer
+    return {(sp, sp): (cpu.get(sp, np.inf), 0.0, buffers.get(sp, np.inf)) for sp in sorted(processor_nodes(scenario))}
+
+
+def processor_downs(scenario: Scenario) -> dict[Direction, list[tuple[float, float]]]:
+    """Per emulated processor whose super-peer is ever down, its down intervals (a tuple queued there at a
+    failure, or reaching it while its super-peer is down, is lost)."""
+    nodes = processor_nodes(scenario)
+    return {(sp, sp): spans for sp, spans in super_peer_down_intervals(scenario).items() if sp in nodes}
+
+
 def down_directions(scenario: Scenario) -> dict[Direction, list[tuple[float, float]]]:
     """Per link direction that is ever down, its down intervals ``[fail, recover)`` (``inf``: never
     recovered): the backbone's (:func:`~topologies.outages.down_intervals`), and both directions of a
     thin-peer's access link while its super-peer is down (a tuple uploaded to it, or delivered from it, is
-    lost like one on a backbone link; so a source's upload is not counted while its super-peer is down)."""
+    lost like one on a backbone link; so a source's upload is not counted while its super-peer is down))."""
     down = down_intervals(scenario)
     nodes = super_peer_down_intervals(scenario)
     for peer in scenario.thin_peers:

@@ -88,6 +88,20 @@ def service(w, bandwidth):
 
 
 @njit(cache=True, inline="always")
+def processing(ops, cpu):
+    """Ticks a super-peer's processor of ``cpu`` operations per second (``inf``: unlimited, no time) takes
+    over ``ops`` operations: ``ops / cpu`` seconds rounded to the nearest tick (halves up; exactly, in
+    integers, for a whole number of operations per second), no more than :data:`LATE`."""
+    if ops <= 0 or cpu == np.inf:
+        return np.int64(0)
+    if cpu == np.floor(cpu) and cpu < 2.0**62 and ops <= NEVER // TICKS:
+        whole = np.int64(cpu)
+        return min((np.int64(ops) * TICKS + whole // 2) // whole, LATE)
+    ticks = np.rint(ops * (TICKS / cpu))
+    return LATE if ticks >= LATE else np.int64(ticks)
+
+
+@njit(cache=True, inline="always")
 def gap(t, length, starts, ends, i):
     """The first start ``>= t`` of a gap of ``length`` ticks between the busy intervals ``starts``/``ends``
     (disjoint, by start), and the cursor for the next copy: the intervals before ``i`` end no later than

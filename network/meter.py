@@ -41,6 +41,34 @@ class SubscriptionSummary:
 
 
 @dataclass(frozen=True)
+class ProcessorTally:
+    """What one super-peer's processor did (docs/ACCOUNTING.md, "Super-peer CPU"): the operations of the
+    tuples it served; per load bin the operations of the tuples reaching its queue (its offered load); the
+    ticks its tuples with work spent from reaching the queue to leaving it (waiting and served), and how
+    many they were; the tuples its full input buffer dropped.  Tallies of parts of a run add up."""
+
+    ops: int = 0
+    offered: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    delay_ticks: int = 0
+    jobs: int = 0
+    dropped: int = 0
+
+    def plus(self, other: ProcessorTally) -> ProcessorTally:
+        n = max(len(self.offered), len(other.offered))
+        offered = np.zeros(n, np.int64)
+        offered[: len(self.offered)] += self.offered
+        offered[: len(other.offered)] += other.offered
+        return ProcessorTally(
+            self.ops + other.ops, offered, self.delay_ticks + other.delay_ticks, self.jobs + other.jobs,
+            self.dropped + other.dropped,
+        )  # fmt: skip
+
+    def delay_mean(self) -> float | None:
+        """Mean seconds a tuple with work spent at the processor (None: none came)."""
+        return self.delay_ticks / self.jobs / TICKS if self.jobs else None
+
+
+@dataclass(frozen=True)
 class StrategyRun:
     """One strategy executed by one engine.
 
@@ -103,6 +131,8 @@ class StrategyRun:
     # per aggregate subscription, the records its subscriber computed from the input it received (detail,
     # as ``delivered``: the summary counts them; :mod:`peers.subscriber`)
     records: dict[str, dict] = field(default_factory=dict)
+    # per super-peer, what its processor did (by the load bins, ``load_bin_s``)
+    processors: dict[str, ProcessorTally] = field(default_factory=dict)
 
     @property
     def backbone_bytes(self) -> int:
@@ -177,7 +207,16 @@ class TrafficMeter:
             row = {d: k for k, d in enumerate(self._bytes)}
             self._row = np.array([row.get(d, -1) for d in self._directions], np.int64)
             number = {p: k for k, p in enumerate(self.super_peers)}
-            self._end = np.array([number.get(d[1], -1) for d in self._directions], np.int64)
+            # a direction (n, n) is super-peer n's processor (network/queues.py, "Processors"): no link, and
+            # what it passes on lands nowhere
+            self._processor = np.array(
+                [number.get(d[0], -1) if d[0] == d[1] else -1 for d in self._directions], np.int64
+            )
+            self._end = np.array([-1 if d[0] == d[1] else number.get(d[1], -1) for d in self._directions], np.int64)
+            n_sp = len(self.super_peers)
+            self._ops, self._jobs = np.zeros(n_sp, np.int64), np.zeros(n_sp, np.int64)
+            self._delay = np.zeros((n_sp, 2), np.int64)  # ticks as (high, low 32 bits): exact, in any order
+            self._cpu_offered = np.zeros((n_sp, 0), np.int64)
             self._timeline = np.zeros((len(self._bytes), 0))
             self._offered = np.zeros((len(self._bytes), 0))
             self._landed = np.zeros((len(self.super_peers), 0), np.int64)
@@ -257,6 +296,30 @@ class TrafficMeter:
                 self._offered,
             )
 
+    def processed_runs(
+        self,
+        directions: Sequence[Direction],
+        link: np.ndarray,
+        first: np.ndarray,
+        count: np.ndarray,
+        first_work: np.ndarray,
+        work: np.ndarray,
+        departures: np.ndarray,
+        arrivals: np.ndarray,
+    ) -> None:
+        """The runs of :meth:`cross_runs` again (``work[first_work[r]:]``: each tuple's operations), for
+        the processors among their directions: the operations served and offered per load bin, and the time
+        each tuple with work spent there."""
+        self.line_of(directions)
+        if not len(link) or not (self._processor >= 0).any():
+            return
+        last = _last_offered(link, first, count, arrivals, self._processor, self.load_bin_s, MAX_TIMELINE_BINS)
+        self._cpu_offered = _widened(self._cpu_offered, last + 1)
+        _process_runs(
+            link, first, count, first_work, work, departures, arrivals, self._processor, self.load_bin_s,
+            MAX_TIMELINE_BINS, self._ops, self._delay, self._jobs, self._cpu_offered,
+        )  # fmt: skip
+
     def dropped_at(self, drops: np.ndarray) -> None:
         """``drops[k]`` tuples were dropped at the tail of direction ``k`` (of the :meth:`line_of` list)."""
         self._drops += drops
@@ -333,15 +396,23 @@ class TrafficMeter:
         access: dict[Direction, int] = {}
         access_tuples: dict[Direction, int] = {}
         timeline, offered, landed = {}, {}, {}
+        processors: dict[str, ProcessorTally] = {}
         if self._directions is not None:
             for k in np.flatnonzero(self._counts).tolist():
                 d = self._directions[k]
                 if self._row[k] >= 0:
                     link_bytes[d], link_tuples[d] = int(self._sums[k]), int(self._counts[k])
-                else:
+                elif self._processor[k] < 0:
                     access[d], access_tuples[d] = int(self._sums[k]), int(self._counts[k])
             for k in np.flatnonzero(self._drops).tolist():
-                link_dropped[self._directions[k]] = int(self._drops[k])
+                if self._processor[k] < 0:
+                    link_dropped[self._directions[k]] = int(self._drops[k])
+            for k in np.flatnonzero(self._processor >= 0).tolist():
+                p = self._processor[k]
+                processors[self.super_peers[p]] = ProcessorTally(
+                    int(self._ops[p]), self._cpu_offered[p].copy(),
+                    (int(self._delay[p, 0]) << 32) + int(self._delay[p, 1]), int(self._jobs[p]), int(self._drops[k]),
+                )  # fmt: skip
             for k in np.flatnonzero(self._losses).tolist():
                 if self._row[k] >= 0:  # a backbone direction (an access link is down with its super-peer)
                     link_lost[self._directions[k]] = int(self._losses[k])
@@ -378,6 +449,7 @@ class TrafficMeter:
             stream_bytes=dict(zip(self.streams, self._stream_bytes.tolist(), strict=True)),
             stream_tuples=dict(zip(self.streams, self._stream_tuples.tolist(), strict=True)),
             last_arrival=float(self._last_arrival[0]),
+            processors=processors,
         )
 
 
@@ -439,6 +511,31 @@ def _offer_runs(link, first, count, first_wire, wire, arrivals, row, bin_s, max_
             in_bin += wire[first_wire[r] + i]
         if current >= 0:
             offered[line, current] += in_bin
+
+
+@njit(cache=True)
+def _process_runs(link, first, count, first_work, work, departures, arrivals, processor, bin_s, max_bins, ops, delay,
+                  jobs, offered):  # fmt: skip
+    """Add, per processor, the operations of each tuple reaching its queue to its bin of ``offered``, those
+    of each tuple it served to ``ops``, and each served tuple with work's time there to ``delay`` (ticks,
+    high and low 32 bits apart: exact whatever the order) and ``jobs``."""
+    for r in range(len(link)):
+        p = processor[link[r]]
+        if p < 0:
+            continue
+        for i in range(count[r]):
+            a, d, w = arrivals[first[r] + i], departures[first[r] + i], work[first_work[r] + i]
+            if a < 0:
+                continue
+            offered[p, _tick_bin(a, 0.0, bin_s, max_bins)] += w
+            if d < 0:
+                continue
+            ops[p] += w
+            if w > 0:
+                spent = d - a
+                delay[p, 0] += spent >> 32
+                delay[p, 1] += spent & 0xFFFFFFFF
+                jobs[p] += 1
 
 
 @njit(cache=True, inline="always")

@@ -43,6 +43,13 @@ a failure, and the failure empties the queue.  A lost copy's row departs at :dat
 one, and so does every row after it; a flag per row tells lost from dropped for the deliveries.  Arrivals
 ascend at each link, so one cursor walks its intervals; a link never down costs one comparison per tuple.
 
+**Processors** (docs/ACCOUNTING.md, "Super-peer CPU").  A super-peer's processor is one more FIFO server,
+the direction ``(n, n)``: the tuples reaching the operators at ``n`` queue there first in, first out, and a
+copy is served for its ``work`` (operations, per entry of :class:`Blocks`) at the processor's operations
+per second, where a link serves a copy for its bytes at its bandwidth.  Everything else is a link's: the
+input buffer holds bytes (tail drop), the processor is down while its super-peer is, and it has no
+latency.  The timetable routes what the operators at ``n`` read through it (peers/timetable.py).
+
 The same segments (a channel at one hop: link, group, its tuples' arrivals) are what a distributed engine
 partitions by link direction: the solve of one group needs only the departures of the groups before it.
 """
@@ -51,7 +58,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -66,6 +73,7 @@ from network.linkrule import (
     TICKS,
     cross,
     down_at,
+    processing,
     service,
     to_ticks,
 )
@@ -91,7 +99,9 @@ class Route:
 class Blocks:
     """Every channel's tuples in one window: channel ``c`` holds entries ``first[c] .. first[c] +
     count[c] - 1`` (``first[c] == -1``: none) of the flat arrays, tuple indices ascending; ``parents`` are
-    positions within the parent channel's run (-1 for an upload)."""
+    positions within the parent channel's run (-1 for an upload).  ``work`` gives per entry the operations
+    it costs the processor it queues at (a channel crossing a super-peer's processor, module docstring,
+    "Processors"; None: no entry costs any)."""
 
     indices: np.ndarray
     emitted: np.ndarray
@@ -99,6 +109,11 @@ class Blocks:
     wire: np.ndarray
     first: np.ndarray
     count: np.ndarray
+    work: np.ndarray | None = None
+
+    def costs(self) -> np.ndarray:
+        """``work``, zeros when None."""
+        return np.zeros(len(self.indices), np.int64) if self.work is None else self.work
 
 
 DEFER = np.int64(-3)  # a row held back to the next window: its arrival is at or past the window's horizon
@@ -124,8 +139,8 @@ class Pending:
             np.array_equal(x, y)
             for x, y in (
                 (a.first, b.first), (a.count, b.count), (a.indices, b.indices), (a.emitted, b.emitted),
-                (a.parents, b.parents), (a.wire, b.wire), (self.departures, other.departures),
-                (self.lost, other.lost),
+                (a.parents, b.parents), (a.wire, b.wire), (a.costs(), b.costs()),
+                (self.departures, other.departures), (self.lost, other.lost),
             )
         )  # fmt: skip
 
@@ -138,13 +153,15 @@ def _row_bases(count, hops):
 
 
 @njit(cache=True)
-def _put(p_first, p_count, p_indices, p_emitted, p_parents, p_wire, first, indices, emitted, parents, wire):
+def _put(p_first, p_count, p_indices, p_emitted, p_parents, p_wire, p_work, first, indices, emitted, parents, wire,
+         work):  # fmt: skip
     """The pending copies (``p_``) into the places a window's blocks left for them at each channel's start
     (their parents are already numbered among the parent channel's pending ones, which come first)."""
     for c in range(len(p_count)):
         for j in range(p_count[c]):
             e, q = p_first[c] + j, first[c] + j
             indices[q], emitted[q], parents[q], wire[q] = p_indices[e], p_emitted[e], p_parents[e], p_wire[e]
+            work[q] = p_work[e]
 
 
 @njit(cache=True, inline="always")
@@ -270,7 +287,8 @@ class Queues:
     parent before its children); :meth:`serve` solves one window and records it in ``meter``.
 
     ``links`` maps every direction a channel may cross (backbone and access) to (bandwidth bit/s, latency s)
-    or (bandwidth, latency, buffer bytes: ``inf`` for none).  ``smallest`` is the fewest bytes a tuple
+    or (bandwidth, latency, buffer bytes: ``inf`` for none); a direction ``(n, n)`` is super-peer ``n``'s
+    processor, mapped to (operations per second, 0, input buffer bytes).  ``smallest`` is the fewest bytes a tuple
     weighs on the wire (it bounds the tuples a buffer holds).  ``down`` gives the directions that fail,
     each with its down intervals ``[fail, recover)``, disjoint and ascending (``inf``: never recovered).
     Raises EmulatorError naming the direction when a channel crosses one that is not a link.
@@ -303,6 +321,7 @@ class Queues:
             to_ticks(np.array([f for s in spans for f, _ in s], dtype=np.float64)),
             to_ticks(np.array([r for s in spans for _, r in s], dtype=np.float64)),
             np.zeros(len(self.directions), np.int64),  # set below, once the dependency graph is known
+            np.array([links[d][0] if d[0] == d[1] else -1.0 for d in self.directions], dtype=np.float64),
         )
         # a ring holds the tuples admitted but not yet on the wire: at most buffer / smallest of them, and
         # it grows to that only when they come (serve widens the rings when one is full)
@@ -437,6 +456,10 @@ class Queues:
             self.directions, seg.link, seg.row, seg.count, seg.tuple, blocks.wire, departures, self.latency,
             arrivals, streams,
         )  # fmt: skip
+        if (self.links.cpu >= 0).any():
+            self.meter.processed_runs(
+                self.directions, seg.link, seg.row, seg.count, seg.tuple, blocks.work, departures, arrivals
+            )
         self.meter.dropped_at(tally.drops)
         self.meter.lost_at(tally.losses)
         sinks = np.flatnonzero((self.sink >= 0) & (blocks.count > 0))
@@ -476,18 +499,20 @@ class Queues:
         n_ch = len(blocks.count)
         held, base = np.zeros(n_ch, np.int64), np.zeros(n_ch, np.int64)
         departures, lost = np.zeros(0, np.int64), np.zeros(0, np.bool_)
+        if blocks.work is None:
+            blocks = replace(blocks, work=blocks.costs())
         if self.pending is not None:
             p = self.pending.blocks
             if not reserved:
                 raise ValueError("copies are held back: the window's blocks must leave places for them (reserve)")
-            _put(p.first, p.count, p.indices, p.emitted, p.parents, p.wire,
-                 blocks.first, blocks.indices, blocks.emitted, blocks.parents, blocks.wire)  # fmt: skip
+            _put(p.first, p.count, p.indices, p.emitted, p.parents, p.wire, p.costs(),
+                 blocks.first, blocks.indices, blocks.emitted, blocks.parents, blocks.wire, blocks.work)  # fmt: skip
             held = p.count
             base = np.maximum(_row_bases(p.count, self.hops), 0)
             departures, lost = self.pending.departures, self.pending.lost
         window = Window(
             blocks.first, blocks.count, to_ticks(blocks.emitted), blocks.parents, np.asarray(blocks.wire, np.int64),
-            horizon, held, base, departures, lost,
+            np.asarray(blocks.work, np.int64), horizon, held, base, departures, lost,
         )  # fmt: skip
         return blocks, window
 
@@ -500,7 +525,9 @@ class Queues:
             keep, low, blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent, seg.row_base,
             departures, lost,
         )  # fmt: skip
-        kept = Blocks(blocks.indices[take], blocks.emitted[take], parents, blocks.wire[take], first, count)
+        kept = Blocks(
+            blocks.indices[take], blocks.emitted[take], parents, blocks.wire[take], first, count, blocks.costs()[take]
+        )
         return Pending(kept, held, held_lost)
 
     def in_flight(self) -> tuple[np.ndarray, np.ndarray]:
@@ -521,7 +548,8 @@ class Links(NamedTuple):
     """The link directions as the kernels take them (by number): bandwidth (bit/s), latency (ticks),
     buffer (bytes; :data:`NEVER`: none) and its ring (-1: none), and the down intervals of direction ``k``,
     ``down_first[k] .. down_first[k + 1] - 1`` of ``down_start``/``down_end`` (ticks, disjoint,
-    ascending)."""
+    ascending).  ``cpu[k]``: -1 for a link; for a super-peer's processor (module docstring, "Processors")
+    its operations per second (``inf``: unlimited), a copy's service then taking its work, not its bytes."""
 
     bandwidth: np.ndarray
     latency: np.ndarray
@@ -531,6 +559,7 @@ class Links(NamedTuple):
     down_start: np.ndarray
     down_end: np.ndarray
     ahead: np.ndarray
+    cpu: np.ndarray
 
 
 class Layout(NamedTuple):
@@ -549,7 +578,8 @@ class Layout(NamedTuple):
 
 class Window(NamedTuple):
     """One window's tuples as the kernel takes them (:class:`Blocks`, times in ticks, bytes as integers) and
-    its horizon (ticks: arrivals from it on are held back).  Each channel's first ``pending_count[c]``
+    its horizon (ticks: arrivals from it on are held back); ``work``: per tuple the operations it costs a
+    processor it queues at.  Each channel's first ``pending_count[c]``
     tuples are copies held back before (:class:`Pending`): the departures found for their rows then, hop
     ``h`` of the ``j``-th at ``pending_departures[pending_base[c] + h * pending_count[c] + j]``
     (:data:`DEFER`: this window solves it), and whether they were lost (empty: no link is ever down)."""
@@ -559,6 +589,7 @@ class Window(NamedTuple):
     emitted: np.ndarray
     parents: np.ndarray
     wire: np.ndarray
+    work: np.ndarray
     horizon: int
     pending_count: np.ndarray
     pending_base: np.ndarray
@@ -788,7 +819,7 @@ def _fifo(k, m, picked, window, links, busy, rings, tally, out, ring):
     keys, rows, tuples, picks = picked
     departures, arrivals, lost = out
     down, last = links.down_first[k], links.down_first[k + 1]
-    latency, bandwidth, buffer = links.latency[k], links.bandwidth[k], links.buffer[k]
+    latency, bandwidth, buffer, cpu = links.latency[k], links.bandwidth[k], links.buffer[k], links.cpu[k]
     free = busy[k]
     size, length = -1, 0  # the last size served and its service time (a link's copies mostly weigh alike)
     for i in range(m):
@@ -796,7 +827,9 @@ def _fifo(k, m, picked, window, links, busy, rings, tally, out, ring):
         w = window.wire[tuples[picks[i]]]
         arrivals[row] = a  # offered, dropped, lost or not
         down, fail, recover = down_at(a, down, last, links.down_start, links.down_end)
-        if w != size:
+        if cpu >= 0:
+            length = processing(window.work[tuples[picks[i]]], cpu)
+        elif w != size:
             size, length = w, service(w, bandwidth)
         fate, _, done = cross(a, w, a if a > free else free, length, latency, fail, recover, ring, rings, buffer)
         if fate == FULL:
@@ -940,9 +973,13 @@ def _serve_cycle(g, seg, window, links, busy, rings, tally, out):
         w = window.wire[tuple_of[i]]
         cursor[k], fail, recover = down_at(a, cursor[k], links.down_first[k + 1], links.down_start, links.down_end)
         free = busy[k]
+        if links.cpu[k] >= 0:
+            length = processing(window.work[tuple_of[i]], links.cpu[k])
+        else:
+            length = service(w, links.bandwidth[k])
         fate, _, done = cross(
-            a, w, a if a > free else free, service(w, links.bandwidth[k]), links.latency[k], fail, recover,
-            links.ring_of[k], rings, links.buffer[k],
+            a, w, a if a > free else free, length, links.latency[k], fail, recover, links.ring_of[k], rings,
+            links.buffer[k],
         )  # fmt: skip
         if fate == FULL:
             return links.ring_of[k]

@@ -16,7 +16,7 @@ import numpy as np
 import simpy
 
 from network.buffers import NEVER, QueueState
-from network.emulated import down_directions, link_specs
+from network.emulated import down_directions, link_specs, processor_downs, processor_specs
 from network.exactness import checked
 from network.linkrule import to_ticks
 from network.meter import StrategyRun, TrafficMeter, bin_width, load_bin
@@ -100,7 +100,7 @@ class Simulation:
         self.scenario = scenario
         self.window = batch_window(scenario) if window is None else window
         network = Network.of(scenario)
-        links = link_specs(scenario, network)
+        links = link_specs(scenario, network) | processor_specs(scenario)
         self.backbone = network.directions
         self.attrs = {
             s.id: s.query.attributes(scenario.stream(s.stream).attribute_names) for s in scenario.subscriptions
@@ -112,7 +112,7 @@ class Simulation:
                 self.timetable.routes(),
                 self.meter(),
                 smallest=scenario.tuple_bytes(1),
-                down=down_directions(scenario),
+                down=down_directions(scenario) | processor_downs(scenario),
             )
         self.operators, self.rejected = self.timetable.operators, dict(plan.rejected)
         self.rejected_at = {

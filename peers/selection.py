@@ -14,7 +14,9 @@ or for a ``trim`` reader (the ``ideal`` bound) a width made of the attributes of
 tuple satisfies.  Trim entries are stored once per (predicate, attributes) and referenced by the readers
 listing them; a tuple's width only needs the entries that would add an attribute not yet counted, so the
 kernel skips the box test of the others and stops once every attribute of the reader's entries is counted.
-A phase without a reader (-1) is an upload: every tuple of the stream, at the full upload width.
+A phase without a reader (-1) is an upload: every tuple of the stream, at the full upload width; one with
+reader :data:`PASS` passes every tuple of its parent on as it came (a super-peer's processor, which the
+operators there read, peers/timetable.py).
 
 Many readers of one parent (a super-peer feeding many flows and deliveries from one input) are read
 *together* (:data:`SHARED_READERS`, :func:`_read_together`): rather than each reader scanning the parent's
@@ -41,6 +43,7 @@ from numba import njit
 from topologies.model import tuple_bytes
 
 _tuple_bytes = njit(tuple_bytes)  # the one wire-size rule, compiled for the kernel
+PASS = -2  # the reader of a phase passing every tuple of its parent on (a processor)
 
 
 class ReaderArrays(NamedTuple):
@@ -76,7 +79,7 @@ class ReaderArrays(NamedTuple):
 class Phases(NamedTuple):
     """A window's phases, sorted by (channel, start), each clipped to the window: phase ``p`` gives channel
     ``channel[p]`` the tuples emitted in ``[lo[p], hi[p])`` that reader ``reader[p]`` keeps of its parent's
-    (-1: an upload, every tuple of the stream)."""
+    (-1: an upload, every tuple of the stream; :data:`PASS`: every tuple of its parent)."""
 
     channel: np.ndarray
     lo: np.ndarray
@@ -760,6 +763,12 @@ def select_window(phases, channels, streams, readers, header, reserve, ch_first,
         if n + (b - a) > len(indices):
             indices, emitted = _grow(indices, n + b - a), _grow(emitted, n + b - a)
             parents, wire = _grow(parents, n + b - a), _grow(wire, n + b - a)
+        if r == PASS:  # a processor: every tuple of its parent, as it came
+            for j in range(a, b):
+                indices[n], emitted[n], parents[n], wire[n] = indices[j], emitted[j], j - f, wire[j]
+                n += 1
+            ch_count[c] = n - ch_first[c]
+            continue
         base, stride, n_attrs = st_values[s], st_count[s], st_attrs[s]
         trimmed = trim_at[r] < trim_end[r]
         h = hull_at[r]
@@ -807,6 +816,40 @@ def select_window(phases, channels, streams, readers, header, reserve, ch_first,
             ch_first[c], ch_count[c] = n, reserve[c]
             n += reserve[c]
     return indices[:n], emitted[:n], parents[:n], wire[:n]
+
+
+@njit(cache=True)
+def processor_work(phases, ch_parent, processor, tests, projection, reserve, ch_first, ch_count, emitted, parents):
+    """Per entry of a window's blocks (:func:`select_window`'s outputs), the operations it costs the
+    processor it queues at: each tuple of a processor (``processor[c]``) costs ``tests[r]`` for every
+    reader ``r`` reading it there in the phase of its emission, and ``projection[c]`` for every channel
+    ``c`` keeping it projected; other entries, and the places reserved for earlier copies, cost 0 here."""
+    ph_channel, ph_lo, ph_hi, ph_reader = phases
+    steps = np.zeros(len(emitted) + 1, np.int64)  # the tests, as steps up and down over each phase's tuples
+    for p in range(len(ph_channel)):
+        c, r = ph_channel[p], ph_reader[p]
+        q = ch_parent[c]
+        if r < 0 or q < 0 or not processor[q] or ch_first[q] < 0:
+            continue
+        own, m = ch_first[q] + reserve[q], ch_count[q] - reserve[q]
+        a = own + np.searchsorted(emitted[own : own + m], ph_lo[p], side="left")
+        b = own + np.searchsorted(emitted[own : own + m], ph_hi[p], side="left")
+        steps[a] += tests[r]
+        steps[b] -= tests[r]
+    work = np.cumsum(steps[:-1])
+    for p in range(len(ph_channel)):
+        c, r = ph_channel[p], ph_reader[p]
+        q = ch_parent[c]
+        if r < 0 or q < 0 or not processor[q] or ch_first[q] < 0:
+            continue
+        if projection[c] == 0 or ch_first[c] < 0:
+            continue
+        own, m = ch_first[c] + reserve[c], ch_count[c] - reserve[c]
+        a = own + np.searchsorted(emitted[own : own + m], ph_lo[p], side="left")
+        b = own + np.searchsorted(emitted[own : own + m], ph_hi[p], side="left")
+        for j in range(a, b):
+            work[ch_first[q] + parents[j]] += projection[c]
+    return work
 
 
 def select_batch(

@@ -36,7 +36,7 @@ from network.buffers import QueueState
 from network.exactness import Counts, records_checked, summaries
 from network.latency import LatencyStats, Sum, add_sums, ranks_needed
 from network.linkrule import TICKS
-from network.meter import StrategyRun
+from network.meter import ProcessorTally, StrategyRun
 from peers.local import Simulation, collector_paused
 from peers.spark_select import OVERALL, Sample, order_statistics
 from peers.spark_session import failure_line, parse_master, spark_session
@@ -466,6 +466,7 @@ class _Totals:
         self.sums: list[Sum] = [{} for _ in range(subs)]
         self.samples: list[Sample] = []
         self.aggregated: dict[int, list[tuple[np.ndarray, ...]]] = {}
+        self.processors: dict[str, ProcessorTally] = {}
 
     def add(self, summary: ChunkSummary) -> None:
         self.link_bytes += summary.link_bytes
@@ -484,6 +485,8 @@ class _Totals:
             self.access_tuples[direction] = self.access_tuples.get(direction, 0) + sent
         for k, parts in summary.aggregated.items():
             self.aggregated.setdefault(k, []).append(parts)
+        for sp, tally in summary.processors.items():
+            self.processors[sp] = self.processors[sp].plus(tally) if sp in self.processors else tally
         for sub, attrs in summary.received.items():
             self.received.setdefault(sub, attrs)
         self.counts = self.counts.plus(summary.counts)
@@ -533,6 +536,7 @@ class _Totals:
             stream_bytes=dict(zip(self.streams, self.stream_bytes.tolist(), strict=True)),
             stream_tuples=dict(zip(self.streams, self.stream_tuples.tolist(), strict=True)),
             last_arrival=self.last_arrival,
+            processors=dict(sorted(self.processors.items())),
         )
         return self.with_records(run) if self.aggregated else run
 

@@ -37,6 +37,7 @@ from matcher.aggregate import AggregateQuery
 from network.buffers import QueueState
 from network.exactness import Counts, check
 from network.latency import Sum, exact_sums_by_owner
+from network.meter import ProcessorTally
 from peers.local import Simulation, collector_paused
 from peers.spark_select import Sample, latency_cell, sample_of
 from topologies import workload
@@ -126,6 +127,7 @@ class ChunkSummary:
     # per aggregate subscription (by number), the tuple indices of the copies of its input that landed in
     # the chunk: delivered, dropped and lost (its records are computed whole, on the driver)
     aggregated: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    processors: dict[str, ProcessorTally] = field(default_factory=dict)  # per emulated processor, its part
 
 
 def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarray, np.ndarray]:
@@ -191,6 +193,7 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         stream_tuples=np.array(list(traffic.stream_tuples.values()), np.int64),
         last_arrival=traffic.last_arrival,
         aggregated=_aggregated(scenario, (owners, indices), dropped, lost),
+        processors=traffic.processors,
     )
     return summary, owners.astype(np.int32), latencies
 

@@ -36,9 +36,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from network.emulated import processor_nodes
 from network.queues import Blocks, Route
 from network.routing import Network
-from peers.selection import Channels, Phases, SelectorTable, StreamWindow, select_window
+from peers.selection import PASS, Channels, Phases, SelectorTable, StreamWindow, processor_work, select_window
 from peers.superpeer import ChannelKey, flow_key, raw_key
 from sharing.epochs import Sequence
 from sharing.plan import Delivery, Flow, Plan
@@ -63,6 +64,12 @@ class Channel(NamedTuple):
     @property
     def hops(self) -> tuple[tuple[str, str], ...]:
         return tuple(pairwise(self.route))
+
+    @property
+    def processor(self) -> bool:
+        """Whether it is a super-peer's processor: ``route == (n, n)``, every tuple of its parent reaching the
+        operators at ``n`` (which read it at ``tap == 1``)."""
+        return len(self.route) == 2 and self.route[0] == self.route[1]
 
 
 @dataclass(slots=True)
@@ -118,6 +125,7 @@ class _Layout:
 
     def __init__(self, scenario: Scenario, network: Network):
         self.scenario, self.network = scenario, network
+        self.processors = processor_nodes(scenario)  # what operators read there passes their processor
         self.duration = float(scenario.duration)
         self.table = SelectorTable({s.id: s.attribute_names for s in scenario.streams}, scenario.header_bytes)
         self.channels: list[Channel] = []
@@ -159,6 +167,17 @@ class _Layout:
             number = self._numbers[definition] = len(self.channels)
             self.channels.append(Channel(number, stream, route, parent, tap, carries, sink, attrs))
         return number
+
+    def _input(self, above: Channel, node: str) -> tuple[int, int]:
+        """Where an operator at ``node`` reads channel ``above``: (channel, position on its route); at a
+        super-peer with a processor, the processor fed by ``above`` there (created on first use, so numbered
+        before its first reader), at its end."""
+        tap = above.route.index(node)
+        if node not in self.processors:
+            return above.number, tap
+        number = self._channel(("processor", above.number, tap), above.stream, (node, node), above.number, tap,
+                               above.carries)  # fmt: skip
+        return number, 1
 
     def read(self, plan: Plan) -> None:
         """The phases of every flow and delivery.
@@ -291,7 +310,7 @@ class _Layout:
         """The channel of ``flow``, read off channel ``parent``, and its reader."""
         above = self.channels[parent]
         carries = above.carries if flow.trim else flow.attrs
-        tap = above.route.index(flow.origin)
+        parent, tap = self._input(above, flow.origin)
         key = flow_key(flow.id)
         number = self._channel(
             (key, flow.stream, flow.path, carries, parent, tap),
@@ -307,13 +326,13 @@ class _Layout:
         home = delivery.home
         stream = self.scenario.subscription(delivery.subscription).stream
         above = self.channels[self.uploads[stream] if parent is None else parent]
-        tap = above.route.index(home)
+        parent, tap = self._input(above, home)
         route = (home, delivery.peer)
         number = self._channel(
-            (target, stream, route, delivery.attrs, above.number, tap),
+            (target, stream, route, delivery.attrs, parent, tap),
             stream,
             route,
-            above.number,
+            parent,
             tap,
             delivery.attrs,
             delivery.subscription,
@@ -344,6 +363,27 @@ class _Layout:
         return number
 
 
+def _processor_phases(channels: list[Channel], phases: list[Phase]) -> list[Phase]:
+    """The phases of the processors: each passes its parent's tuples on over the union of the times the
+    operators reading it do (so it queues the tuples they test, and no others)."""
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for phase in phases:
+        parent = channels[phase.channel].parent
+        if parent >= 0 and channels[parent].processor and phase.start < phase.end:
+            spans.setdefault(parent, []).append((phase.start, phase.end))
+    out = []
+    for number, intervals in sorted(spans.items()):
+        intervals.sort()
+        lo, hi = intervals[0]
+        for a, b in intervals[1:]:
+            if a > hi:
+                out.append(Phase(number, lo, hi, PASS))
+                lo = a
+            hi = max(hi, b)
+        out.append(Phase(number, lo, hi, PASS))
+    return out
+
+
 class Timetable:
     """The channels and phases of ``plan`` over ``[0, duration)``, compiled for :meth:`window`.
 
@@ -367,14 +407,16 @@ class Timetable:
 
     def routes(self) -> list[Route]:
         """The channels as the queues see them (numbered alike)."""
-        return [Route(c.hops, c.parent, c.tap, c.sink, c.attrs, c.stream) for c in self.channels]
+        return [
+            Route(c.hops, c.parent, c.tap, c.sink, c.attrs, None if c.processor else c.stream) for c in self.channels
+        ]
 
     def _compile(self, layout: _Layout) -> None:
         """The phases and readers as arrays for :func:`~peers.selection.select_window` (once, after reading)."""
         streams = [s.id for s in self.scenario.streams]
         self.stream_number = {s: k for k, s in enumerate(streams)}
         self.attributes = {s.id: s.attribute_names for s in self.scenario.streams}
-        phases = layout.phases
+        phases = layout.phases + _processor_phases(layout.channels, layout.phases)
         channel = np.fromiter((p.channel for p in phases), np.int64, len(phases))
         start = np.fromiter((p.start for p in phases), np.float64, len(phases))
         order = np.lexsort((start, channel))  # stable: by channel, then start
@@ -387,6 +429,17 @@ class Timetable:
         self._ch_parent = np.array([c.parent for c in chans], dtype=np.int64)
         self._ch_stream = np.array([self.stream_number[c.stream] for c in chans], dtype=np.int64)
         self._ch_upload_wire = np.array([self.scenario.tuple_bytes(len(c.carries)) for c in chans], dtype=np.int64)
+        # what the operators cost their super-peer's processor (docs/ACCOUNTING.md, "Super-peer CPU"): per
+        # reader its box tests per tuple, per channel what projecting a tuple it keeps costs (0: it keeps
+        # every attribute it reads)
+        costs = self.scenario.cpu_costs
+        arrays = self._readers
+        self._processor = np.array([c.processor for c in chans], dtype=np.bool_)
+        self._tests = (arrays.boxes_end - arrays.boxes_at).astype(np.int64) * costs.box
+        self._projection = np.array(
+            [costs.projection if c.parent >= 0 and len(c.carries) < len(chans[c.parent].carries) else 0 for c in chans],
+            dtype=np.int64,
+        )
 
     def readings(self, times: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Per stream, per tuple (``times[stream]``: the emission times of all its tuples), how many channels
@@ -444,19 +497,27 @@ class Timetable:
         flat_values = np.concatenate(window_values) if window_values else np.zeros(0)
         ch_first = np.empty(len(self.channels), np.int64)
         ch_count = np.empty(len(self.channels), np.int64)
+        phases = Phases(
+            self._ph_channel[live],
+            np.maximum(self._ph_start[live], start),
+            np.minimum(self._ph_end[live], end),
+            self._ph_reader[live],
+        )
+        reserve = np.zeros(len(self.channels), np.int64) if reserve is None else reserve
         indices, emitted, parents, wire = select_window(
-            Phases(
-                self._ph_channel[live],
-                np.maximum(self._ph_start[live], start),
-                np.minimum(self._ph_end[live], end),
-                self._ph_reader[live],
-            ),
+            phases,
             Channels(self._ch_parent, self._ch_stream, self._ch_upload_wire),
             StreamWindow(first, count, at_time, at_value, n_attrs, flat_times, flat_values),
             self._readers,
             self.scenario.header_bytes,
-            np.zeros(len(self.channels), np.int64) if reserve is None else reserve,
+            reserve,
             ch_first,
             ch_count,
         )
-        return Blocks(indices, emitted, parents, wire, ch_first, ch_count)
+        work = None
+        if self._processor.any():
+            work = processor_work(
+                phases, self._ch_parent, self._processor, self._tests, self._projection, reserve, ch_first, ch_count,
+                emitted, parents,
+            )  # fmt: skip
+        return Blocks(indices, emitted, parents, wire, ch_first, ch_count, work)

@@ -204,6 +204,12 @@ def observe(entry: dict, observed_s: float) -> None:
     peaks = [link["peak_utilization"] for link in entry["links"] if link["peak_utilization"] is not None]
     entry["peak_utilization"] = max(peaks, default=0.0)
     entry["links_over_capacity"] = sum(1 for p in peaks if p > 1)
+    for sp in entry.get("super_peers", ()):
+        if sp.get("cpu") is None or sp.get("cpu_ops") is None:
+            sp["cpu_utilization"] = sp["peak_cpu_utilization"] = None
+            continue
+        sp["cpu_utilization"] = _rate(sp["cpu_ops"], sp["cpu"] * observed_s)
+        sp["peak_cpu_utilization"] = max(sp["peak_cpu_offered"], sp["cpu_utilization"])
 
 
 def super_peer_entries(scenario: Scenario, run: StrategyRun, links: list[dict], access: list[dict]) -> list[dict]:
@@ -241,9 +247,32 @@ def super_peer_entries(scenario: Scenario, run: StrategyRun, links: list[dict], 
                 "load": load,
                 "peak_load": peak,
                 "operators": int(run.operators.get(sp, 0)),
+                **_processor_entry(run, sp, scenario.cpu.get(sp)),
             }
         )
     return found
+
+
+def _processor_entry(run: StrategyRun, sp: str, cpu: float | None) -> dict:
+    """What ``sp``'s processor did (docs/ACCOUNTING.md, "Super-peer CPU"): its ``cpu`` (operations per
+    second, null: unlimited), the operations it ran, the busiest bin's offered operations over its speed
+    (``peak_cpu_offered``; :func:`observe` adds ``cpu_utilization`` and ``peak_cpu_utilization``, null when
+    unlimited), the mean seconds a tuple spent there (waiting and served; null: none came), and the tuples
+    its full input buffer dropped.  An engine that does not emulate processors gives nulls."""
+    tally = run.processors.get(sp)
+    if tally is None:
+        return {"cpu": None if cpu is None else _number(cpu), "cpu_ops": None, "peak_cpu_offered": None,
+                "processing_delay_mean": None, "cpu_dropped": None}  # fmt: skip
+    peak = None
+    if cpu is not None:
+        peak = _rate(int(tally.offered.max()) if len(tally.offered) else 0, cpu * run.load_bin_s)
+    return {
+        "cpu": None if cpu is None else _number(cpu),
+        "cpu_ops": tally.ops,
+        "peak_cpu_offered": peak,
+        "processing_delay_mean": tally.delay_mean(),
+        "cpu_dropped": tally.dropped,
+    }
 
 
 def _rate(amount: float, per: float) -> float:

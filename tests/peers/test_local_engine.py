@@ -218,11 +218,26 @@ def _route(scenario: Scenario, epoch: Epoch | None, channel) -> tuple[list, int,
     return [(d.home, d.peer)], len(streams) + len(epoch.flows) + channel[1], [d.home, d.peer]
 
 
-def _reference_latencies(scenario: Scenario, plan: Plan, values) -> dict[str, dict[int, float]]:
+def _carries(scenario: Scenario, epoch: Epoch, channel) -> int:
+    """How many attributes a channel carries (a trim flow: what it reads)."""
+    if channel[0] == "raw":
+        return len(scenario.stream(channel[1]).attributes)
+    f = epoch.flow(channel[1])
+    if not f.trim:
+        return len(f.attrs)
+    return _carries(scenario, epoch, ("raw", f.stream) if f.parent is None else ("flow", f.parent))
+
+
+def _reference_latencies(
+    scenario: Scenario, plan: Plan, values, ops: dict | None = None
+) -> dict[str, dict[int, float]]:
     """Per-tuple event simulation: every link direction a FIFO in (arrival, lane, index) order.
 
     Operators take no time, and all arrivals at nodes at time t are handled before any link takes a
-    tuple arriving at t (phase 0 before phase 1).
+    tuple arriving at t (phase 0 before phase 1).  At a super-peer with a ``cpu`` (docs/ACCOUNTING.md,
+    "Super-peer CPU"), a tuple some operator reads queues first at its processor, FIFO like a link, for
+    the operations of every operator reading it there (box tests, and a projection for each that keeps
+    it projected); the operators then run when it leaves.  ``ops`` gets each processor's operations.
     """
     links = {}
     for link in scenario.links:
@@ -235,13 +250,35 @@ def _reference_latencies(scenario: Scenario, plan: Plan, values) -> dict[str, di
     def push(time, phase, lane, index, payload):
         heapq.heappush(heap, (time, phase, lane, index, len(heap) and id(payload), payload))
 
-    def at_node(time, index, epoch, channel, pos, tup, width, emitted):
+    cpu, costs = scenario.cpu, scenario.cpu_costs
+
+    def work(epoch, channel, node, source, tup):
+        """The operations of the operators at ``node`` reading ``channel`` on ``tup``."""
+        width = _carries(scenario, epoch, channel)
+        ops = 0
+        for f in epoch.flows:
+            if f.origin == node and f.parent == source and f.stream == tup["stream"]:
+                ops += costs.box * len(f.predicate.boxes)
+                if f.predicate.evaluate(tup) and _carries(scenario, epoch, ("flow", f.id)) < width:
+                    ops += costs.projection
+        for d in epoch.deliveries:
+            if d.home == node and d.flow == source and scenario.subscription(d.subscription).stream == tup["stream"]:
+                ops += costs.box * len(d.predicate.boxes)
+                if d.predicate.evaluate(tup) and len(d.attrs) < width:
+                    ops += costs.projection
+        return ops
+
+    def at_node(time, index, epoch, channel, pos, tup, width, emitted, processed=False):
         hops, lane, nodes = _route(scenario, epoch, channel)
         if channel[0] == "delivery" and pos == 1:
             latencies[epoch.deliveries[channel[1]].subscription][index] = time - emitted
             return
         if epoch is not None and channel[0] != "delivery" and not (channel[0] == "raw" and pos == 0):
             node, source = nodes[pos], (None if channel[0] == "raw" else channel[1])
+            spent = work(epoch, channel, node, source, tup) if node in cpu and not processed else 0
+            if spent:
+                push(time, 1, lane, index, ("cpu", node, spent, (epoch, channel, pos, tup, width, emitted)))
+                source = "(queued at the processor)"  # no operator runs before it leaves
             for f in epoch.flows:
                 if f.origin == node and f.parent == source and f.stream == tup["stream"] and f.predicate.evaluate(tup):
                     w = len({a for p, at in f.trim if p.evaluate(tup) for a in at}) if f.trim else len(f.attrs)
@@ -250,7 +287,7 @@ def _reference_latencies(scenario: Scenario, plan: Plan, values) -> dict[str, di
                 same_stream = scenario.subscription(d.subscription).stream == tup["stream"]
                 if d.home == node and d.flow == source and same_stream and d.predicate.evaluate(tup):
                     at_node(time, index, epoch, ("delivery", k), 0, tup, len(d.attrs), emitted)
-        if pos < len(hops):
+        if pos < len(hops) and not processed:
             push(time, 1, lane, index, (epoch, channel, pos, tup, width, emitted))
 
     for stream in scenario.streams:
@@ -271,7 +308,17 @@ def _reference_latencies(scenario: Scenario, plan: Plan, values) -> dict[str, di
                 i / stream.rate,
             )
     while heap:
-        time, phase, _, index, _, payload = heapq.heappop(heap)
+        time, phase, lane, index, _, payload = heapq.heappop(heap)
+        if payload[0] == "cpu":  # served by the processor, then read by the operators there
+            _, node, spent, held = payload
+            busy[node] = max(time, busy.get(node, 0.0)) + spent / cpu[node]
+            if ops is not None:
+                ops[node] = ops.get(node, 0) + spent
+            push(busy[node], 0, lane, index, ("read", held))
+            continue
+        if payload[0] == "read":
+            at_node(time, index, *payload[1], processed=True)
+            continue
         epoch, channel, pos, tup, width, emitted = payload
         if phase == 0:
             at_node(time, index, epoch, channel, pos, tup, width, emitted)
@@ -303,6 +350,32 @@ def test_fifo_timing_equals_per_tuple_event_simulation(tree):
         assert np.allclose(run.latencies[sub], want, rtol=0, atol=1e-9)
         queued += int(np.sum(want > want.min() + 1e-6)) if len(want) else 0
     assert queued > 0  # several flows really contend for links: latencies vary
+
+
+@pytest.mark.parametrize("cpu", [{"SP0": 400.0}, {"SP0": 300.0, "SP1": 250.0, "SP3": 500.0}])
+def test_processor_timing_equals_per_tuple_event_simulation(tree, cpu):
+    # super-peers with a processor (docs/ACCOUNTING.md, "Super-peer CPU"): what their operators read waits
+    # there first, FIFO; every other link and super-peer as before
+    scenario, plan, values = tree
+    scenario = replace(scenario, cpus=tuple(sorted(cpu.items())))
+    first = plan.epochs[0]
+    plan = Plan("hand", scenario.name, (Epoch(0.0, scenario.duration, first.flows, first.deliveries),))
+    run = run_local(scenario, plan, window=0.5, values=values)
+    ops = {}
+    expected = _reference_latencies(scenario, plan, values, ops)
+    plain = run_local(replace(scenario, cpus=()), plan, window=0.5, values=values)
+    slower = 0
+    for sub, by_index in expected.items():
+        assert run.delivered[sub].tolist() == sorted(by_index) == plain.delivered[sub].tolist()
+        want = np.array([by_index[i] for i in run.delivered[sub].tolist()])
+        assert np.allclose(run.latencies[sub], want, rtol=0, atol=1e-9)
+        slower += int(np.sum(run.latencies[sub] > plain.latencies[sub] + 1e-6))
+    assert slower > 0
+    assert run.link_bytes == plain.link_bytes and run.access_bytes == plain.access_bytes
+    assert set(run.processors) == set(scenario.super_peers) and not plain.processors
+    assert {sp: run.processors[sp].ops for sp in cpu} == ops  # every super-peer's is emulated: these are timed
+    tally = run.processors["SP0"]
+    assert tally.ops > 0 and tally.jobs > 0 and tally.dropped == 0 and tally.offered.sum() == tally.ops
 
 
 def test_small_windows_change_no_count_and_keep_causal_times(tree):
