@@ -17,4 +17,5 @@ BENCHMARKS = {
     "engine": "local simulation engine per strategy on a many-epoch scenario",
     "failures": "every strategy under random failures and recoveries: exactness, losses",
     "paper": "Kuntschke & Kemper's section 6 reproduced: every experiment, figure, table and claim",
+    "cpu": "what each step of a super-peer's operators costs here, against the default cpu_costs",
 }

@@ -123,7 +123,8 @@ def test_a_super_peer_without_cpu_or_buffer_has_no_processor_and_changes_nothing
     assert plain.delivered["QA"].tolist() == fast.delivered["QA"].tolist()
     assert np.allclose(plain.latencies["QA"], fast.latencies["QA"], rtol=0, atol=1e-12)
     n = len(values("S", 0, 120)["a"])
-    assert fast.processors["SP0"].ops == 8 * n + 2 * len(fast.delivered["QA"])  # two boxes at 4, projection 2
+    costs = CpuCosts()
+    assert fast.processors["SP0"].ops == 2 * costs.box * n + costs.projection * len(fast.delivered["QA"])
 
 
 def test_costs_come_from_the_scenario():
