@@ -34,18 +34,26 @@ def processor_nodes(scenario: Scenario) -> frozenset[str]:
     return frozenset(scenario.super_peers) if scenario.cpus or scenario.input_buffers else frozenset()
 
 
+def limited_processors(scenario: Scenario) -> frozenset[str]:
+    """The super-peers whose processor is a queue: those with a ``cpu`` or an ``input_buffer``.  An
+    unlimited processor passes every tuple on at once: it only counts operations, and is no queue (it would
+    tie the queues of the links around it into cycles for nothing, network/queues.py)."""
+    return frozenset(scenario.cpu) | frozenset(scenario.input_buffer)
+
+
 def processor_specs(scenario: Scenario) -> dict[Direction, tuple[float, float, float]]:
-    """The emulated processors (:func:`processor_nodes`) as the queues take them (network/queues.py,
+    """The limited processors (:func:`limited_processors`) as the queues take them (network/queues.py,
     "Processors"): the direction ``(n, n)`` mapped to (operations per second, 0, input buffer bytes),
     ``inf`` where unlimited."""
     cpu, buffers = scenario.cpu, scenario.input_buffer
-    return {(sp, sp): (cpu.get(sp, np.inf), 0.0, buffers.get(sp, np.inf)) for sp in sorted(processor_nodes(scenario))}
+    nodes = sorted(limited_processors(scenario))
+    return {(sp, sp): (cpu.get(sp, np.inf), 0.0, buffers.get(sp, np.inf)) for sp in nodes}
 
 
 def processor_downs(scenario: Scenario) -> dict[Direction, list[tuple[float, float]]]:
-    """Per emulated processor whose super-peer is ever down, its down intervals (a tuple queued there at a
+    """Per limited processor whose super-peer is ever down, its down intervals (a tuple queued there at a
     failure, or reaching it while its super-peer is down, is lost)."""
-    nodes = processor_nodes(scenario)
+    nodes = limited_processors(scenario)
     return {(sp, sp): spans for sp, spans in super_peer_down_intervals(scenario).items() if sp in nodes}
 
 

@@ -176,8 +176,10 @@ class TrafficMeter:
         super_peers: Sequence[str] = (),
         load_bin_s: float = 1.0,
         streams: Sequence[str] = (),
+        processors: Sequence[str] = (),
     ):
         self.bin_s = bin_s
+        self.processors = list(processors)  # the super-peers whose processor is emulated, each tallied
         self.streams = list(streams)  # numbered by position, for the backbone traffic of each
         self._stream_bytes = np.zeros(len(self.streams), np.int64)
         self._stream_tuples = np.zeros(len(self.streams), np.int64)
@@ -217,6 +219,7 @@ class TrafficMeter:
             self._ops, self._jobs = np.zeros(n_sp, np.int64), np.zeros(n_sp, np.int64)
             self._delay = np.zeros((n_sp, 2), np.int64)  # ticks as (high, low 32 bits): exact, in any order
             self._cpu_offered = np.zeros((n_sp, 0), np.int64)
+            self._cpu_dropped = np.zeros(n_sp, np.int64)
             self._timeline = np.zeros((len(self._bytes), 0))
             self._offered = np.zeros((len(self._bytes), 0))
             self._landed = np.zeros((len(self.super_peers), 0), np.int64)
@@ -320,9 +323,24 @@ class TrafficMeter:
             MAX_TIMELINE_BINS, self._ops, self._delay, self._jobs, self._cpu_offered,
         )  # fmt: skip
 
+    def passed(self, directions: Sequence[Direction], node: int, arrivals: np.ndarray, work: np.ndarray) -> None:
+        """Tuples reached the unlimited processor of super-peer ``node`` (a position in ``super_peers``) at
+        ``arrivals`` (ticks), each of ``work`` operations: it ran them at once."""
+        self.line_of(directions)
+        if not len(arrivals):
+            return
+        last = _tick_bin(int(arrivals.max()), 0.0, self.load_bin_s, MAX_TIMELINE_BINS)
+        self._cpu_offered = _widened(self._cpu_offered, last + 1)
+        bins = _tick_bins(arrivals, self.load_bin_s, MAX_TIMELINE_BINS)
+        np.add.at(self._cpu_offered[node], bins, work)
+        self._ops[node] += int(work.sum())
+        self._jobs[node] += int(np.count_nonzero(work))
+
     def dropped_at(self, drops: np.ndarray) -> None:
         """``drops[k]`` tuples were dropped at the tail of direction ``k`` (of the :meth:`line_of` list)."""
         self._drops += drops
+        at = self._processor >= 0
+        np.add.at(self._cpu_dropped, self._processor[at], drops[at])
 
     def lost_at(self, losses: np.ndarray) -> None:
         """``losses[k]`` tuples were lost at a failure of direction ``k`` (of the :meth:`line_of` list)."""
@@ -407,11 +425,13 @@ class TrafficMeter:
             for k in np.flatnonzero(self._drops).tolist():
                 if self._processor[k] < 0:
                     link_dropped[self._directions[k]] = int(self._drops[k])
-            for k in np.flatnonzero(self._processor >= 0).tolist():
-                p = self._processor[k]
-                processors[self.super_peers[p]] = ProcessorTally(
+            number = {p: k for k, p in enumerate(self.super_peers)}
+            for sp in self.processors:
+                p = number[sp]
+                processors[sp] = ProcessorTally(
                     int(self._ops[p]), self._cpu_offered[p].copy(),
-                    (int(self._delay[p, 0]) << 32) + int(self._delay[p, 1]), int(self._jobs[p]), int(self._drops[k]),
+                    (int(self._delay[p, 0]) << 32) + int(self._delay[p, 1]), int(self._jobs[p]),
+                    int(self._cpu_dropped[p]),
                 )  # fmt: skip
             for k in np.flatnonzero(self._losses).tolist():
                 if self._row[k] >= 0:  # a backbone direction (an access link is down with its super-peer)
@@ -511,6 +531,14 @@ def _offer_runs(link, first, count, first_wire, wire, arrivals, row, bin_s, max_
             in_bin += wire[first_wire[r] + i]
         if current >= 0:
             offered[line, current] += in_bin
+
+
+@njit(cache=True)
+def _tick_bins(ticks, bin_s, max_bins):
+    out = np.empty(len(ticks), np.int64)
+    for i in range(len(ticks)):
+        out[i] = _tick_bin(ticks[i], 0.0, bin_s, max_bins)
+    return out
 
 
 @njit(cache=True)

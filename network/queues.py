@@ -43,12 +43,14 @@ a failure, and the failure empties the queue.  A lost copy's row departs at :dat
 one, and so does every row after it; a flag per row tells lost from dropped for the deliveries.  Arrivals
 ascend at each link, so one cursor walks its intervals; a link never down costs one comparison per tuple.
 
-**Processors** (docs/ACCOUNTING.md, "Super-peer CPU").  A super-peer's processor is one more FIFO server,
-the direction ``(n, n)``: the tuples reaching the operators at ``n`` queue there first in, first out, and a
+**Processors** (docs/ACCOUNTING.md, "Super-peer CPU").  A super-peer's limited processor (one with a cpu or
+an input buffer) is one more FIFO server, the direction ``(n, n)``: the tuples reaching the operators at ``n`` queue there first in, first out, and a
 copy is served for its ``work`` (operations, per entry of :class:`Blocks`) at the processor's operations
 per second, where a link serves a copy for its bytes at its bandwidth.  Everything else is a link's: the
 input buffer holds bytes (tail drop), the processor is down while its super-peer is, and it has no
-latency.  The timetable routes what the operators at ``n`` read through it (peers/timetable.py).
+latency.  The timetable routes what the operators at ``n`` read through it (peers/timetable.py).  An
+unlimited processor is a channel without hops: it delays nothing, and the queues tell the meter the work of
+each tuple reaching it, at the time it reaches its super-peer.
 
 The same segments (a channel at one hop: link, group, its tuples' arrivals) are what a distributed engine
 partitions by link direction: the solve of one group needs only the departures of the groups before it.
@@ -93,6 +95,7 @@ class Route:
     sink: str | None = None
     attrs: tuple[str, ...] = ()
     stream: str | None = None  # whose tuples it carries (the meter sums backbone traffic per stream)
+    processor: str | None = None  # the super-peer whose processor it is (module docstring, "Processors")
 
 
 @dataclass(frozen=True)
@@ -204,13 +207,15 @@ def _deferred(departures):
 
 
 @njit(cache=True)
-def _carried(held_rows, first, count, parents, hop_start, ch_parent, row_base):
-    """Per tuple of a solved window, whether it stays in flight: a row of it held back (``held_rows``), or
-    a tuple read off it stays (channels are numbered parents first, so one backward pass over the
-    channels closes over ancestors); and per channel the lowest position kept (``count``: none).  Only the
-    kept tuples' channels, from their lowest kept position on, are walked: a window holds back few."""
-    keep = np.zeros(len(parents), np.bool_)
-    low = count.copy()
+def _carried(held_rows, first, count, parents, hop_start, ch_parent, row_base, waiting, waiting_low):
+    """Per tuple of a solved window, whether it stays in flight: a row of it held back (``held_rows``), it
+    is ``waiting`` (a tuple of a channel without hops that its super-peer has not received yet), or a tuple
+    read off it stays (channels are numbered parents first, so one backward pass over the channels closes
+    over ancestors; ``waiting_low``: per channel its first waiting position, ``count`` for none); and per
+    channel the lowest position kept (``count``: none).  Only the kept tuples' channels, from their lowest
+    kept position on, are walked: a window holds back few."""
+    keep = waiting.copy()
+    low = waiting_low.copy()
     present = np.flatnonzero(count > 0)
     bases = row_base[present]
     for row in held_rows:
@@ -367,6 +372,11 @@ class Queues:
         )
         number = {s: k for k, s in enumerate(meter.subscriptions)}
         self.sink = np.array([-1 if r.sink is None else number[r.sink] for r in self.routes], dtype=np.int64)
+        # the unlimited processors' channels (no hop: they only count what their super-peer's operators spend)
+        node = {sp: k for k, sp in enumerate(meter.super_peers)}
+        passing = [(c, node[r.processor]) for c, r in enumerate(self.routes) if r.processor is not None and not r.hops]
+        self.passing = np.array([c for c, _ in passing], dtype=np.int64)
+        self.passing_node = np.array([k for _, k in passing], dtype=np.int64)
         streams = {s: k for k, s in enumerate(meter.streams)}
         self.stream = np.array([streams.get(r.stream, -1) for r in self.routes], dtype=np.int64)
         self.hops = np.diff(self.hop_start)
@@ -452,6 +462,8 @@ class Queues:
         # the rows solved in an earlier window were counted then (their arrivals were not set again), those
         # held back (DEFER) are counted in a later one
         _uncount_earlier(departures, window, seg, self.hop_start)
+        if len(self.passing):
+            self._passed(blocks, seg, departures)
         self.meter.cross_runs(
             self.directions, seg.link, seg.row, seg.count, seg.tuple, blocks.wire, departures, self.latency,
             arrivals, streams,
@@ -488,6 +500,20 @@ class Queues:
             latency[lost[rows]] = -np.inf
         self.meter.deliver_many(owners, count, blocks.indices[tuples], latency)
 
+    def _passed(self, blocks: Blocks, seg: Segments, departures: np.ndarray) -> None:
+        """Tell the meter what reached each unlimited processor in the window (by the row its tuple reached
+        the super-peer by: counted in the window that solved that row, as every row is)."""
+        count = blocks.count[self.passing]
+        for c, node, n in zip(self.passing.tolist(), self.passing_node.tolist(), count.tolist(), strict=True):
+            if n == 0:
+                continue
+            t = np.arange(blocks.first[c], blocks.first[c] + n)
+            start = seg.start[t]
+            came = start >= 0
+            came[came] = departures[start[came]] >= 0
+            arrival = departures[start[came]] + self.links.latency[seg.start_link[t[came]]]
+            self.meter.passed(self.directions, node, arrival, blocks.work[t[came]])
+
     def reserve(self) -> np.ndarray | None:
         """Per channel, the copies held back from the last window (None: none), for which the next window's
         blocks may leave places (:meth:`peers.timetable.Timetable.window`)."""
@@ -519,8 +545,17 @@ class Queues:
     def _held_back(self, blocks: Blocks, seg: Segments, departures: np.ndarray, lost: np.ndarray) -> Pending:
         """The copies a solved window held back, with what they are read off (:class:`Pending`)."""
         held = _deferred(departures)
+        waiting = np.zeros(len(blocks.parents), np.bool_)
+        waiting_low = blocks.count.copy()
+        for c in self.passing[blocks.count[self.passing] > 0].tolist():
+            t = np.arange(blocks.first[c], blocks.first[c] + blocks.count[c])
+            start = seg.start[t]
+            waiting[t[start >= 0]] = departures[start[start >= 0]] == DEFER  # counted when it arrives
+            found = np.flatnonzero(waiting[t])
+            if len(found):
+                waiting_low[c] = found[0]
         keep, low = _carried(held, blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent,
-                             seg.row_base)  # fmt: skip
+                             seg.row_base, waiting, waiting_low)  # fmt: skip
         first, count, take, parents, held, held_lost = _kept(
             keep, low, blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent, seg.row_base,
             departures, lost,

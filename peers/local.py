@@ -16,7 +16,7 @@ import numpy as np
 import simpy
 
 from network.buffers import NEVER, QueueState
-from network.emulated import down_directions, link_specs, processor_downs, processor_specs
+from network.emulated import down_directions, link_specs, processor_downs, processor_nodes, processor_specs
 from network.exactness import checked
 from network.linkrule import to_ticks
 from network.meter import StrategyRun, TrafficMeter, bin_width, load_bin
@@ -139,8 +139,9 @@ class Simulation:
         duration = self.scenario.duration
         streams = [s.id for s in self.scenario.streams]
         return TrafficMeter(
-            self.backbone, self.attrs, bin_width(duration), self.scenario.super_peers, load_bin(duration), streams
-        )
+            self.backbone, self.attrs, bin_width(duration), self.scenario.super_peers, load_bin(duration), streams,
+            processors=sorted(processor_nodes(self.scenario)),
+        )  # fmt: skip
 
     def windows(self) -> list[tuple[float, float]]:
         """The run's windows of emission time, in order."""

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from network.emulated import processor_nodes
+from network.emulated import limited_processors, processor_nodes
 from network.queues import Blocks, Route
 from network.routing import Network
 from peers.selection import PASS, Channels, Phases, SelectorTable, StreamWindow, processor_work, select_window
@@ -60,16 +60,11 @@ class Channel(NamedTuple):
     carries: tuple[str, ...]
     sink: str | None = None
     attrs: tuple[str, ...] = ()
+    processor: bool = False  # a super-peer's processor: every tuple of its parent the operators there read
 
     @property
     def hops(self) -> tuple[tuple[str, str], ...]:
         return tuple(pairwise(self.route))
-
-    @property
-    def processor(self) -> bool:
-        """Whether it is a super-peer's processor: ``route == (n, n)``, every tuple of its parent reaching the
-        operators at ``n`` (which read it at ``tap == 1``)."""
-        return len(self.route) == 2 and self.route[0] == self.route[1]
 
 
 @dataclass(slots=True)
@@ -126,6 +121,7 @@ class _Layout:
     def __init__(self, scenario: Scenario, network: Network):
         self.scenario, self.network = scenario, network
         self.processors = processor_nodes(scenario)  # what operators read there passes their processor
+        self.limited = limited_processors(scenario)  # ... which is a queue
         self.duration = float(scenario.duration)
         self.table = SelectorTable({s.id: s.attribute_names for s in scenario.streams}, scenario.header_bytes)
         self.channels: list[Channel] = []
@@ -161,23 +157,26 @@ class _Layout:
         carries: tuple[str, ...],
         sink: str | None = None,
         attrs: tuple[str, ...] = (),
+        processor: bool = False,
     ) -> int:
         number = self._numbers.get(definition)
         if number is None:
             number = self._numbers[definition] = len(self.channels)
-            self.channels.append(Channel(number, stream, route, parent, tap, carries, sink, attrs))
+            self.channels.append(Channel(number, stream, route, parent, tap, carries, sink, attrs, processor))
         return number
 
     def _input(self, above: Channel, node: str) -> tuple[int, int]:
-        """Where an operator at ``node`` reads channel ``above``: (channel, position on its route); at a
-        super-peer with a processor, the processor fed by ``above`` there (created on first use, so numbered
-        before its first reader), at its end."""
+        """Where an operator at ``node`` reads channel ``above``: (channel, position on its route); where
+        processors are emulated, the processor of ``node`` fed by ``above`` there (created on first use, so
+        numbered before its first reader), at its end: a limited one crosses the direction ``(node, node)``,
+        an unlimited one crosses nothing."""
         tap = above.route.index(node)
         if node not in self.processors:
             return above.number, tap
-        number = self._channel(("processor", above.number, tap), above.stream, (node, node), above.number, tap,
-                               above.carries)  # fmt: skip
-        return number, 1
+        route = (node, node) if node in self.limited else (node,)
+        number = self._channel(("processor", above.number, tap), above.stream, route, above.number, tap,
+                               above.carries, processor=True)  # fmt: skip
+        return number, len(route) - 1
 
     def read(self, plan: Plan) -> None:
         """The phases of every flow and delivery.
@@ -363,6 +362,30 @@ class _Layout:
         return number
 
 
+class ChannelNumbers(NamedTuple):
+    """How a plan is numbered into channels (what the live mode's processors order ties by): each channel's
+    route, each stream's upload channel, the processor channel of each (channel read, position on its
+    route), and the channel of each flow object read off a given channel (keyed ``(id(flow), channel)``:
+    the plan keeps the objects)."""
+
+    routes: list[tuple[str, ...]]
+    uploads: dict[str, int]
+    processors: dict[tuple[int, int], int]
+    flows: dict[tuple[int, int], int]
+
+
+def channel_numbers(scenario: Scenario, network: Network, plan: Plan) -> ChannelNumbers:
+    """``plan`` numbered into channels as the simulator lays it out (:class:`ChannelNumbers`)."""
+    layout = _Layout(scenario, network)
+    layout.read(plan)
+    return ChannelNumbers(
+        [c.route for c in layout.channels],
+        dict(layout.uploads),
+        {d[1:]: n for d, n in layout._numbers.items() if d[0] == "processor"},
+        {key: hit[1] for key, hit in layout._memo.items() if isinstance(hit[0], Flow)},
+    )
+
+
 def _processor_phases(channels: list[Channel], phases: list[Phase]) -> list[Phase]:
     """The phases of the processors: each passes its parent's tuples on over the union of the times the
     operators reading it do (so it queues the tuples they test, and no others)."""
@@ -408,8 +431,10 @@ class Timetable:
     def routes(self) -> list[Route]:
         """The channels as the queues see them (numbered alike)."""
         return [
-            Route(c.hops, c.parent, c.tap, c.sink, c.attrs, None if c.processor else c.stream) for c in self.channels
-        ]
+            Route(c.hops, c.parent, c.tap, c.sink, c.attrs, None if c.processor else c.stream,
+                  c.route[0] if c.processor else None)
+            for c in self.channels
+        ]  # fmt: skip
 
     def _compile(self, layout: _Layout) -> None:
         """The phases and readers as arrays for :func:`~peers.selection.select_window` (once, after reading)."""
