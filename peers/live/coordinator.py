@@ -27,13 +27,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from network.emulated import processor_nodes
 from network.exactness import checked
-from network.meter import StrategyRun, bin_width
+from network.meter import ProcessorTally, StrategyRun, bin_width, load_bin
 from network.routing import Network
 from peers.live.access import OPERATOR
 from peers.live.connection import LEASE_S, Broker, Connection, raise_failed
 from peers.live.malformed import check, integer, json_object, number, text
 from peers.live.plans import PlanBook, plan_message
+from peers.live.processors import tally_of
 from peers.live.thinpeer_service import ThinPeerService
 from peers.live.topics import Topics
 from peers.live.wire import subscription_from_json
@@ -516,6 +518,11 @@ class Coordinator:
         for key in ("duplicates", "reconnects", "backlog", "outbox", "waiting", "holding"):
             if key in doc:
                 integer(doc, key, node)
+        if "processor" in doc:
+            processor = doc["processor"]
+            fields = ("ops", "delay_ticks", "jobs", "dropped")
+            check(isinstance(processor, dict) and _counts([processor.get(k) for k in fields], 4)
+                  and _counts(processor.get("offered"), None), "processor counts not counts", node)  # fmt: skip
         if "transit_s" in doc:
             number(doc, "transit_s", node)
         return doc
@@ -637,6 +644,8 @@ class Coordinator:
             lat = tp.latencies.get(s.id, [])
             latencies[s.id] = np.concatenate(lat) if lat else np.zeros(0)
             attrs[s.id] = tp.attrs.get(s.id, s.query.attributes(scenario.stream(s.stream).attribute_names))
+        plan = self.book.versions[self.version].plan
+        arrivals = {s.id: s.at for s in scenario.subscriptions}
         length = max((len(b) for b in bins.values()), default=0)
         timeline = {}
         for d in directions:
@@ -667,8 +676,21 @@ class Coordinator:
             link_lost=dict(sorted(link_fated["link_lost"].items())),
             lost=fated["lost"],
             last_arrival=last,
+            load_bin_s=load_bin(self.scenario.duration),  # the bins the super-peers counted their processors by
+            processors=self._processors(),
+            # the subscriptions the plan that ran rejected (a super-peer's cpu, say), as the simulator's run has
+            rejected=dict(plan.rejected),
+            rejected_at={sub: t for sub, t in plan.rejected_from().items() if sub in arrivals and t > arrivals[sub]},
         )
         return checked(scenario, with_records(scenario, run), expected_results(scenario))
+
+    def _processors(self) -> dict[str, ProcessorTally]:
+        """Per super-peer with a processor (every one, when the scenario emulates them), what it did as it
+        reported last (nothing, for one that never did), the offered load over the same bins for all."""
+        docs = {n: self.stats.get(n, {}).get("processor") for n in sorted(processor_nodes(self.scenario))}
+        empty = {"ops": 0, "offered": [], "delay_ticks": 0, "jobs": 0, "dropped": 0}
+        length = max((len(doc["offered"]) for doc in docs.values() if doc), default=0)
+        return {n: tally_of(doc or empty, length) for n, doc in docs.items()}
 
 
 def _counts(values: object, length: int | None) -> bool:

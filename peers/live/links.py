@@ -36,6 +36,7 @@ from network.linkrule import (
     cross,
     down_at,
     gap,
+    processing,
     service,
     to_seconds,
     to_ticks,
@@ -72,8 +73,16 @@ class LinkQueue:
 
     keep_s = 10.0
 
-    def __init__(self, bandwidth: float, latency: float, buffer: float = math.inf, downs: np.ndarray = _NO_DOWNS):
+    def __init__(
+        self,
+        bandwidth: float,
+        latency: float,
+        buffer: float = math.inf,
+        downs: np.ndarray = _NO_DOWNS,
+        cpu: float = -1.0,
+    ):
         self.bandwidth = float(bandwidth)
+        self.cpu = float(cpu)  # -1: a link; else a super-peer's processor (peers/live/processors.py)
         self.latency = int(to_ticks(float(latency)))
         self.buffer = int(buffer) if math.isfinite(buffer) else NEVER
         downs = np.asarray(downs, dtype=np.float64).reshape(-1, 2)
@@ -91,22 +100,28 @@ class LinkQueue:
         """Per tuple (``arrivals`` ascending: emulated seconds it reaches the queue; ``wire``: its bytes), when
         it reaches the far end and its fate (:data:`CARRIED`, :data:`DROPPED` at a full buffer, :data:`LOST`
         at a failure; the arrival is NaN for those)."""
+        wire = np.ascontiguousarray(wire, dtype=np.int64)
+        due, fate = self.send_ticks(to_ticks(np.ascontiguousarray(arrivals, dtype=np.float64)), wire, wire)
+        return to_seconds(due), fate
+
+    def send_ticks(self, arrivals: np.ndarray, wire: np.ndarray, work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`send` in ticks (``arrivals`` ascending; the due ticks :data:`~network.linkrule.NONE` for a
+        tuple that did not cross); a processor serves each tuple for its ``work`` (operations), a link for
+        its bytes (``work`` is not read)."""
         n = len(arrivals)
         due, fate = np.full(n, NONE, np.int64), np.zeros(n, np.int8)
-        arrivals = to_ticks(np.ascontiguousarray(arrivals, dtype=np.float64))
-        wire = np.ascontiguousarray(wire, dtype=np.int64)
         if n:
             self._forget(min(int(arrivals[0]), int(self.last[0])) - int(to_ticks(self.keep_s)))
         start = 0
         while start < n:
             rings = (self.ring_start, self.ring_bytes, self.ring_head, self.ring_count, self.ring_waiting)
             start = _pace(
-                arrivals, wire, start, self.bandwidth, self.latency, self.buffer, self.down_start, self.down_end,
-                self.busy_start, self.busy_end, self.busy, self.last, rings, due, fate,
+                arrivals, wire, work, start, self.bandwidth, self.cpu, self.latency, self.buffer, self.down_start,
+                self.down_end, self.busy_start, self.busy_end, self.busy, self.last, rings, due, fate,
             )  # fmt: skip
             if start < n:
                 self._widen()
-        return to_seconds(due), fate
+        return due, fate
 
     def _forget(self, before: int) -> None:
         """Drop the busy intervals that ended before ``before`` once they are half of those kept (so each
@@ -173,11 +188,12 @@ class LinkTable:
 
 @njit(cache=True)
 def _pace(
-    arrivals, wire, start, bandwidth, latency, buffer, down_start, down_end, busy_start, busy_end, busy, last, rings,
-    due, fate,
+    arrivals, wire, work, start, bandwidth, cpu, latency, buffer, down_start, down_end, busy_start, busy_end, busy,
+    last, rings, due, fate,
 ):  # fmt: skip
     """Serve tuples ``start ..`` (ticks, arrivals ascending; :class:`LinkQueue`) through the link rule as
-    network/queues.py's FIFO does: :func:`~network.linkrule.down_at`, :func:`~network.linkrule.service`,
+    network/queues.py's FIFO does: :func:`~network.linkrule.down_at`, :func:`~network.linkrule.service`
+    (for a processor, ``cpu >= 0``: :func:`~network.linkrule.processing` of the tuple's ``work``),
     :func:`~network.linkrule.cross` with the service beginning at ``max(a, wire free)``, the buffer's ring
     only for a finite buffer.  One case the simulator never meets: a tuple that reaches the queue after a
     later one was served (in an earlier pass) begins in the first gap the wire had at its arrival
@@ -194,7 +210,9 @@ def _pace(
         # (a failure empties the queue by itself: the copies it catches hold the wire and the buffer no
         # later than it, and any other finished before it)
         down, fail, recover = down_at(a, down, len(down_start), down_start, down_end)
-        if w != size:
+        if cpu >= 0:
+            length = processing(work[i], cpu)
+        elif w != size:
             size, length = w, service(w, bandwidth)
         if a >= last[0]:  # in arrival order: FIFO behind the wire's last copy
             free = busy_end[n - 1] if n > 0 else a

@@ -20,8 +20,9 @@ import numpy as np
 
 from matcher import QueryError
 from peers.live.malformed import MalformedMessage, integer, json_object, number
+from peers.live.processors import ProcessorNumbers
 from peers.live.wire import plan_from_wire, plan_to_wire, subscription_from_json, subscription_to_json
-from peers.superpeer import Operator, ReaderTable, install
+from peers.superpeer import ChannelKey, Operator, ReaderTable, install
 from sharing.plan import Epoch, Flow, Plan
 from topologies.errors import InputError, PlanError
 from topologies.model import Scenario
@@ -75,6 +76,7 @@ class PlanBook:
         self._last: tuple[bytes, int] | None = None  # the latest plan message and its version
         # consecutive epochs share most readers: each is compiled once, for every version and epoch
         self._readers = ReaderTable(base)
+        self._numbers: dict[int, ProcessorNumbers] = {}  # per version, its processors' tie order (laid out once)
 
     @property
     def latest(self) -> PlanVersion | None:
@@ -129,6 +131,16 @@ class PlanBook:
         else:
             self._installed.move_to_end(key)
         return found
+
+    def processor_number(self, version: int, epoch: int, node: str, key: ChannelKey) -> int:
+        """Where the tuples of input ``key`` (of ``epoch`` of plan version ``version``) read at ``node`` come
+        among those reaching its processor at one instant: the simulator's number of that processor's
+        channel (:class:`~peers.live.processors.ProcessorNumbers`, the whole plan laid out once)."""
+        numbers = self._numbers.get(version)
+        if numbers is None:
+            pv = self.versions[version]
+            numbers = self._numbers[version] = ProcessorNumbers(pv.scenario, pv.plan)
+        return numbers.number(epoch, node, key)
 
     def _local(self, epoch: Epoch) -> Epoch:
         """``epoch`` without what only other processes' super-peers run: the flows read at ``nodes``, the

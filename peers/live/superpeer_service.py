@@ -30,17 +30,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from network.meter import bin_width
+from network.emulated import processor_downs, processor_specs
+from network.linkrule import to_seconds, to_ticks
+from network.meter import bin_width, load_bin
 from network.routing import Network
 from peers.live.connection import Broker, Connection, Dedup, Pressure
 from peers.live.counters import Counters
 from peers.live.links import CARRIED, FATES, LOOKAHEAD_S, Direction, LinkTable
 from peers.live.malformed import MalformedMessage, check, integer, json_object, number
 from peers.live.plans import Clock, PlanBook, PlanVersion
+from peers.live.processors import Processor, operator_work
 from peers.live.thinpeer_service import BATCH_S
 from peers.live.topics import Topics
 from peers.live.wire import Batch, check_values, decode_message, encode_message
-from peers.superpeer import ChannelKey, flow_key, raw_key
+from peers.superpeer import ChannelKey, Output, flow_key, raw_key
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,20 @@ class Arrival:
     batches: list[Batch]
     arrival: float
     wall: float
+
+
+@dataclass(frozen=True)
+class Job:
+    """A batch that operators at this super-peer read, waiting for its processor in the current pass: what
+    they output (computed at once, sent on when each tuple leaves the processor), each tuple's operations,
+    and the number that orders it among ties (:meth:`PlanBook.processor_number`)."""
+
+    pv: PlanVersion
+    epoch: int
+    batch: Batch
+    outputs: list[Output]
+    work: np.ndarray
+    number: int
 
 
 class SuperPeerService:
@@ -85,6 +102,12 @@ class SuperPeerService:
         self.flush_s = flush_s
         self.lookahead_s = LOOKAHEAD_S
         self.links = LinkTable.of(scenario)
+        # this super-peer's processor, when the scenario emulates them (peers/live/processors.py)
+        spec = processor_specs(scenario).get((node, node))
+        downs = np.array(processor_downs(scenario).get((node, node), []), dtype=np.float64).reshape(-1, 2)
+        self.processor = None if spec is None else Processor(spec[0], spec[2], downs, load_bin(scenario.duration))
+        self.costs = scenario.cpu_costs
+        self.jobs: list[Job] = []  # this pass's batches waiting for the processor
         self.pending: list[Batch] = []  # received tuples waiting for their due time
         self.wake = asyncio.Event()
         self.closing = False
@@ -250,6 +273,8 @@ class SuperPeerService:
                 self.clock = Clock(t0, speed)
                 # a pass reaches lookahead and a batch period ahead: a tuple comes at most that late, twice over
                 self.links.keep(2 * (self.lookahead_s + self.flush_s) * speed + 1.0)
+                if self.processor is not None:
+                    self.processor.queue.keep_s = self.links.keep_s
                 self.wake.set()  # tuples received before the clock may be due
         elif name == "collect":
             round_ = integer(json_object(payload, "coordinator"), "round", "coordinator")
@@ -270,6 +295,8 @@ class SuperPeerService:
             "link_dropped": self._per_link(self.links.dropped),
             "link_lost": self._per_link(self.links.lost),
         }
+        if self.processor is not None:
+            doc["processor"] = self.processor.to_json()
         return json.dumps(doc, separators=(",", ":")).encode()
 
     def _per_link(self, counts: dict[Direction, int]) -> dict[str, int]:
@@ -295,31 +322,87 @@ class SuperPeerService:
         installed = self.book.installed(pv.version, epoch)
         operator = installed.operators.get((self.node, key))
         if operator is not None:
-            for out in operator.process(len(batch), batch.columns):
-                if not len(out.positions):
-                    continue
-                indices, times = batch.take(out.positions)
-                kind, name = out.target.kind, out.target.name
-                child = Batch(
-                    self.node, 0, pv.version, epoch, (kind, name), batch.stream, indices, times,
-                    out.columns, out.wire_bytes, due=batch.arrivals[out.positions], fate=batch.fate,
-                )  # fmt: skip
-                if kind == "flow":
-                    self._at_node(pv, epoch, flow_key(name), child, forward=True)
-                else:
-                    peer = pv.subscribers[name]
-                    self._send(self.topics.down(peer, name), (self.node, peer), child)
+            outputs = operator.process(len(batch), batch.columns)
+            if self.processor is not None and batch.fate is None and len(batch):
+                # the operators read it as it leaves the processor (:meth:`_process`)
+                work = operator_work(operator, outputs, self.costs, len(batch))
+                number = self.book.processor_number(pv.version, epoch, self.node, key)
+                self.jobs.append(Job(pv, epoch, batch, outputs, work, number))
+            else:
+                self._output(pv, epoch, batch, outputs, batch.arrivals, batch.fate)
         if forward and key.kind == "flow":
             path = installed.flows[key.name].path
             position = path.index(self.node)
             if position + 1 < len(path):
                 self._send(self.topics.link(self.node, path[position + 1]), (self.node, path[position + 1]), batch)
 
+    def _output(
+        self, pv: PlanVersion, epoch: int, batch: Batch, outputs: list[Output], due: np.ndarray, fate: str | None
+    ) -> None:
+        """What the operators output of ``batch``, each tuple read at ``due``: child flows on from here,
+        deliveries to their subscribers."""
+        for out in outputs:
+            if not len(out.positions):
+                continue
+            indices, times = batch.take(out.positions)
+            kind, name = out.target.kind, out.target.name
+            child = Batch(
+                self.node, 0, pv.version, epoch, (kind, name), batch.stream, indices, times,
+                out.columns, out.wire_bytes, due=due[out.positions], fate=fate,
+            )  # fmt: skip
+            if kind == "flow":
+                self._at_node(pv, epoch, flow_key(name), child, forward=True)
+            else:
+                peer = pv.subscribers[name]
+                self._send(self.topics.down(peer, name), (self.node, peer), child)
+
+    def _process(self) -> None:
+        """This pass's batches through the processor, every tuple in order of its arrival (ties as the
+        simulator orders them: by the processor's channel, then tuple index), then what the operators output
+        of each: due when it left the processor, or marked dropped (a full input buffer) or lost (a
+        failure of this super-peer).  A child flow read here again queues anew."""
+        while self.jobs:
+            jobs, self.jobs = self.jobs, []
+            arrivals = to_ticks(np.concatenate([job.batch.arrivals for job in jobs]))
+            numbers = np.concatenate([np.full(len(job.batch), job.number, np.int64) for job in jobs])
+            indices = np.concatenate([job.batch.indices for job in jobs])
+            order = np.lexsort((indices, numbers, arrivals))
+            wire = np.concatenate([job.batch.wire_bytes for job in jobs]).astype(np.int64)
+            work = np.concatenate([job.work for job in jobs])
+            due_sorted, fate_sorted = self.processor.serve(
+                np.ascontiguousarray(arrivals[order]), np.ascontiguousarray(wire[order]),
+                np.ascontiguousarray(work[order]),
+            )  # fmt: skip
+            due, fate = np.empty_like(due_sorted), np.empty_like(fate_sorted)
+            due[order], fate[order] = due_sorted, fate_sorted
+            start = 0
+            for job in jobs:
+                stop = start + len(job.batch)
+                self._processed(job, to_seconds(due[start:stop]), fate[start:stop])
+                start = stop
+
+    def _processed(self, job: Job, due: np.ndarray, fate: np.ndarray) -> None:
+        """The outputs of ``job`` once its tuples left the processor (``due``) or did not (``fate``)."""
+        for code, name in ((CARRIED, None), *FATES.items()):
+            rows = fate == code
+            if not rows.any():
+                continue
+            outputs = job.outputs
+            if not rows.all():
+                outputs = []
+                for out in job.outputs:
+                    keep = rows[out.positions]
+                    columns = {a: v[keep] for a, v in out.columns.items()}
+                    outputs.append(Output(out.target, out.positions[keep], columns, out.wire_bytes[keep]))
+            self._output(job.pv, job.epoch, job.batch, outputs, due if name is None else job.batch.arrivals, name)
+
     def _send(self, topic: str, direction: Direction, batch: Batch) -> None:
         self.outgoing.setdefault(topic, (direction, []))[1].append(batch)
 
     def _flush(self) -> None:
-        """One message per topic with everything buffered for it, each tuple through its link's queue."""
+        """One message per topic with everything buffered for it (after the processor, for what waits for
+        it), each tuple through its link's queue."""
+        self._process()
         for topic, (direction, batches) in self.outgoing.items():
             parts = self._paced(direction, batches)
             if not parts:

@@ -115,3 +115,44 @@ async def test_live_latencies_and_drops_are_the_simulated_ones(mosquitto, tmp_pa
             assert abs(live[q] - simulated[q]) <= max(0.1 * simulated[q], 0.005), (q, entry)
     # the slow link's latency and queueing are what the subscriber sees: tens of milliseconds
     assert compared["subscriptions"]["Q1"]["live"]["p50"] > 0.04
+
+
+def test_a_processor_serves_each_tuple_for_its_operations_and_counts_what_it_did():
+    from network.linkrule import TICKS
+    from peers.live.processors import Processor
+
+    processor = Processor(1000.0, 80.0, np.zeros((0, 2)), 1.0)  # 1 ms per operation; 80 bytes may wait
+    ms = TICKS // 1000
+    arrivals = np.array([0, 0, 1, 2, 1500], np.int64) * ms
+    due, fate = processor.serve(arrivals, np.full(5, 40, np.int64), np.array([4, 4, 4, 0, 2], np.int64))
+    # 0 -> 4 ms; 0 -> waits, 8 ms; 1 ms -> waits (80 bytes); 2 ms -> the buffer is full; 1.5 s -> at once
+    assert fate.tolist() == [CARRIED, CARRIED, CARRIED, DROPPED, CARRIED]
+    assert due[[0, 1, 2, 4]].tolist() == [4 * ms, 8 * ms, 12 * ms, 1502 * ms]
+    assert (processor.ops, processor.jobs, processor.dropped) == (14, 4, 1)
+    assert processor.delay_ticks == (4 + 8 + 11 + 2) * ms
+    assert processor.offered.tolist() == [12, 2]  # by arrival, the dropped tuple's operations too
+
+
+def test_a_processors_ties_are_ordered_by_the_simulators_channel_numbers():
+    from network.routing import Network
+    from peers.live.processors import ProcessorNumbers
+    from peers.superpeer import flow_key, raw_key
+    from peers.timetable import Timetable
+
+    scenario = load_scenario("topologies/figure1.yaml", [("network.defaults.cpu", 2000)])
+    plan = make_plan(scenario, "sharing-em")
+    channels = Timetable(scenario, plan, Network.of(scenario)).channels
+    numbers = ProcessorNumbers(scenario, plan)
+    processors = {(c.parent, c.route[0]): c.number for c in channels if c.route == (c.route[0], c.route[0])}
+    uploads = {c.stream: c.number for c in channels if c.parent == -1}
+    assert numbers.number(0, "SP4", raw_key("stream0")) == processors[(uploads["stream0"], "SP4")]
+    found = 0
+    for k, epoch in enumerate(plan.epochs):
+        for flow in epoch.flows:
+            if flow.parent is None:
+                continue
+            number = numbers.number(k, flow.origin, flow_key(flow.parent))
+            parent = channels[number].parent  # the processor reads the parent flow's channel there
+            assert channels[number].route == (flow.origin, flow.origin) and channels[parent].route[0] != flow.origin
+            found += 1
+    assert found > 0

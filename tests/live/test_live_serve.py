@@ -63,6 +63,64 @@ async def test_served_figure1_reports_exactly_the_simulated_traffic(mosquitto, s
         assert np.array_equal(np.sort(result.run.delivered[sub.id]), np.sort(run.delivered[sub.id]))
 
 
+# figure1 with processors (docs/ACCOUNTING.md, "Super-peer CPU"): every super-peer runs 2000 operations/s
+# with a 1 KB input buffer, the source's SP4 fewer with 200 B: under sharing-em the tuples wait there (and the
+# planner rejects Q3, which SP4 could not run), under multicast SP4 is overrun and drops
+# (the utilizations divide by the span a report observes, which for a live run ends at the last delivery:
+# as for links, only what does not depend on it compares)
+CPU_FIELDS = ("cpu", "cpu_ops", "peak_cpu_offered", "processing_delay_mean", "cpu_dropped")
+
+
+def with_processors(sp4_cpu: float):
+    return load_scenario(
+        FIGURE1,
+        [
+            ("network.defaults.cpu", 2000),
+            ("network.defaults.input_buffer", "1KB"),
+            ("network.super_peers[4]", {"id": "SP4", "cpu": sp4_cpu, "input_buffer": "200B"}),
+        ],
+    )
+
+
+@pytest.mark.parametrize(("strategy", "sp4_cpu"), [("sharing-em", 700), ("multicast", 350)])
+async def test_served_processors_are_the_simulated_ones(mosquitto, strategy, sp4_cpu):
+    scenario = with_processors(sp4_cpu)
+    result = await serve(scenario, ServeOptions(Broker.parse(mosquitto.url), strategy=strategy, speed=20))
+    report = live_report(result)
+    live = report["strategies"][strategy]
+    sim, run = simulated(scenario, strategy)
+    assert report["exact"] and result.lost == {}
+    assert _counts(live) == _counts(sim)
+    for sub in scenario.subscriptions:
+        assert np.array_equal(np.sort(result.run.delivered[sub.id]), np.sort(run.delivered[sub.id]))
+        assert np.array_equal(result.run.dropped.get(sub.id, []), np.sort(run.dropped.get(sub.id, [])))
+    # every processor's tally, and what the report makes of it, is the simulator's
+    assert set(result.run.processors) == set(run.processors) == set(scenario.super_peers)
+    for sp, tally in run.processors.items():
+        found = result.run.processors[sp]
+        assert (found.ops, found.delay_ticks, found.jobs, found.dropped) == (
+            tally.ops, tally.delay_ticks, tally.jobs, tally.dropped
+        ), sp  # fmt: skip
+        assert np.array_equal(found.offered, tally.offered), sp
+    cpu = [{k: sp[k] for k in ("id", *CPU_FIELDS)} for sp in live["super_peers"]]
+    assert cpu == [{k: sp[k] for k in ("id", *CPU_FIELDS)} for sp in sim["super_peers"]]
+    for sp in live["super_peers"]:
+        assert sp["cpu_utilization"] == sp["cpu_ops"] / (sp["cpu"] * report["observed_s"])
+    sp4 = next(sp for sp in live["super_peers"] if sp["id"] == "SP4")
+    assert sp4["cpu_ops"] > 0 and sp4["processing_delay_mean"] > 0.005  # the tuples wait there
+    if strategy == "multicast":  # overrun: its input buffer drops, and the subscriptions miss those copies
+        assert sp4["cpu_dropped"] > 0 and all(len(result.run.dropped[s.id]) > 0 for s in scenario.subscriptions)
+    else:
+        assert live["subscriptions"][2]["rejected"] == sim["subscriptions"][2]["rejected"] is not None
+    # the latencies, which the processors lengthen, are the simulated ones
+    compared = report["live"]["latency"]
+    assert compared["overall"]["live"]["count"] > 0
+    for entry in [compared["overall"], *compared["subscriptions"].values()]:
+        assert entry["live"]["count"] == entry["simulated"]["count"]
+        for q in ("p50", "p99") if entry["live"]["count"] else ():
+            assert entry["live"][q] == pytest.approx(entry["simulated"][q], abs=1e-9), (q, entry)
+
+
 async def test_served_aggregates_report_exactly_the_simulated_records(mosquitto):
     # figure1 with two of its subscriptions windowed aggregates: the same records, counts and traffic live
     from tests.test_aggregates import FIGURE1_AGGREGATES, with_aggregates
