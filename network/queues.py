@@ -44,9 +44,10 @@ one, and so does every row after it; a flag per row tells lost from dropped for 
 ascend at each link, so one cursor walks its intervals; a link never down costs one comparison per tuple.
 
 **Processors** (docs/ACCOUNTING.md, "Super-peer CPU").  A super-peer's limited processor (one with a cpu or
-an input buffer) is one more FIFO server, the direction ``(n, n)``: the tuples reaching the operators at ``n`` queue there first in, first out, and a
-copy is served for its ``work`` (operations, per entry of :class:`Blocks`) at the processor's operations
-per second, where a link serves a copy for its bytes at its bandwidth.  Everything else is a link's: the
+an input buffer) is one more FIFO server, the direction ``(n, n)``: the tuples reaching the operators at
+``n`` queue there first in, first out, and a copy is served for its ``work`` (operations, per entry of
+:class:`Blocks`) at the processor's operations per second, where a link serves a copy for its bytes at its
+bandwidth.  Everything else is a link's: the
 input buffer holds bytes (tail drop), the processor is down while its super-peer is, and it has no
 latency.  The timetable routes what the operators at ``n`` read through it (peers/timetable.py).  An
 unlimited processor is a channel without hops: it delays nothing, and the queues tell the meter the work of
