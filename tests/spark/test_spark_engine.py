@@ -114,6 +114,43 @@ def test_spark_equals_local_where_full_buffers_drop_tuples(spark, tmp_path):
 
 
 @pytest.mark.spark
+def test_spark_equals_local_where_processors_delay_and_drop(spark, tmp_path):
+    # figure1 with every super-peer's processor limited and the source's overloaded with a small input
+    # buffer: processors queue across chunk boundaries and drop (docs/ACCOUNTING.md, "Super-peer CPU")
+    with open("topologies/figure1.yaml", encoding="utf-8") as file:
+        text = file.read().replace("name: figure1", "name: processors")
+    text = text.replace(
+        "  defaults: {bandwidth: 100Mbit, latency: 2ms}", "  defaults: {bandwidth: 100Mbit, latency: 2ms, cpu: 2000}"
+    )
+    text = text.replace(
+        "  super_peers: [SP0, SP1, SP2, SP3, SP4, SP5, SP6, SP7]",
+        "  super_peers: [SP0, SP1, SP2, SP3, {id: SP4, cpu: 350, input_buffer: 200}, SP5, SP6, SP7]",
+    )
+    path = tmp_path / "processors.yaml"
+    path.write_text(text)
+    scenario, plans = _scenario_and_plans(str(path))
+    assert scenario.cpu["SP4"] == 350
+    for name in ("data-shipping", "multicast"):  # the baselines: they ignore the limits (sharing avoids them)
+        local = run_local(scenario, plans[name])
+        assert local.processors["SP4"].jobs > 0 and local.processors["SP4"].delay_ticks > 0  # not vacuous
+        spark = run_spark(scenario, plans[name], master=LOCAL_MASTER, chunks=7)
+        assert_same_runs(scenario, local, spark)
+        assert spark.processors.keys() == local.processors.keys()
+        for sp, tally in local.processors.items():
+            other = spark.processors[sp]
+            assert (other.ops, other.delay_ticks, other.jobs, other.dropped) == (
+                tally.ops,
+                tally.delay_ticks,
+                tally.jobs,
+                tally.dropped,
+            )
+            n = max(len(other.offered), len(tally.offered))
+            assert np.array_equal(np.pad(other.offered, (0, n - len(other.offered))),
+                                  np.pad(tally.offered, (0, n - len(tally.offered))))  # fmt: skip
+    assert local.processors["SP4"].dropped > 0  # multicast overloads the source's processor
+
+
+@pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.parametrize("path", SHIPPED)
 def test_spark_report_equals_the_local_report_for_every_strategy(spark, path):
