@@ -6,11 +6,14 @@ by), else the thin-peer subscribing or ``cli``.  Each is an async function ``run
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
+import math
 import secrets
 import signal
 import time
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 
@@ -311,7 +314,9 @@ class Windows:
     The input comes in emission order (its delivery is first in, first out), so a tuple emitted at ``t``
     closes every time window ending at or before ``t`` and every count window it completes: their records
     are final (:func:`peers.aggregation.aggregate` over what came so far, up to ``t``).  The rest close
-    when the subscription ends."""
+    when the subscription ends.  Of a time window's input only what an open window holds is kept: a long
+    run costs what its open windows hold, not its whole input (a count window's input is kept whole: its
+    windows are numbered from each group's first tuple)."""
 
     def __init__(self, query: AggregateQuery, at: float):
         self.query, self.at = query, at
@@ -341,7 +346,28 @@ class Windows:
             window, group = key
             values = dict(zip(names, found[key], strict=True))
             records.append((window, dict(zip(self.query.groups, group, strict=True)), values))
+        if until is None:
+            self._forget(upto)
         return records
+
+    def _forget(self, upto: float) -> None:
+        """Drop the input of the time windows closed by ``upto`` (their records are given), and what was
+        shown of them."""
+        window = self.query.window
+        if window.tuples:
+            return
+        size, slide = window.size, window.slide  # exact (Fractions), as the windows are
+        first_open = max(0, math.floor((Fraction(upto) - size) / slide) + 1)  # the first window ending after upto
+        start = first_open * slide
+        cut = bisect.bisect_left(self.times, start)
+        if cut == 0:
+            return
+        del self.times[:cut]
+        for values in self.rows.values():
+            del values[:cut]
+        # a closed window still holding kept tuples would be computed again (from part of its input): it
+        # stays shown; those wholly before the kept input are forgotten
+        self.shown = {key for key in self.shown if key[0] * slide + size > start}
 
 
 def _shown(kind: str | None, texts: list[str] | None, value: float) -> int | float | str:
