@@ -121,6 +121,7 @@ class Blocks:
 
 
 DEFER = np.int64(-3)  # a row held back to the next window: its arrival is at or past the window's horizon
+_NO_WORK = np.zeros(0, np.int64)  # the work of a window without processors: none is read
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,8 @@ def _put(p_first, p_count, p_indices, p_emitted, p_parents, p_wire, p_work, firs
         for j in range(p_count[c]):
             e, q = p_first[c] + j, first[c] + j
             indices[q], emitted[q], parents[q], wire[q] = p_indices[e], p_emitted[e], p_parents[e], p_wire[e]
-            work[q] = p_work[e]
+            if len(work):
+                work[q] = p_work[e]
 
 
 @njit(cache=True, inline="always")
@@ -469,7 +471,7 @@ class Queues:
             self.directions, seg.link, seg.row, seg.count, seg.tuple, blocks.wire, departures, self.latency,
             arrivals, streams,
         )  # fmt: skip
-        if (self.links.cpu >= 0).any():
+        if blocks.work is not None and (self.links.cpu >= 0).any():
             self.meter.processed_runs(
                 self.directions, seg.link, seg.row, seg.count, seg.tuple, blocks.work, departures, arrivals
             )
@@ -526,20 +528,22 @@ class Queues:
         n_ch = len(blocks.count)
         held, base = np.zeros(n_ch, np.int64), np.zeros(n_ch, np.int64)
         departures, lost = np.zeros(0, np.int64), np.zeros(0, np.bool_)
-        if blocks.work is None:
+        if blocks.work is None and self.pending is not None and self.pending.blocks.work is not None:
             blocks = replace(blocks, work=blocks.costs())
         if self.pending is not None:
             p = self.pending.blocks
             if not reserved:
                 raise ValueError("copies are held back: the window's blocks must leave places for them (reserve)")
-            _put(p.first, p.count, p.indices, p.emitted, p.parents, p.wire, p.costs(),
-                 blocks.first, blocks.indices, blocks.emitted, blocks.parents, blocks.wire, blocks.work)  # fmt: skip
+            work = _NO_WORK if blocks.work is None else blocks.work
+            _put(p.first, p.count, p.indices, p.emitted, p.parents, p.wire, p.costs() if len(work) else _NO_WORK,
+                 blocks.first, blocks.indices, blocks.emitted, blocks.parents, blocks.wire, work)  # fmt: skip
             held = p.count
             base = np.maximum(_row_bases(p.count, self.hops), 0)
             departures, lost = self.pending.departures, self.pending.lost
         window = Window(
             blocks.first, blocks.count, to_ticks(blocks.emitted), blocks.parents, np.asarray(blocks.wire, np.int64),
-            np.asarray(blocks.work, np.int64), horizon, held, base, departures, lost,
+            _NO_WORK if blocks.work is None else np.asarray(blocks.work, np.int64), horizon, held, base, departures,
+            lost,
         )  # fmt: skip
         return blocks, window
 
@@ -561,9 +565,8 @@ class Queues:
             keep, low, blocks.first, blocks.count, blocks.parents, self.hop_start, self.layout.parent, seg.row_base,
             departures, lost,
         )  # fmt: skip
-        kept = Blocks(
-            blocks.indices[take], blocks.emitted[take], parents, blocks.wire[take], first, count, blocks.costs()[take]
-        )
+        work = None if blocks.work is None else blocks.work[take]
+        kept = Blocks(blocks.indices[take], blocks.emitted[take], parents, blocks.wire[take], first, count, work)
         return Pending(kept, held, held_lost)
 
     def in_flight(self) -> tuple[np.ndarray, np.ndarray]:
