@@ -170,6 +170,10 @@ class PaneStates(Mapping[Key, State]):
     def __post_init__(self) -> None:
         object.__setattr__(self, "states", MappingProxyType(dict(self.states)))
 
+    def __reduce__(self):
+        """Pickled as its fields (a read-only view does not pickle): the Spark engine's chunks send them."""
+        return (PaneStates, (self.pane, self.groups, self.needs, dict(self.states)))
+
     def __getitem__(self, key: Key) -> State:
         return self.states[key]
 

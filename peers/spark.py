@@ -37,6 +37,7 @@ from network.exactness import Counts, records_checked, summaries
 from network.latency import LatencyStats, Sum, add_sums, ranks_needed
 from network.linkrule import TICKS
 from network.meter import ProcessorTally, StrategyRun
+from peers.aggregation import PaneStates, merge, records
 from peers.local import Simulation, collector_paused
 from peers.spark_select import OVERALL, Sample, order_statistics
 from peers.spark_session import failure_line, parse_master, spark_session
@@ -466,6 +467,7 @@ class _Totals:
         self.sums: list[Sum] = [{} for _ in range(subs)]
         self.samples: list[Sample] = []
         self.aggregated: dict[int, list[tuple[np.ndarray, ...]]] = {}
+        self.panes: dict[int, list[PaneStates]] = {}
         self.processors: dict[str, ProcessorTally] = {}
 
     def add(self, summary: ChunkSummary) -> None:
@@ -485,6 +487,8 @@ class _Totals:
             self.access_tuples[direction] = self.access_tuples.get(direction, 0) + sent
         for k, parts in summary.aggregated.items():
             self.aggregated.setdefault(k, []).append(parts)
+        for k, states in summary.panes.items():
+            self.panes.setdefault(k, []).append(states)
         for sp, tally in summary.processors.items():
             self.processors[sp] = self.processors[sp].plus(tally) if sp in self.processors else tally
         for sub, attrs in summary.received.items():
@@ -542,12 +546,18 @@ class _Totals:
 
     def with_records(self, run: StrategyRun) -> StrategyRun:
         """``run`` with its aggregate subscriptions' records, computed and checked here, whole: a window's
-        input may land in several chunks (peers/subscriber.py, network/exactness.py)."""
+        input may land in several chunks (peers/subscriber.py, network/exactness.py).  A time window's from
+        the chunks' states per pane and group, merged; a count window's from its copies."""
         subscriptions = self.scenario.subscriptions
         copies = [{}, {}, {}]  # delivered, dropped, lost: per aggregate subscription's id, tuple indices
         for k, parts in self.aggregated.items():
             for kind, found in enumerate(zip(*parts, strict=True)):
                 copies[kind][subscriptions[k].id] = np.concatenate(found)
         detail = with_records(self.scenario, replace(run, delivered=copies[0], dropped=copies[1], lost=copies[2]))
+        found = dict(detail.records)
+        for k, parts in self.panes.items():
+            sub = subscriptions[k]
+            found[sub.id] = records(sub.query, merge(*parts), sub.at, sub.until, self.scenario.duration)
+        detail = replace(detail, records=found)
         checked = records_checked(self.scenario, detail, aggregate_results(self.scenario))
         return replace(checked, delivered={}, dropped={}, lost={})

@@ -38,6 +38,7 @@ from network.buffers import QueueState
 from network.exactness import Counts, check
 from network.latency import Sum, exact_sums_by_owner
 from network.meter import ProcessorTally
+from peers.aggregation import Pane, PaneStates, panes, states_needed
 from peers.local import Simulation, collector_paused
 from peers.spark_select import Sample, latency_cell, sample_of
 from topologies import workload
@@ -125,8 +126,11 @@ class ChunkSummary:
     stream_tuples: np.ndarray
     last_arrival: float  # the latest any tuple of the chunk reached the far end of a link (0: none)
     # per aggregate subscription (by number), the tuple indices of the copies of its input that landed in
-    # the chunk: delivered, dropped and lost (its records are computed whole, on the driver)
+    # the chunk: delivered (a count window's only: they are numbered per group over the whole input),
+    # dropped and lost; and per time-window subscription the states of its delivered copies per pane and
+    # group, which merge across chunks (its records are computed whole, on the driver)
     aggregated: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    panes: dict[int, PaneStates] = field(default_factory=dict)
     processors: dict[str, ProcessorTally] = field(default_factory=dict)  # per emulated processor, its part
 
 
@@ -193,6 +197,7 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         stream_tuples=np.array(list(traffic.stream_tuples.values()), np.int64),
         last_arrival=traffic.last_arrival,
         aggregated=_aggregated(scenario, (owners, indices), dropped, lost),
+        panes=_pane_states(scenario, received, owners, indices),
         processors=traffic.processors,
     )
     return summary, owners.astype(np.int32), latencies
@@ -201,11 +206,39 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
 def _aggregated(scenario, *copies: tuple[np.ndarray, np.ndarray]) -> dict[int, tuple[np.ndarray, ...]]:
     """Per aggregate subscription's number, the indices of its ``copies`` (delivered, dropped, lost: each
     ``(owners, indices)``) that landed in a chunk, all of them (a copy in flight at the chunk's end lands in
-    the next one alone)."""
-    numbers = [k for k, sub in enumerate(scenario.subscriptions) if isinstance(sub.query, AggregateQuery)]
-    return {
-        k: tuple(np.asarray(indices, np.int64)[np.asarray(owners) == k] for owners, indices in copies) for k in numbers
-    }
+    the next one alone); a time-window subscription's delivered copies none (:func:`_pane_states`)."""
+    found = {}
+    for k, sub in enumerate(scenario.subscriptions):
+        if isinstance(sub.query, AggregateQuery):
+            parts = [np.asarray(indices, np.int64)[np.asarray(owners) == k] for owners, indices in copies]
+            if not sub.query.window.tuples:
+                parts[0] = parts[0][:0]
+            found[k] = tuple(parts)
+    return found
+
+
+def _pane_states(scenario, received: dict, owners: np.ndarray, indices: np.ndarray) -> dict[int, PaneStates]:
+    """Per time-window aggregate subscription's number, the states per pane and group of the copies of its
+    input delivered in a chunk and emitted while it was active, as its subscriber folds them in
+    (:func:`peers.subscriber.with_records`); none where nothing came or what came lacks an attribute its
+    records read."""
+    found = {}
+    for k, sub in enumerate(scenario.subscriptions):
+        query = sub.query
+        if not isinstance(query, AggregateQuery) or query.window.tuples:
+            continue
+        if not set(query.select) <= set(received.get(sub.id, query.select)):
+            continue
+        mine = np.sort(np.asarray(indices, np.int64)[np.asarray(owners) == k], kind="stable")
+        stream = scenario.stream(sub.stream)
+        times = workload.emission_times_of(stream, mine)
+        active = (times >= sub.at) & (times < (np.inf if sub.until is None else sub.until))
+        if not active.any():
+            continue
+        mine, times = mine[active], times[active]
+        columns = workload.columns_of(scenario, stream.id, mine, query.select)
+        found[k] = panes(Pane.of(query.window), states_needed(query), times, columns, query.groups)
+    return found
 
 
 def _stacked(series: dict, rows: int) -> np.ndarray:
