@@ -208,7 +208,7 @@ class Planner:
             rates = self.loads.rates(stream, sub.sel, sub.sel * n)
             per_hop = self.cost.flow_cost(stream, sub.sel, n, 1)
             unit = self.cost.tuple_hops(stream, sub.sel, 1)
-            admit = Admission(self.loads, stream, sub.home, rates, unit, per_hop, sub.select)
+            admit = Admission(self.loads, stream, sub.home, rates, unit, per_hop, sub.select, sub.where, sub.sel)
         routes = None if admit is None else self.network.routes_from(sub.home)
         return search.best(
             root, self.trees.available[stream], self._hops_from(sub.home), source_hops, cap, admit, routes
@@ -216,9 +216,16 @@ class Planner:
 
     # -- the network limits ----------------------------------------------------------------------------
     def _rejection(self, sub: ActiveSubscription) -> str:
-        """Why ``sub`` fits nowhere, in one line: its query-shipping flow on the route from the source
-        breaks a limit there (and every other route and option broke one too)."""
-        origin = self.trees.roots[sub.stream].origin
+        """Why ``sub`` fits nowhere, in one line: its query-shipping flow (the raw stream tapped at the
+        source) needs more than a processor it runs on has room for, wherever it goes, or it breaks a limit
+        on the route from the source (and every other route and option broke one too)."""
+        root = self.trees.roots[sub.stream]
+        origin = root.origin
+        if self.loads.cpu is not None:
+            self.loads.cpu.settle()
+            busy = self.loads.cpu.option_excess(root, origin, (), sub.where, sub.sel, sub.select.bit_count(), sub.home)
+            if busy is not None:
+                return f"no operators from {origin} to {sub.home} fit the network limits: {busy}"
         n = sub.select.bit_count()
         bits, tuples = self.loads.rates(sub.stream, sub.sel, sub.sel * n)
         binding = self.loads.path_excess(self.network.route(origin, sub.home), bits, tuples, self.loads.width(n))
@@ -255,6 +262,7 @@ class Planner:
             self.trees.serve(branch, sub)
             host = branch
         host.deliveries.append(sub)
+        self.trees.readers_changed(host)
         sub.flow = host
         self.snapshots.recheck((sub,))
         if not self.outage.intact:
@@ -318,6 +326,7 @@ class Planner:
         self._ship(sub, -1)
         node = sub.flow
         node.deliveries.remove(sub)
+        self.trees.readers_changed(node)
         sub.flow = None
         self._unserve(node, sub)
         return self._trim(node, keep_predicate=keep_predicate)
@@ -345,7 +354,7 @@ class Planner:
                 removed.append(node.id)
                 if gone is not None:
                     gone.add(id(node))
-            elif not node.deliveries and len(node.children) == 1:
+            elif not node.deliveries and len(node.children) == 1 and self._merges(node, node.children[0]):
                 child = node.children[0]
                 self.trees.absorb(node, child)
                 removed.append(child.id)
@@ -363,11 +372,26 @@ class Planner:
         """Recompute ``flow`` from its consumers (``keep_predicate``: its attributes and path only); True
         if anything changed."""
         shape = self.fold.shape(flow, keep_predicate)
+        if not keep_predicate and not self._reads_within(flow, shape):
+            shape = self.fold.shape(flow, keep_predicate=True)
         if (shape.predicate, shape.path) == (flow.predicate, flow.path):
             return False
         self.trees.reshape(flow, shape.predicate, shape.sel, shape.path)
         self.snapshots.flow_changed(flow)
         return True
+
+    def _merges(self, flow: InstalledFlow, child: InstalledFlow) -> bool:
+        """Whether ``flow``, feeding ``child`` alone, may become one flow with it: their paths joined visit
+        no super-peer twice (a branch tapped past a busy super-peer may run back through it), and the
+        processors keep their limits (:meth:`_reads_within`)."""
+        return set(flow.path).isdisjoint(child.path[1:]) and self._reads_within(flow, child)
+
+    def _reads_within(self, flow: InstalledFlow, shape) -> bool:
+        """Whether ``flow`` may take ``shape``'s predicate (a narrowing, or its one child's when merged with
+        it): narrower, but maybe of more boxes, which the processor at its origin tests on every tuple it
+        reads; with limited processors, only if that one keeps its limits."""
+        cpu = None if self.loads is None else self.loads.cpu
+        return cpu is None or cpu.reading_fits(flow, shape.predicate)
 
     def _replanned(self, stream: str) -> tuple[str, tuple[str, ...]]:
         """Re-plan ``stream`` (:meth:`_replan`): what to add to the decision's summary, the flows replaced."""
@@ -488,6 +512,7 @@ class Planner:
             sub.flow = None
         for root in failed_roots:
             root.deliveries.clear()
+            self.trees.readers_changed(root)
         tops = [flow for flow in hit.values() if id(flow.parent) not in hit]
         for flow in hit.values():
             flow.deliveries.clear()

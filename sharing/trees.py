@@ -29,6 +29,7 @@ class FlowTrees:
         self._cost = cost
         self._snapshots = snapshots
         self.loads = loads  # each link direction's and super-peer's load, when the network has limits
+        self._cpu = None if loads is None else loads.cpu  # the limited processors' loads, when some are
         self._ids = count(1)
         self._seq = count()
         self.moves = 0  # flows installed (split parts too) and uninstalled so far: what re-plans count
@@ -52,6 +53,14 @@ class FlowTrees:
         self.tuple_hops[stream] += sign * self._cost.tuple_hops(stream, flow.sel, flow.hops)
         if self.loads is not None:
             self.loads.add(stream, flow.sel, attribute_sel, flow.attrs.bit_count(), flow.path, sign)
+            if self._cpu is not None:
+                self._cpu.touch(flow)
+
+    def readers_changed(self, flow: InstalledFlow) -> None:
+        """``flow``'s deliveries changed (the planner adds and removes them): what its readers cost the
+        processor where it ends changes."""
+        if self._cpu is not None:
+            self._cpu.touch(flow)
 
     def install(self, parent: InstalledFlow, path: tuple[str, ...], predicate: Predicate, sel: float) -> InstalledFlow:
         """A new flow reading ``parent`` at ``path[0]`` (its end) and carried along ``path``; it serves no
@@ -109,6 +118,8 @@ class FlowTrees:
         for node in flow.path:
             self.available[stream][node].remove(flow)
         self._count(flow, -1)
+        if self._cpu is not None:
+            self._cpu.forget(flow)
 
     def reshape(self, flow: InstalledFlow, predicate: Predicate, sel: float, path: tuple[str, ...]) -> None:
         """Give ``flow`` a new predicate and path; the path may only be cut short.  The caller tells the
@@ -154,6 +165,8 @@ class FlowTrees:
         for node in tail[1:]:
             flows = at[node]
             flows[flows.index(flow)] = part
+        if self._cpu is not None:  # the readers now read ``part``, and ``part`` reads ``flow`` at the cut
+            self._cpu.touch(part)
         return part
 
     def absorb(self, flow: InstalledFlow, child: InstalledFlow) -> None:
@@ -180,6 +193,8 @@ class FlowTrees:
         self._snapshots.flow_changed(flow)
         self.moves += 1
         self._count(flow, +1)
+        if self._cpu is not None:
+            self._cpu.forget(child)  # its lists are ``flow``'s now
 
     def clear(self, stream: str) -> list[str]:
         """Uninstall every flow of ``stream``; their ids in creation order.  The flows themselves are left
@@ -190,6 +205,10 @@ class FlowTrees:
             replaced.append(flow.id)
             if self.loads is not None:
                 self.loads.add(stream, flow.sel, flow.attribute_sel(), flow.attrs.bit_count(), flow.path, -1)
+            if self._cpu is not None:
+                self._cpu.forget(flow)
+        if self._cpu is not None:
+            self._cpu.touch(root)
         root.children = []
         self._snapshots.tree_changed(root)
         root.deliveries = []
@@ -224,6 +243,10 @@ class FlowTrees:
         if self.loads is not None:
             for flow in self._flows(root):
                 self.loads.add(stream, flow.sel, flow.attribute_sel(), flow.attrs.bit_count(), flow.path, +1)
+                if self._cpu is not None:
+                    self._cpu.touch(flow)
+        if self._cpu is not None:
+            self._cpu.touch(root)
         self._snapshots.tree_changed(root)
 
 
