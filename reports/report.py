@@ -536,7 +536,7 @@ def hottest(entry: dict, n: int = HOTTEST) -> tuple[list[dict], list[dict]]:
     links = [link for link in entry.get("links", ()) if link["bytes"] or link.get("dropped")]
     links.sort(key=lambda link: (-(link.get("peak_utilization") or 0.0), -link.get("utilization", 0.0)))
     peers = [sp for sp in entry.get("super_peers", ()) if sp["tuples_in"]]
-    peers.sort(key=lambda sp: (-(sp["peak_load"] or 0.0), -sp["tuples_in"]))
+    peers.sort(key=lambda sp: (-max(sp["peak_load"] or 0.0, sp.get("peak_cpu_utilization") or 0.0), -sp["tuples_in"]))
     return links[:n], peers[:n]
 
 
@@ -551,8 +551,10 @@ def hottest_markdown(report: dict) -> list[str]:
                 f" | {_fmt_share(link.get('utilization'))} | {link.get('dropped', 0)} |"
             )
         for sp in peers:
+            delay = sp.get("processing_delay_mean")
             peer_rows.append(
                 f"| {name} | {sp['id']} | {sp['tuples_in']} | {sp['tuples_out']} | {_fmt_share(sp['peak_load'])}"
+                f" | {_fmt_share(sp.get('peak_cpu_utilization'))} | {'n/a' if delay is None else f'{delay * 1e3:.3g}'}"
                 f" | {sp['operators']} |"
             )
     lines = []
@@ -565,9 +567,14 @@ def hottest_markdown(report: dict) -> list[str]:
         ]
         lines += ["| strategy | link | peak util | utilization | drops |", "|---|---|---|---|---|", *link_rows]
     if peer_rows:
-        lines += ["", f"Busiest super-peers ({HOTTEST} per strategy; peak load n/a: no capacity given):", ""]
-        lines += ["| strategy | super-peer | tuples in | tuples out | peak load | operators |"]
-        lines += ["|---|---|---|---|---|---|", *peer_rows]
+        lines += [
+            "",
+            f"Busiest super-peers ({HOTTEST} per strategy; peak load n/a: no capacity given; peak cpu n/a: no cpu"
+            " given; processing delay: mean ms a tuple spent at its processor, n/a: none emulated or none came):",
+            "",
+        ]
+        lines += ["| strategy | super-peer | tuples in | tuples out | peak load | peak cpu | delay ms | operators |"]
+        lines += ["|---|---|---|---|---|---|---|---|", *peer_rows]
     return lines
 
 
