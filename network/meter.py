@@ -40,7 +40,7 @@ class SubscriptionSummary:
     input: SubscriptionSummary | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProcessorTally:
     """What one super-peer's processor did (docs/ACCOUNTING.md, "Super-peer CPU"): the operations of the
     tuples it served; per load bin the operations of the tuples reaching its queue (its offered load); the
@@ -62,6 +62,20 @@ class ProcessorTally:
             self.ops + other.ops, offered, self.delay_ticks + other.delay_ticks, self.jobs + other.jobs,
             self.dropped + other.dropped,
         )  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        """Equal counts, and equal offered operations per bin (trailing empty bins aside)."""
+        if not isinstance(other, ProcessorTally):
+            return NotImplemented
+        n = max(len(self.offered), len(other.offered))
+        mine, theirs = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        mine[: len(self.offered)], theirs[: len(other.offered)] = self.offered, other.offered
+        same = (self.ops, self.delay_ticks, self.jobs, self.dropped) == (
+            other.ops, other.delay_ticks, other.jobs, other.dropped
+        )  # fmt: skip
+        return same and bool(np.array_equal(mine, theirs))
+
+    __hash__ = None  # type: ignore[assignment]
 
     def delay_mean(self) -> float | None:
         """Mean seconds a tuple with work spent at the processor (None: none came)."""

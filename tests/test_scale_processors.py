@@ -62,13 +62,9 @@ def test_processor_tallies_do_not_depend_on_the_windows(strategy):
     scenario, _ = _scenario()
     plan = make_plan(scenario, strategy)
     coarse, fine = (run_local(scenario, plan, window=w) for w in (5.0, 0.37))
-    assert coarse.processors.keys() == fine.processors.keys() == set(scenario.super_peers)
-    for sp, a in coarse.processors.items():
-        b = fine.processors[sp]
-        assert (a.ops, a.delay_ticks, a.jobs, a.dropped) == (b.ops, b.delay_ticks, b.jobs, b.dropped), sp
-        n = max(len(a.offered), len(b.offered))
-        assert np.array_equal(np.pad(a.offered, (0, n - len(a.offered))), np.pad(b.offered, (0, n - len(b.offered))))
-        assert a.offered.sum() >= a.ops  # offered counts the dropped and lost jobs too
+    assert coarse.processors.keys() == set(scenario.super_peers)
+    assert coarse.processors == fine.processors  # every tally, offered operations per bin included
+    assert all(a.offered.sum() >= a.ops for a in coarse.processors.values())  # offered: dropped and lost too
     for sub in scenario.subscriptions:
         s = sub.id
         assert np.array_equal(coarse.delivered[s], fine.delivered[s]) and np.array_equal(
