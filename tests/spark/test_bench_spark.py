@@ -37,6 +37,7 @@ def test_sql_conditions_select_exactly_the_tuples_the_predicates_accept(spark):
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # about 20 s: the default run keeps near 15 minutes
 def test_bench_json_reports_identical_results_and_rates(spark, capsys):
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", action="store_true")

@@ -118,6 +118,7 @@ print(pid != second.sparkContext._gateway.proc.pid, alive, stopped, second.range
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # a JVM of its own, about 15 s: the default run keeps near 15 minutes
 def test_stopping_the_jvm_too_lets_the_next_session_start_one_of_its_own():
     """A benchmark comparing masters measures each one's driver JVM apart: the first JVM is gone, and the
     next session runs in another one (in a process of its own: the test session's JVM stays)."""
