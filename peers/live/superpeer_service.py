@@ -25,12 +25,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from network.emulated import processor_downs, processor_specs
+from network.emulated import processor_downs, processor_nodes, processor_specs
 from network.linkrule import to_seconds, to_ticks
 from network.meter import bin_width, load_bin
 from network.routing import Network
@@ -103,9 +104,11 @@ class SuperPeerService:
         self.lookahead_s = LOOKAHEAD_S
         self.links = LinkTable.of(scenario)
         # this super-peer's processor, when the scenario emulates them (peers/live/processors.py)
-        spec = processor_specs(scenario).get((node, node))
+        # (an unlimited one too: it delays nothing, and counts the operations, as the simulator's does)
+        cpu, _, buffer = processor_specs(scenario).get((node, node), (math.inf, 0.0, math.inf))
         downs = np.array(processor_downs(scenario).get((node, node), []), dtype=np.float64).reshape(-1, 2)
-        self.processor = None if spec is None else Processor(spec[0], spec[2], downs, load_bin(scenario.duration))
+        emulated = node in processor_nodes(scenario)
+        self.processor = Processor(cpu, buffer, downs, load_bin(scenario.duration)) if emulated else None
         self.costs = scenario.cpu_costs
         self.jobs: list[Job] = []  # this pass's batches waiting for the processor
         self.pending: list[Batch] = []  # received tuples waiting for their due time

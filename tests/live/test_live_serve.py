@@ -71,20 +71,20 @@ async def test_served_figure1_reports_exactly_the_simulated_traffic(mosquitto, s
 CPU_FIELDS = ("cpu", "cpu_ops", "peak_cpu_offered", "processing_delay_mean", "cpu_dropped")
 
 
-def with_processors(sp4_cpu: float):
-    return load_scenario(
-        FIGURE1,
-        [
-            ("network.defaults.cpu", 2000),
-            ("network.defaults.input_buffer", "1KB"),
-            ("network.super_peers[4]", {"id": "SP4", "cpu": sp4_cpu, "input_buffer": "200B"}),
-        ],
-    )
+def with_processors(sp4_cpu: float, everywhere: bool = True):
+    """figure1 with SP4's cpu and input buffer, and (``everywhere``) every other super-peer's; else the
+    others' processors are unlimited: they only count."""
+    defaults = [("network.defaults.cpu", 2000), ("network.defaults.input_buffer", "1KB")] if everywhere else []
+    sp4 = ("network.super_peers[4]", {"id": "SP4", "cpu": sp4_cpu, "input_buffer": "200B"})
+    return load_scenario(FIGURE1, [*defaults, sp4])
 
 
-@pytest.mark.parametrize(("strategy", "sp4_cpu"), [("sharing-em", 700), ("multicast", 350)])
-async def test_served_processors_are_the_simulated_ones(mosquitto, strategy, sp4_cpu):
-    scenario = with_processors(sp4_cpu)
+@pytest.mark.parametrize(
+    ("strategy", "sp4_cpu", "everywhere"),
+    [("sharing-em", 700, True), ("multicast", 350, True), ("multicast", 350, False)],
+)
+async def test_served_processors_are_the_simulated_ones(mosquitto, strategy, sp4_cpu, everywhere):
+    scenario = with_processors(sp4_cpu, everywhere)
     result = await serve(scenario, ServeOptions(Broker.parse(mosquitto.url), strategy=strategy, speed=20))
     report = live_report(result)
     live = report["strategies"][strategy]
@@ -105,7 +105,11 @@ async def test_served_processors_are_the_simulated_ones(mosquitto, strategy, sp4
     cpu = [{k: sp[k] for k in ("id", *CPU_FIELDS)} for sp in live["super_peers"]]
     assert cpu == [{k: sp[k] for k in ("id", *CPU_FIELDS)} for sp in sim["super_peers"]]
     for sp in live["super_peers"]:
-        assert sp["cpu_utilization"] == sp["cpu_ops"] / (sp["cpu"] * report["observed_s"])
+        if sp["cpu"] is None:  # unlimited: it counts, and has no utilization
+            assert sp["cpu_utilization"] is None and sp["cpu_ops"] is not None
+        else:
+            assert sp["cpu_utilization"] == sp["cpu_ops"] / (sp["cpu"] * report["observed_s"])
+    assert sum(sp["cpu_ops"] for sp in live["super_peers"] if sp["id"] != "SP4") > 0
     sp4 = next(sp for sp in live["super_peers"] if sp["id"] == "SP4")
     assert sp4["cpu_ops"] > 0 and sp4["processing_delay_mean"] > 0.005  # the tuples wait there
     if strategy == "multicast":  # overrun: its input buffer drops, and the subscriptions miss those copies
