@@ -81,6 +81,24 @@ class ProcessorTally:
         """Mean seconds a tuple with work spent at the processor (None: none came)."""
         return self.delay_ticks / self.jobs / TICKS if self.jobs else None
 
+    @classmethod
+    def of_jobs(
+        cls, arrivals: np.ndarray, departures: np.ndarray, work: np.ndarray, dropped: int, bin_s: float
+    ) -> ProcessorTally:
+        """The tally of tuples reaching a processor at ``arrivals`` (ticks) and leaving it at ``departures``
+        (negative: not served, dropped or lost), each of ``work`` operations, ``dropped`` of them at its
+        input buffer; offered by the bins of ``bin_s`` seconds their arrivals fall in."""
+        if not len(arrivals):
+            return cls(dropped=dropped)
+        bins = _tick_bins(arrivals, bin_s, MAX_TIMELINE_BINS)
+        offered = np.zeros(int(bins.max()) + 1, np.int64)
+        np.add.at(offered, bins, work)
+        served = departures >= 0
+        timed = served & (work > 0)
+        spent = departures[timed] - arrivals[timed]  # exact: summed as high and low 32 bits apart
+        delay = (int((spent >> 32).sum()) << 32) + int((spent & 0xFFFFFFFF).sum())
+        return cls(int(work[served].sum()), offered, delay, int(timed.sum()), dropped)
+
 
 @dataclass(frozen=True)
 class StrategyRun:
@@ -341,14 +359,11 @@ class TrafficMeter:
         """Tuples reached the unlimited processor of super-peer ``node`` (a position in ``super_peers``) at
         ``arrivals`` (ticks), each of ``work`` operations: it ran them at once."""
         self.line_of(directions)
-        if not len(arrivals):
-            return
-        last = _tick_bin(int(arrivals.max()), 0.0, self.load_bin_s, MAX_TIMELINE_BINS)
-        self._cpu_offered = _widened(self._cpu_offered, last + 1)
-        bins = _tick_bins(arrivals, self.load_bin_s, MAX_TIMELINE_BINS)
-        np.add.at(self._cpu_offered[node], bins, work)
-        self._ops[node] += int(work.sum())
-        self._jobs[node] += int(np.count_nonzero(work))
+        tally = ProcessorTally.of_jobs(arrivals, arrivals, work, 0, self.load_bin_s)
+        self._cpu_offered = _widened(self._cpu_offered, len(tally.offered))
+        self._cpu_offered[node, : len(tally.offered)] += tally.offered
+        self._ops[node] += tally.ops
+        self._jobs[node] += tally.jobs
 
     def dropped_at(self, drops: np.ndarray) -> None:
         """``drops[k]`` tuples were dropped at the tail of direction ``k`` (of the :meth:`line_of` list)."""

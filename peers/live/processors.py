@@ -19,8 +19,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from network.linkrule import CARRIED, DROPPED, TICKS
-from network.meter import MAX_TIMELINE_BINS, ProcessorTally
+from network.linkrule import CARRIED, DROPPED
+from network.meter import ProcessorTally
 from network.routing import Network
 from peers.live.links import LinkQueue
 from peers.superpeer import ChannelKey, Operator, Output
@@ -101,42 +101,22 @@ class Processor:
     def __init__(self, cpu: float, buffer: float, downs: np.ndarray, load_bin_s: float):
         self.queue = LinkQueue(0.0, 0.0, buffer, downs, cpu=cpu)
         self.load_bin_s = load_bin_s
-        self.ops = 0
-        self.offered = np.zeros(0, np.int64)
-        self.delay_ticks = 0
-        self.jobs = 0
-        self.dropped = 0
+        self.tally = ProcessorTally()
 
     def serve(self, arrivals: np.ndarray, wire: np.ndarray, work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per tuple (``arrivals``: ticks it reaches the queue, ascending, ties in the simulator's order;
         ``wire``: its bytes, which the input buffer holds; ``work``: its operations), when it leaves the
-        processor (ticks) and its fate; counted in the tally."""
+        processor (ticks) and its fate; counted in the tally (as the simulator's meter counts)."""
         due, fate = self.queue.send_ticks(arrivals, wire, work)
-        if not len(arrivals):
-            return due, fate
-        # the offered operations by the bin of their arrival (network/meter.py: dropped and lost ones too)
-        bins = np.minimum(np.floor((arrivals / TICKS + 0.0) / self.load_bin_s), MAX_TIMELINE_BINS - 1).astype(np.int64)
-        top = int(bins.max())
-        if len(self.offered) <= top:
-            self.offered = np.concatenate([self.offered, np.zeros(top + 1 - len(self.offered), np.int64)])
-        np.add.at(self.offered, bins, work)
-        served = fate == CARRIED
-        self.ops += int(work[served].sum())
-        timed = served & (work > 0)
-        spent = due[timed] - arrivals[timed]  # exact: summed as high and low 32 bits apart
-        self.delay_ticks += (int((spent >> 32).sum()) << 32) + int((spent & 0xFFFFFFFF).sum())
-        self.jobs += int(timed.sum())
-        self.dropped += int(np.count_nonzero(fate == DROPPED))
+        departures = np.where(fate == CARRIED, due, -1)
+        dropped = int(np.count_nonzero(fate == DROPPED))
+        self.tally = self.tally.plus(ProcessorTally.of_jobs(arrivals, departures, work, dropped, self.load_bin_s))
         return due, fate
 
     def to_json(self) -> dict:
-        return {
-            "ops": self.ops,
-            "offered": self.offered.tolist(),
-            "delay_ticks": self.delay_ticks,
-            "jobs": self.jobs,
-            "dropped": self.dropped,
-        }
+        t = self.tally
+        return {"ops": t.ops, "offered": t.offered.tolist(), "delay_ticks": t.delay_ticks, "jobs": t.jobs,
+                "dropped": t.dropped}  # fmt: skip
 
 
 def tally_of(doc: dict, length: int) -> ProcessorTally:

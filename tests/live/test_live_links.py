@@ -128,9 +128,10 @@ def test_a_processor_serves_each_tuple_for_its_operations_and_counts_what_it_did
     # 0 -> 4 ms; 0 -> waits, 8 ms; 1 ms -> waits (80 bytes); 2 ms -> the buffer is full; 1.5 s -> at once
     assert fate.tolist() == [CARRIED, CARRIED, CARRIED, DROPPED, CARRIED]
     assert due[[0, 1, 2, 4]].tolist() == [4 * ms, 8 * ms, 12 * ms, 1502 * ms]
-    assert (processor.ops, processor.jobs, processor.dropped) == (14, 4, 1)
-    assert processor.delay_ticks == (4 + 8 + 11 + 2) * ms
-    assert processor.offered.tolist() == [12, 2]  # by arrival, the dropped tuple's operations too
+    tally = processor.tally
+    assert (tally.ops, tally.jobs, tally.dropped) == (14, 4, 1)
+    assert tally.delay_ticks == (4 + 8 + 11 + 2) * ms
+    assert tally.offered.tolist() == [12, 2]  # by arrival, the dropped tuple's operations too
 
 
 def test_a_processors_ties_are_ordered_by_the_simulators_channel_numbers():
