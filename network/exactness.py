@@ -20,7 +20,7 @@ import numpy as np
 from matcher.aggregate import AggregateQuery
 from network.latency import LatencyStats, exact_sums_by_owner
 from network.meter import StrategyRun, SubscriptionSummary
-from topologies.expected import Expected, Unreachable, differences_by_owner, emitted_before
+from topologies.expected import Expected, Unreachable, differences_by_owner, emitted_before, record_schedule
 from topologies.expected_aggregates import Records, records_fed, same_values
 from topologies.model import Scenario, SubscriptionSpec
 
@@ -174,9 +174,35 @@ def records_checked(
         copies = (run.dropped.get(sub.id, none), run.lost.get(sub.id, none))
         found[sub.id] = record_summary(
             scenario, sub, expected, run.records.get(sub.id, {}), found[sub.id], *copies, unreachable,
-            run.rejected_at.get(sub.id),
+            run.rejected_at.get(sub.id), _shipped(scenario, sub, expected, run),
         )  # fmt: skip
     return replace(run, summary=found)
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """What became of the records a record flow carried to an aggregate subscription (docs/ACCOUNTING.md,
+    "Records"): the keys of those that reached its thin-peer, with their latencies, and of those dropped and
+    lost on the way."""
+
+    at: str  # the super-peer whose operator computed them
+    delivered: set
+    latencies: np.ndarray
+    dropped: set
+    lost: set
+
+
+def _shipped(scenario: Scenario, sub: SubscriptionSpec, expected: Expected, run: StrategyRun) -> Shipped | None:
+    """The records shipped to ``sub`` in ``run`` (None: no record flow served it: its subscriber computes
+    its records from the input it received)."""
+    if sub.id not in run.aggregated_at:
+        return None
+    none = np.zeros(0, np.int64)
+    numbers = [getattr(run, f).get(sub.id, none) for f in ("record_delivered", "record_dropped", "record_lost")]
+    keys = record_schedule(scenario, expected, sub.id).keys
+    delivered, dropped, lost = ({keys[r] for r in n.tolist()} for n in numbers)
+    latencies = np.asarray(run.record_latencies.get(sub.id, np.zeros(0)))
+    return Shipped(run.aggregated_at[sub.id], delivered, latencies, dropped, lost)
 
 
 def record_summary(
@@ -189,13 +215,19 @@ def record_summary(
     lost: np.ndarray,
     unreachable: Unreachable,
     rejected_at: float | None,
+    shipped: Shipped | None = None,
 ) -> SubscriptionSummary:
     """An aggregate subscription's summary in result records (docs/ACCOUNTING.md, "Records"): the records
     its subscriber computed (``got``) against those of the central evaluation.  A record one of whose
     expected input tuples was ``dropped`` or ``lost`` on the way (tuple indices), or emitted while the
     subscription was cut off, is accounted for as such, never delivered or extra; every other record
     computed is delivered, and extra unless the central evaluation has it with equal values.  ``tuples``:
-    the input's own summary, kept as ``input``, whose latencies the records' are."""
+    the input's own summary, kept as ``input``, whose latencies the records' are.
+
+    A subscription whose records a record flow ``shipped`` computed them at the flow's operator from the
+    input it received there (``got``, the input's summary being what reached the operator); a record is
+    then delivered only if its row reached the thin-peer, and accounted for as dropped or lost when its row
+    was; the latencies are the records' own, from their windows' closing."""
     query = sub.query
     want = expected.records[sub.id]
     indices = expected.indices[sub.id]
@@ -211,6 +243,12 @@ def record_summary(
 
     by_drop = fed(dropped)
     by_loss = fed(lost) - by_drop
+    latency = tuples.latency
+    if shipped is not None:
+        got = {key: values for key, values in got.items() if key in shipped.delivered}
+        by_drop |= shipped.dropped
+        by_loss = (by_loss | shipped.lost) - by_drop
+        latency = LatencyStats.of(shipped.latencies)
     by_cut = fed(unreachable.indices(sub.id, indices)) - by_drop - by_loss
     accounted = by_drop | by_loss | by_cut
     delivered = [key for key in got if key not in accounted]
@@ -233,12 +271,13 @@ def record_summary(
         expected=len(want),
         missing=missing,
         extra=extra,
-        latency=tuples.latency,
+        latency=latency,
         dropped=len(by_drop & want.keys()),
         lost=len(by_loss & want.keys()),
         unreachable=len(by_cut & want.keys()),
         missing_before_rejection=early,
         input=tuples,
+        aggregated_at=None if shipped is None else shipped.at,
     )
 
 

@@ -38,6 +38,9 @@ class SubscriptionSummary:
     # an aggregate subscription's counts above are of result records (window x group); these are of the
     # input tuples its records were computed from (docs/QUERIES.md, "Windowed aggregates")
     input: SubscriptionSummary | None = None
+    # where its records were computed: None at its subscriber, from the input it received; else the
+    # super-peer whose operator computed them, and a record flow shipped them (docs/ACCOUNTING.md, "Records")
+    aggregated_at: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,6 +168,14 @@ class StrategyRun:
     records: dict[str, dict] = field(default_factory=dict)
     # per super-peer, what its processor did (by the load bins, ``load_bin_s``)
     processors: dict[str, ProcessorTally] = field(default_factory=dict)
+    # per aggregate subscription served by a record flow (docs/ACCOUNTING.md, "Records"), its records by
+    # number (:class:`topologies.expected.RecordSchedule`): those that reached its thin-peer, ascending, with
+    # their latencies from the window's closing (aligned), and those dropped and lost on the way
+    record_delivered: dict[str, np.ndarray] = field(default_factory=dict)
+    record_latencies: dict[str, np.ndarray] = field(default_factory=dict)
+    record_dropped: dict[str, np.ndarray] = field(default_factory=dict)
+    record_lost: dict[str, np.ndarray] = field(default_factory=dict)
+    aggregated_at: dict[str, str] = field(default_factory=dict)  # and from the plan, the super-peer aggregating
 
     @property
     def backbone_bytes(self) -> int:
@@ -228,6 +239,7 @@ class TrafficMeter:
         self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._dropped: list[tuple[np.ndarray, np.ndarray]] = []  # (subscription numbers, indices) dropped
         self._lost: list[tuple[np.ndarray, np.ndarray]] = []  # and lost at a failure
+        self._record_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # as ``_parts``, of records
 
     def line_of(self, directions: Sequence[Direction]) -> np.ndarray:
         """Per direction of ``directions``, its row in the backbone timelines (-1: an access link); the
@@ -382,6 +394,31 @@ class TrafficMeter:
         ``numbers``."""
         self._parts.append((np.repeat(numbers.astype(np.int32), counts), indices, latencies))
 
+    def deliver_records(
+        self, numbers: np.ndarray, counts: np.ndarray, records: np.ndarray, latencies: np.ndarray
+    ) -> None:
+        """As :meth:`deliver_many`, for records (by their numbers) reaching a subscription's thin-peer."""
+        self._record_parts.append((np.repeat(numbers.astype(np.int32), counts), records, latencies))
+
+    def record_deliveries(self) -> dict[str, tuple[np.ndarray, ...]]:
+        """Per subscription delivered records so far: its records delivered (ascending), their latencies,
+        and those dropped and lost on the way; the meter forgets them."""
+        parts, self._record_parts = self._record_parts, []
+        if not parts:
+            return {}
+        owner = np.concatenate([p[0] for p in parts])
+        numbers = np.concatenate([p[1] for p in parts]).astype(np.int64)
+        times = np.concatenate([p[2] for p in parts])
+        order = np.lexsort((numbers, owner))
+        owner, numbers, times = owner[order], numbers[order], times[order]
+        found = {}
+        for k in np.unique(owner).tolist():
+            mine = owner == k
+            n, t = numbers[mine], times[mine]
+            came = t > -np.inf
+            found[self.subscriptions[k]] = (n[came], t[came], n[np.isnan(t)], n[t == -np.inf])
+        return found
+
     def received_attrs(self, subscription: str, attrs: tuple[str, ...]) -> None:
         """What ``subscription``'s deliveries carry (the first call per subscription counts)."""
         self._attrs.setdefault(subscription, attrs)
@@ -437,6 +474,7 @@ class TrafficMeter:
         owner, indices = self.lost_copies()
         cuts = np.searchsorted(owner, np.arange(len(self.subscriptions) + 1))
         lost = {sub: indices[cuts[k] : cuts[k + 1]].copy() for k, sub in enumerate(self.subscriptions)}
+        records = self.record_deliveries()
         link_bytes, link_tuples = dict(self._bytes), dict(self._tuples)
         link_dropped = dict.fromkeys(self._bytes, 0)
         link_lost = dict.fromkeys(self._bytes, 0)
@@ -499,6 +537,10 @@ class TrafficMeter:
             stream_tuples=dict(zip(self.streams, self._stream_tuples.tolist(), strict=True)),
             last_arrival=float(self._last_arrival[0]),
             processors=processors,
+            record_delivered={sub: r[0] for sub, r in records.items()},
+            record_latencies={sub: r[1] for sub, r in records.items()},
+            record_dropped={sub: r[2] for sub, r in records.items()},
+            record_lost={sub: r[3] for sub, r in records.items()},
         )
 
 

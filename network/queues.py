@@ -97,6 +97,7 @@ class Route:
     attrs: tuple[str, ...] = ()
     stream: str | None = None  # whose tuples it carries (the meter sums backbone traffic per stream)
     processor: str | None = None  # the super-peer whose processor it is (module docstring, "Processors")
+    records: bool = False  # it carries records (docs/ACCOUNTING.md, "Records"): a sink receives records
 
 
 @dataclass(frozen=True)
@@ -383,6 +384,10 @@ class Queues:
         streams = {s: k for k, s in enumerate(meter.streams)}
         self.stream = np.array([streams.get(r.stream, -1) for r in self.routes], dtype=np.int64)
         self.hops = np.diff(self.hop_start)
+        self.records = np.array([r.records for r in self.routes], dtype=np.bool_)
+        self.record_channels = np.flatnonzero(self.records)
+        # the channels without hops that deliver: an aggregation operator's input (docs/ACCOUNTING.md, "Records")
+        self.operators = np.flatnonzero((self.sink >= 0) & (self.hops == 0))
         self.restart(meter, self.free())
 
     def free(self) -> QueueState:
@@ -462,14 +467,20 @@ class Queues:
         self.first_arrival[fresh] = arrival_min[fresh]
         present = np.flatnonzero(blocks.count > 0)  # the segments are each present channel's hops, in order
         streams = np.repeat(self.stream[present], self.hops[present])
+        # where the copies of the channels without hops that deliver (an aggregation operator's input) reached
+        # their super-peer: read before the rows solved earlier are marked counted
+        reached = self._reached(blocks, window, seg, departures, lost) if len(self.operators) else None
         # the rows solved in an earlier window were counted then (their arrivals were not set again), those
         # held back (DEFER) are counted in a later one
         _uncount_earlier(departures, window, seg, self.hop_start)
         if len(self.passing):
             self._passed(blocks, seg, departures)
+        runs = (seg.link, seg.row, seg.count, seg.tuple, blocks.wire, departures, arrivals)
+        if len(self.record_channels) and self.records[seg.channel].any():
+            runs = _in_arrival_order(self.records[seg.channel], *runs)
+        link, row, count, first_wire, wire, departed, arrived = runs
         self.meter.cross_runs(
-            self.directions, seg.link, seg.row, seg.count, seg.tuple, blocks.wire, departures, self.latency,
-            arrivals, streams,
+            self.directions, link, row, count, first_wire, wire, departed, self.latency, arrived, streams
         )  # fmt: skip
         if blocks.work is not None and (self.links.cpu >= 0).any():
             self.meter.processed_runs(
@@ -477,12 +488,24 @@ class Queues:
             )
         self.meter.dropped_at(tally.drops)
         self.meter.lost_at(tally.losses)
+        if reached is not None:
+            self.meter.deliver_many(*reached)
         sinks = np.flatnonzero((self.sink >= 0) & (blocks.count > 0))
         if not len(sinks):
             return
         for c in sinks[~self._told[sinks]].tolist():
             self.meter.received_attrs(self.routes[c].sink, self.routes[c].attrs)
         self._told[sinks] = True
+        sinks = sinks[self.hops[sinks] > 0]
+        records = self.records[sinks]
+        if records.any():
+            self._deliver(blocks, window, seg, departures, lost, sinks[records], self.meter.deliver_records)
+        self._deliver(blocks, window, seg, departures, lost, sinks[~records], self.meter.deliver_many)
+
+    def _deliver(self, blocks: Blocks, window: Window, seg: Segments, departures, lost, sinks, deliver) -> None:
+        """Tell the meter (``deliver``) what the delivery channels ``sinks`` brought their thin-peers."""
+        if not len(sinks):
+            return
         # a delivery crosses one access link: its rows are its tuples at hop 0
         count = blocks.count[sinks]
         offsets = np.concatenate([[0], np.cumsum(count)[:-1]])
@@ -501,7 +524,44 @@ class Queues:
         latency = np.where(departed >= 0, (arrival - window.emitted[tuples]) / TICKS, np.nan)
         if self.failures:  # a copy lost at a failure arrives at -inf (a dropped one at NaN)
             latency[lost[rows]] = -np.inf
-        self.meter.deliver_many(owners, count, blocks.indices[tuples], latency)
+        deliver(owners, count, blocks.indices[tuples], latency)
+
+    def _reached(self, blocks: Blocks, window: Window, seg: Segments, departures, lost):
+        """What the operator channels (no hops, delivering an aggregation operator's input at its super-peer)
+        received in the window, as :meth:`~network.meter.TrafficMeter.deliver_many` takes it: each copy by
+        the row it reached the super-peer by, when this window solved that row (a copy whose row an earlier
+        window solved was received then, and is here only as what a record held back is read off)."""
+        count = blocks.count[self.operators]
+        present = self.operators[count > 0]
+        if not len(present):
+            return None
+        t = np.concatenate([np.arange(blocks.first[c], blocks.first[c] + blocks.count[c]) for c in present.tolist()])
+        owners = np.repeat(self.sink[present], blocks.count[present])
+        start = seg.start[t]
+        solved = start >= 0
+        if window.pending_count.any():  # a carried copy's row may have been solved before
+            j = t - np.repeat(blocks.first[present], blocks.count[present])
+            held = j < np.repeat(window.pending_count[present], blocks.count[present])
+            for i in np.flatnonzero(held & solved).tolist():
+                solved[i] = not self._solved_before(window, int(start[i]), seg)
+        t, owners, start = t[solved], owners[solved], start[solved]
+        departed = departures[start]
+        now = departed != DEFER
+        t, owners, start, departed = t[now], owners[now], start[now], departed[now]
+        arrival = departed + self.links.latency[seg.start_link[t]]
+        latency = np.where(departed >= 0, (arrival - window.emitted[t]) / TICKS, np.nan)
+        if self.failures:
+            latency[lost[start]] = -np.inf
+        return owners, np.ones(len(t), np.int64), blocks.indices[t], latency
+
+    @staticmethod
+    def _solved_before(window: Window, row: int, seg: Segments) -> bool:
+        """Whether an earlier window solved ``row`` (one of a copy held back before)."""
+        present = np.flatnonzero(seg.row_base >= 0)  # channels without tuples in the window have none
+        c = int(present[np.searchsorted(seg.row_base[present], row, side="right") - 1])
+        n = window.count[c]
+        h, j = divmod(row - int(seg.row_base[c]), int(n))
+        return _earlier(window, c, h, j) >= 0
 
     def _passed(self, blocks: Blocks, seg: Segments, departures: np.ndarray) -> None:
         """Tell the meter what reached each unlimited processor in the window (by the row its tuple reached
@@ -552,7 +612,8 @@ class Queues:
         held = _deferred(departures)
         waiting = np.zeros(len(blocks.parents), np.bool_)
         waiting_low = blocks.count.copy()
-        for c in self.passing[blocks.count[self.passing] > 0].tolist():
+        zero_hop = np.concatenate([self.passing, self.operators])  # what they pass or deliver, on arrival
+        for c in zero_hop[blocks.count[zero_hop] > 0].tolist():
             t = np.arange(blocks.first[c], blocks.first[c] + blocks.count[c])
             start = seg.start[t]
             waiting[t[start >= 0]] = departures[start[start >= 0]] == DEFER  # counted when it arrives
@@ -575,12 +636,51 @@ class Queues:
         if self.pending is None:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         p = self.pending.blocks
-        sinks = np.flatnonzero((self.sink >= 0) & (p.count > 0))
+        sinks = np.flatnonzero((self.sink >= 0) & (p.count > 0) & ~self.records)
         if not len(sinks):
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         owners = np.repeat(self.sink[sinks], p.count[sinks])
         at = np.concatenate([np.arange(f, f + n) for f, n in zip(p.first[sinks], p.count[sinks], strict=True)])
-        return owners, p.indices[at]
+        on_way = np.ones(len(at), np.bool_)
+        if len(self.operators):  # an operator's input kept only as what a record is read off has arrived
+            rows = _row_bases(p.count, self.hops)
+            ends = np.cumsum(p.count[sinks])
+            for k in np.flatnonzero(self.hops[sinks] == 0).tolist():
+                for i in range(ends[k] - p.count[sinks[k]], ends[k]):
+                    on_way[i] = self._pending_row_departure(p, rows, int(sinks[k]), int(at[i])) == DEFER
+        return owners[on_way], p.indices[at[on_way]]
+
+    def _pending_row_departure(self, p: Blocks, rows: np.ndarray, c: int, entry: int) -> int:
+        """The departure recorded for the row by which the held-back copy ``entry`` of channel ``c`` (without
+        hops) reached its super-peer."""
+        while self.layout.parent[c] >= 0:
+            parent, tap = int(self.layout.parent[c]), int(self.layout.tap[c])
+            entry = int(p.first[parent] + p.parents[entry])
+            if tap >= 1:
+                j = entry - int(p.first[parent])
+                return int(self.pending.departures[rows[parent] + (tap - 1) * p.count[parent] + j])
+            c = parent
+        raise AssertionError("an operator's input is read off the upload, which has a hop")
+
+
+def _in_arrival_order(records, link, row, count, first_wire, wire, departures, arrivals):
+    """The runs of a window's segments as the meter counts them (each run's tuples in order of arrival), the
+    record channels' put so: a record leaves when its window closes and its last input has arrived, which
+    need not follow the records' order in their channel, while a channel of tuples keeps their order on every
+    link.  The record segments' rows are appended to ``departures``, ``arrivals`` and ``wire`` in that order
+    (records are few), the runs pointing there."""
+    link, row, count, first_wire = link.copy(), row.copy(), count.copy(), first_wire.copy()
+    mine = np.flatnonzero(records)
+    taken = np.concatenate([np.arange(row[q], row[q] + count[q]) for q in mine.tolist()])
+    wires = np.concatenate([np.arange(first_wire[q], first_wire[q] + count[q]) for q in mine.tolist()])
+    segment = np.repeat(np.arange(len(mine)), count[mine])
+    order = np.lexsort((np.arange(len(taken)), arrivals[taken], segment))  # stable: ties in channel order
+    starts = np.concatenate([[0], np.cumsum(count[mine])[:-1]])
+    row[mine], first_wire[mine] = len(departures) + starts, len(wire) + starts
+    return (
+        link, row, count, first_wire, np.concatenate([wire, wire[wires[order]]]),
+        np.concatenate([departures, departures[taken[order]]]), np.concatenate([arrivals, arrivals[taken[order]]]),
+    )  # fmt: skip
 
 
 class Links(NamedTuple):
@@ -830,8 +930,8 @@ def _arrivals(g, seg, window, latency, departures, lost, keys, rows, tuples):
                 source = -1
             if source < 0:
                 key = window.emitted[f + j]
-            elif departures[source] >= 0:
-                key = departures[source] + latency[link]
+            elif departures[source] >= 0:  # no earlier than its emission (a record's: when its window closes)
+                key = max(departures[source] + latency[link], window.emitted[f + j])
             else:  # dropped, lost or held back before it got here
                 departures[row] = departures[source]
                 if failures:
@@ -970,7 +1070,7 @@ def _serve_cycle(g, seg, window, links, busy, rings, tally, out):
         elif source_of[i] < 0:
             heapq.heappush(heap, (window.emitted[tuple_of[i]], channel_of[i], position_of[i], i))
         elif departures[source_of[i]] >= 0:
-            key = departures[source_of[i]] + links.latency[source_link[i]]
+            key = max(departures[source_of[i]] + links.latency[source_link[i]], window.emitted[tuple_of[i]])
             heapq.heappush(heap, (key, channel_of[i], position_of[i], i))
         else:
             departures[row] = departures[source_of[i]]
@@ -988,7 +1088,7 @@ def _serve_cycle(g, seg, window, links, busy, rings, tally, out):
                 if earlier_of[d] >= 0:
                     continue
                 if departures[row] >= 0:
-                    key = departures[row] + links.latency[link_of[i]]
+                    key = max(departures[row] + links.latency[link_of[i]], window.emitted[tuple_of[d]])
                     heapq.heappush(heap, (key, channel_of[d], position_of[d], d))
                 else:
                     departures[row_of[d]] = departures[row]

@@ -49,7 +49,7 @@ def run_local(
     inconsistent plan (naming the flow or subscription) and for epochs that overlap or are not in order.
     """
     with collector_paused():
-        simulation = Simulation(scenario, plan, window=window)
+        simulation = Simulation(scenario, plan, window=window, values=values)
         meter = simulation.meter()
         simulation.play(simulation.windows(), meter, values=values, progress=progress)
         run = simulation.with_plan(meter.result(plan.strategy, "local"))
@@ -96,7 +96,7 @@ class Simulation:
     given state of the queues, which is how the Spark engine splits a run over its executors; a
     simulation pickles without the plan (the timetable keeps only its compiled arrays)."""
 
-    def __init__(self, scenario: Scenario, plan: Plan, *, window: float | None = None):
+    def __init__(self, scenario: Scenario, plan: Plan, *, window: float | None = None, values: Values | None = None):
         self.scenario = scenario
         self.window = batch_window(scenario) if window is None else window
         network = Network.of(scenario)
@@ -106,7 +106,7 @@ class Simulation:
             s.id: s.query.attributes(scenario.stream(s.stream).attribute_names) for s in scenario.subscriptions
         }
         with collector_paused():  # the layout and the queues' arrays
-            self.timetable = Timetable(scenario, plan, network)
+            self.timetable = Timetable(scenario, plan, network, values)
             self.queues = Queues(
                 links,
                 self.timetable.routes(),
@@ -132,6 +132,7 @@ class Simulation:
             rejected=dict(self.rejected),
             rejected_at=dict(self.rejected_at),
             replans=self.replans,
+            aggregated_at=dict(self.timetable.aggregated_at),
         )
 
     def meter(self) -> TrafficMeter:

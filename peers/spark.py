@@ -468,6 +468,8 @@ class _Totals:
         self.samples: list[Sample] = []
         self.aggregated: dict[int, list[tuple[np.ndarray, ...]]] = {}
         self.panes: dict[int, list[PaneStates]] = {}
+        self.shipped: dict[str, list[tuple[np.ndarray, ...]]] = {}
+        self.aggregated_at = dict(simulation.timetable.aggregated_at)
         self.processors: dict[str, ProcessorTally] = {}
 
     def add(self, summary: ChunkSummary) -> None:
@@ -489,6 +491,8 @@ class _Totals:
             self.aggregated.setdefault(k, []).append(parts)
         for k, states in summary.panes.items():
             self.panes.setdefault(k, []).append(states)
+        for sub, parts in summary.shipped.items():
+            self.shipped.setdefault(sub, []).append(parts)
         for sp, tally in summary.processors.items():
             self.processors[sp] = self.processors[sp].plus(tally) if sp in self.processors else tally
         for sub, attrs in summary.received.items():
@@ -541,8 +545,22 @@ class _Totals:
             stream_tuples=dict(zip(self.streams, self.stream_tuples.tolist(), strict=True)),
             last_arrival=self.last_arrival,
             processors=dict(sorted(self.processors.items())),
+            aggregated_at=dict(self.aggregated_at),
+            **self._records_shipped(),
         )
         return self.with_records(run) if self.aggregated else run
+
+    def _records_shipped(self) -> dict[str, dict[str, np.ndarray]]:
+        """The records the chunks delivered, dropped and lost, as the :class:`StrategyRun` fields."""
+        fields = ("record_delivered", "record_latencies", "record_dropped", "record_lost")
+        found: dict[str, dict[str, np.ndarray]] = {f: {} for f in fields}
+        for sub, parts in self.shipped.items():
+            delivered, latencies = (np.concatenate(p) for p in list(zip(*parts, strict=True))[:2])
+            order = np.argsort(delivered, kind="stable")
+            found["record_delivered"][sub], found["record_latencies"][sub] = delivered[order], latencies[order]
+            for f, k in (("record_dropped", 2), ("record_lost", 3)):
+                found[f][sub] = np.sort(np.concatenate([p[k] for p in parts]))
+        return found
 
     def with_records(self, run: StrategyRun) -> StrategyRun:
         """``run`` with its aggregate subscriptions' records, computed and checked here, whole: a window's

@@ -37,7 +37,7 @@ from matcher.aggregate import AggregateQuery
 from network.buffers import QueueState
 from network.exactness import Counts, check
 from network.latency import Sum, exact_sums_by_owner
-from network.meter import ProcessorTally
+from network.meter import ProcessorTally, StrategyRun
 from peers.aggregation import Pane, PaneStates, panes, states_needed
 from peers.local import Simulation, collector_paused
 from peers.spark_select import Sample, latency_cell, sample_of
@@ -132,6 +132,9 @@ class ChunkSummary:
     aggregated: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
     panes: dict[int, PaneStates] = field(default_factory=dict)
     processors: dict[str, ProcessorTally] = field(default_factory=dict)  # per emulated processor, its part
+    # per aggregate subscription a record flow serves, its records that landed in the chunk (by number):
+    # delivered, their latencies, dropped and lost (few: one per window and group)
+    shipped: dict[str, tuple[np.ndarray, ...]] = field(default_factory=dict)
 
 
 def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarray, np.ndarray]:
@@ -199,8 +202,16 @@ def simulate_chunk(job: ChunkJob, chunk: Chunk) -> tuple[ChunkSummary, np.ndarra
         aggregated=_aggregated(scenario, (owners, indices), dropped, lost),
         panes=_pane_states(scenario, received, owners, indices),
         processors=traffic.processors,
+        shipped=_shipped(traffic),
     )
     return summary, owners.astype(np.int32), latencies
+
+
+def _shipped(traffic: StrategyRun) -> dict[str, tuple[np.ndarray, ...]]:
+    """Per aggregate subscription a record flow serves, its records that landed in a chunk: delivered, their
+    latencies, dropped, lost."""
+    fields = (traffic.record_delivered, traffic.record_latencies, traffic.record_dropped, traffic.record_lost)
+    return {sub: tuple(f[sub] for f in fields) for sub in traffic.record_delivered}
 
 
 def _aggregated(scenario, *copies: tuple[np.ndarray, np.ndarray]) -> dict[int, tuple[np.ndarray, ...]]:

@@ -43,8 +43,13 @@ from peers.selection import PASS, Channels, Phases, SelectorTable, StreamWindow,
 from peers.superpeer import ChannelKey, flow_key, raw_key
 from sharing.epochs import Sequence
 from sharing.plan import Delivery, Flow, Plan
+from topologies.expected import aggregate_results, expected_results, record_schedule
 from topologies.model import Scenario
-from topologies.workload import Values
+from topologies.workload import Values, emission_times_of
+
+RECORDS = -3
+"""The reader of a phase delivering a record channel's records (laid out by :meth:`Timetable.window`, not
+by the selection)."""
 
 
 class Channel(NamedTuple):
@@ -61,6 +66,7 @@ class Channel(NamedTuple):
     sink: str | None = None
     attrs: tuple[str, ...] = ()
     processor: bool = False  # a super-peer's processor: every tuple of its parent the operators there read
+    records: str | None = None  # the aggregate subscription whose records it carries (docs/ACCOUNTING.md)
 
     @property
     def hops(self) -> tuple[tuple[str, str], ...]:
@@ -128,6 +134,7 @@ class _Layout:
         self.phases: list[Phase] = []
         self.uploads: dict[str, int] = {}
         self.operators: dict[str, int] = {}  # super-peer -> the most operators it runs in one epoch
+        self.operator_of: dict[int, int] = {}  # record channel -> the channel of its operator's input
         self._numbers: dict[tuple, int] = {}
         self._memo: dict[tuple, tuple] = {}  # (id(item), parent channel) -> (item, channel, reader)
         self._readers: dict[tuple, int] = {}  # content -> reader
@@ -158,11 +165,12 @@ class _Layout:
         sink: str | None = None,
         attrs: tuple[str, ...] = (),
         processor: bool = False,
+        records: str | None = None,
     ) -> int:
         number = self._numbers.get(definition)
         if number is None:
             number = self._numbers[definition] = len(self.channels)
-            self.channels.append(Channel(number, stream, route, parent, tap, carries, sink, attrs, processor))
+            self.channels.append(Channel(number, stream, route, parent, tap, carries, sink, attrs, processor, records))
         return number
 
     def _input(self, above: Channel, node: str) -> tuple[int, int]:
@@ -242,7 +250,7 @@ class _Layout:
                 hit = self._memo[(ident, parent)] = (flow, *self._flow(flow, parent))
             number = hit[1]
             was = state.flows.get(ident)
-            if was is not None and was[0].channel == number:
+            if was is not None and was[0].channel == self.operator_of.get(number, number):
                 continue
             if was is not None:
                 was[0].end = start
@@ -256,7 +264,7 @@ class _Layout:
             state.by_id[flow.id] = flow
             if flow.parent is not None:
                 state.children.setdefault(flow.parent, set()).add(ident)
-            phase = Phase(number, start, self.duration, hit[2])
+            phase = Phase(self.operator_of.get(number, number), start, self.duration, hit[2])
             self.phases.append(phase)
             state.flows[ident] = (phase, flow)
         # a flow that went and did not come back: its readers are laid out again (and fail)
@@ -311,6 +319,8 @@ class _Layout:
         carries = above.carries if flow.trim else flow.attrs
         parent, tap = self._input(above, flow.origin)
         key = flow_key(flow.id)
+        if flow.aggregate is not None:
+            return self._record_flow(flow, parent, tap)
         number = self._channel(
             (key, flow.stream, flow.path, carries, parent, tap),
             flow.stream,
@@ -321,10 +331,34 @@ class _Layout:
         )
         return number, self._reader(flow.stream, flow.predicate, flow.attrs, flow.trim)
 
+    def _record_flow(self, flow: Flow, parent: int, tap: int) -> tuple[int, int]:
+        """A record flow's channels: its operator's input, read off channel ``parent`` at ``tap`` (a channel
+        without hops at ``flow.origin``, delivering the subscription's input there), and the records along
+        ``flow.path``, each read off its window's last input (the phases of the input; :meth:`Timetable.window`
+        lays the records out).  The record channel, and the reader of the input."""
+        sub = flow.aggregate
+        operator = self._channel(
+            ("operator", flow_key(flow.id), flow.path, parent, tap), flow.stream, (flow.origin,), parent, tap,
+            flow.attrs, sub, flow.attrs,
+        )  # fmt: skip
+        number = self._channel(
+            (flow_key(flow.id), "records", flow.stream, flow.path, operator), flow.stream, flow.path, operator, 0,
+            (), records=sub,
+        )  # fmt: skip
+        self.operator_of[number] = operator
+        return number, self._reader(flow.stream, flow.predicate, flow.attrs, ())
+
     def _delivery(self, target: ChannelKey, delivery: Delivery, parent: int | None) -> tuple[int, int]:
         home = delivery.home
         stream = self.scenario.subscription(delivery.subscription).stream
         above = self.channels[self.uploads[stream] if parent is None else parent]
+        if above.records is not None:  # records pass on: nothing is tested, nothing waits for a processor
+            route = (home, delivery.peer)
+            number = self._channel(
+                (target, stream, route, "records", above.number), stream, route, above.number,
+                above.route.index(home), (), delivery.subscription, delivery.attrs, records=above.records,
+            )  # fmt: skip
+            return number, RECORDS
         parent, tap = self._input(above, home)
         route = (home, delivery.peer)
         number = self._channel(
@@ -416,7 +450,7 @@ class Timetable:
     Spark engine ships it to its executors).
     """
 
-    def __init__(self, scenario: Scenario, plan: Plan, network: Network):
+    def __init__(self, scenario: Scenario, plan: Plan, network: Network, values: Values | None = None):
         plan.check(scenario, network)
         self.scenario = scenario
         layout = _Layout(scenario, network)
@@ -425,6 +459,11 @@ class Timetable:
         self.uploads = layout.uploads
         self.operators = dict(sorted(layout.operators.items()))  # as Plan.operators, counted while reading
         self._compile(layout)
+        self._records = _RecordLayout(scenario, layout, values) if layout.operator_of else None
+        # per aggregate subscription a record flow serves, the super-peer its operator runs at (the first)
+        self.aggregated_at: dict[str, str] = {}
+        for operator in sorted(layout.operator_of.values()):
+            self.aggregated_at.setdefault(self.channels[operator].sink, self.channels[operator].route[0])
 
     # -- windows ----------------------------------------------------------------------------------------
 
@@ -432,7 +471,7 @@ class Timetable:
         """The channels as the queues see them (numbered alike)."""
         return [
             Route(c.hops, c.parent, c.tap, c.sink, c.attrs, None if c.processor else c.stream,
-                  c.route[0] if c.processor else None)
+                  c.route[0] if c.processor else None, c.records is not None)
             for c in self.channels
         ]  # fmt: skip
 
@@ -441,7 +480,9 @@ class Timetable:
         streams = [s.id for s in self.scenario.streams]
         self.stream_number = {s: k for k, s in enumerate(streams)}
         self.attributes = {s.id: s.attribute_names for s in self.scenario.streams}
-        phases = layout.phases + _processor_phases(layout.channels, layout.phases)
+        # a record flow's records and their deliveries are laid out by :class:`_RecordLayout`, not selected
+        selected = [p for p in layout.phases if p.reader != RECORDS]
+        phases = selected + _processor_phases(layout.channels, selected)
         channel = np.fromiter((p.channel for p in phases), np.int64, len(phases))
         start = np.fromiter((p.start for p in phases), np.float64, len(phases))
         order = np.lexsort((start, channel))  # stable: by channel, then start
@@ -465,6 +506,10 @@ class Timetable:
             [costs.projection if c.parent >= 0 and len(c.carries) < len(chans[c.parent].carries) else 0 for c in chans],
             dtype=np.int64,
         )
+        # an aggregation operator folds each tuple it keeps into every aggregate's partial states
+        for operator in layout.operator_of.values():
+            query = self.scenario.subscription(chans[operator].sink).query
+            self._projection[operator] += costs.aggregate * len(query.aggregates)
 
     def readings(self, times: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Per stream, per tuple (``times[stream]``: the emission times of all its tuples), how many channels
@@ -529,20 +574,129 @@ class Timetable:
             self._ph_reader[live],
         )
         reserve = np.zeros(len(self.channels), np.int64) if reserve is None else reserve
+        selecting = reserve
+        if self._records is not None:  # the record channels' blocks, places and all, come after
+            selecting = reserve.copy()
+            selecting[self._records.channels] = 0
         indices, emitted, parents, wire = select_window(
             phases,
             Channels(self._ch_parent, self._ch_stream, self._ch_upload_wire),
             StreamWindow(first, count, at_time, at_value, n_attrs, flat_times, flat_values),
             self._readers,
             self.scenario.header_bytes,
-            reserve,
+            selecting,
             ch_first,
             ch_count,
         )
         work = None
         if self._processor.any():
             work = processor_work(
-                phases, self._ch_parent, self._processor, self._tests, self._projection, reserve, ch_first, ch_count,
+                phases, self._ch_parent, self._processor, self._tests, self._projection, selecting, ch_first, ch_count,
                 emitted, parents,
             )  # fmt: skip
-        return Blocks(indices, emitted, parents, wire, ch_first, ch_count, work)
+        blocks = Blocks(indices, emitted, parents, wire, ch_first, ch_count, work)
+        if self._records is not None:
+            blocks = self._records.window(start, end, blocks, reserve)
+        return blocks
+
+
+class _RecordLayout:
+    """The record flows' channels of a timetable (docs/ACCOUNTING.md, "Records"): per aggregate subscription
+    served by one, the records its operator completes (:class:`~topologies.expected.RecordSchedule`, from
+    the central evaluation: the records the check expects), and per record channel and delivery of records
+    the spans of emission time it carries them over.  A record belongs to the window of emission time its
+    last input tuple was emitted in, read off that tuple where the operator received it: the queues start it
+    on its way when the window has closed (:meth:`Timetable.window` gives it the closing time as its
+    emission) and that tuple has reached the operator, whichever is later."""
+
+    def __init__(self, scenario: Scenario, layout: _Layout, values: Values | None):
+        channels = layout.channels
+        position = {sub.id: k for k, sub in enumerate(scenario.subscriptions)}
+        ids = sorted({c.records for c in channels if c.records is not None}, key=position.__getitem__)
+        expected = aggregate_results(scenario) if values is None else expected_results(scenario, values)
+        self.last: dict[str, np.ndarray] = {}
+        self.closes: dict[str, np.ndarray] = {}
+        self.last_time: dict[str, np.ndarray] = {}
+        self.wire: dict[str, int] = {}
+        for sub_id in ids:
+            schedule = record_schedule(scenario, expected, sub_id)
+            sub = scenario.subscription(sub_id)
+            self.last[sub_id], self.closes[sub_id] = schedule.last, schedule.closes
+            self.last_time[sub_id] = emission_times_of(scenario.stream(sub.stream), schedule.last)
+            self.wire[sub_id] = scenario.tuple_bytes(1 + sub.query.record_values())
+        self.channels = np.array([c.number for c in channels if c.records is not None], dtype=np.int64)
+        self.flow = {c: c in layout.operator_of for c in self.channels.tolist()}  # else a delivery of records
+        spans: dict[int, list[tuple[float, float]]] = {int(c): [] for c in self.channels}
+        operator = {o: c for c, o in layout.operator_of.items()}
+        for phase in layout.phases:
+            c = operator.get(phase.channel, phase.channel if phase.reader == RECORDS else None)
+            if c is not None and phase.start < phase.end:
+                spans[c].append((phase.start, phase.end))
+        self.spans = {c: sorted(found) for c, found in spans.items()}
+        self.parent = {int(c): channels[c].parent for c in self.channels}
+        self.sub = {int(c): channels[c].records for c in self.channels}
+        # per operator channel, the processor it reads through (-1: none emulated), which builds its records
+        self.input = {o: channels[o].parent if channels[channels[o].parent].processor else -1
+                      for o in layout.operator_of.values()}  # fmt: skip
+        self.record_ops = scenario.cpu_costs.record
+
+    def window(self, start: float, end: float, blocks: Blocks, reserve: np.ndarray) -> Blocks:
+        """``blocks`` with the record channels' blocks of the window ``[start, end)`` appended (each after
+        its ``reserve`` places), their work 0."""
+        first, count = blocks.first, blocks.count
+        work = blocks.work
+        parts: list[tuple[np.ndarray, ...]] = []
+        made: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # channel -> its new records and their last times
+        n = len(blocks.indices)
+        for c in self.channels.tolist():
+            sub, p = self.sub[c], self.parent[c]
+            if self.flow[c]:
+                last_time = self.last_time[sub]
+                lo, hi = np.searchsorted(last_time, [start, end], side="left").tolist()
+                numbers = np.arange(lo, hi, dtype=np.int64)
+                numbers = numbers[_within(last_time[lo:hi], self.spans[c], start, end)]
+                own = blocks.indices[first[p] + reserve[p] : first[p] + count[p]] if first[p] >= 0 else numbers[:0]
+                last = self.last[sub][numbers]
+                at = np.minimum(np.searchsorted(own, last), max(len(own) - 1, 0))
+                found = (own[at] == last) if len(own) else np.zeros(len(numbers), np.bool_)
+                numbers, parents = numbers[found], at[found] + reserve[p]
+                times = last_time[numbers]
+                q = self.input[p]
+                if work is not None and q >= 0 and len(numbers):  # the job of the input completing a record
+                    np.add.at(work, first[q] + blocks.parents[first[p] + parents], self.record_ops)
+            else:
+                above, above_times = made.get(p, (np.zeros(0, np.int64), np.zeros(0)))
+                kept = np.flatnonzero(_within(above_times, self.spans[c], start, end))
+                numbers, parents, times = above[kept], kept + reserve[p], above_times[kept]
+            made[c] = (numbers, times)
+            size = int(reserve[c]) + len(numbers)
+            if size == 0:
+                first[c], count[c] = -1, 0
+                continue
+            first[c], count[c] = n, size
+            places = np.zeros(int(reserve[c]), np.int64)
+            parts.append((
+                np.concatenate([places, numbers]),
+                np.concatenate([places.astype(np.float64), self.closes[sub][numbers]]),
+                np.concatenate([places, parents]),
+                np.full(size, self.wire[sub], np.int64),
+            ))  # fmt: skip
+            n += size
+        if not parts:
+            return blocks
+        fields = ("indices", "emitted", "parents", "wire")
+        indices, emitted, parents, wire = (
+            np.concatenate([getattr(blocks, k), *(q[i] for q in parts)]) for i, k in enumerate(fields)
+        )
+        if work is not None:
+            work = np.concatenate([work, np.zeros(len(indices) - len(work), np.int64)])
+        return Blocks(indices, emitted, parents, wire, first, count, work)
+
+
+def _within(times: np.ndarray, spans: list[tuple[float, float]], start: float, end: float) -> np.ndarray:
+    """Which of ``times`` lie in one of ``spans`` (each ``[a, b)``), clipped to ``[start, end)``."""
+    inside = np.zeros(len(times), np.bool_)
+    for a, b in spans:
+        if a < end and b > start:
+            inside |= (times >= max(a, start)) & (times < min(b, end))
+    return inside

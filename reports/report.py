@@ -63,6 +63,7 @@ def strategy_entry(scenario: Scenario, run: StrategyRun, surplus: Mapping[str, i
         if found.input is not None:  # an aggregate subscription: the counts above are of records
             subscriptions[-1]["unit"] = "records"
             subscriptions[-1]["input"] = _input_entry(found.input)
+            subscriptions[-1]["aggregated_at"] = found.aggregated_at
     access = access_links(scenario, run, subscriptions)
     super_peers = super_peer_entries(scenario, run, links, access)
     loads = [sp["peak_load"] for sp in super_peers if sp["peak_load"] is not None]
@@ -297,7 +298,9 @@ def access_links(scenario: Scenario, run: StrategyRun, subscriptions: list[dict]
         source = scenario.thin_peer(stream.source)
         tuples[(source.id, source.attach)] += tuple_count(stream, scenario.duration)
     for sub, found in zip(scenario.subscriptions, subscriptions, strict=True):
-        tuples[(scenario.home(sub.peer), sub.peer)] += copies(found)["delivered"]
+        # records shipped to it cross its access link, else the copies of its input do
+        shipped = found.get("aggregated_at") is not None
+        tuples[(scenario.home(sub.peer), sub.peer)] += (found if shipped else copies(found))["delivered"]
     return [
         {"from": a, "to": b, "bytes": int(run.access_link_bytes.get((a, b), 0)), "tuples": n}
         for (a, b), n in sorted(tuples.items())

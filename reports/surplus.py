@@ -56,10 +56,11 @@ def surplus_values(scenario: Scenario, plan: Plan) -> dict[str, int] | None:
 
 def _spans(plan: Plan, stream: str) -> list[tuple[float, float, tuple[Flow, ...], tuple[Delivery, ...]]]:
     """The plan's epochs as they are for ``stream``: consecutive epochs with the same flows and deliveries
-    of the stream (a change to another stream's tree) made one span."""
+    of the stream (a change to another stream's tree) made one span.  A record flow carries records, not
+    the stream's tuples (docs/ACCOUNTING.md, "Records"): it has no attribute values to spare."""
     spans: list = []
     for epoch in plan.epochs:
-        flows = tuple(f for f in epoch.flows if f.stream == stream)
+        flows = tuple(f for f in epoch.flows if f.stream == stream and f.aggregate is None)
         ids = {f.id for f in flows}
         deliveries = tuple(d for d in epoch.deliveries if d.flow in ids)
         if spans and spans[-1][1] == epoch.start and spans[-1][2] == flows and spans[-1][3] == deliveries:

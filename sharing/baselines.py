@@ -2,7 +2,9 @@
 
 Each is a pure function of the subscriptions active in an epoch, so a flow keeps its id (derived from the
 subscription, or from the tree edge) for as long as it exists.  Every delivery is exact: it applies the
-subscription's WHERE unless the flow it reads already holds exactly that result (query-shipping).
+subscription's WHERE unless the flow it reads already holds exactly that result (query-shipping, whose
+flow for an aggregate subscription carries its result records, even when the subscriber's super-peer is
+the source's).
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 from itertools import chain, pairwise
 
 from matcher import Predicate
+from matcher.aggregate import AggregateQuery
 from network.routing import Network
+from sharing.cost import CostModel
 from sharing.epochs import Listing, Slots
 from sharing.outage import Outage, crosses
 from sharing.plan import Delivery, Edit, Flow
@@ -50,6 +54,12 @@ class Baseline:
         self._route: dict[str, tuple[str, ...]] = {}  # served subscription -> its route from the source
         self.cut_off: dict[str, SubscriptionSpec] = {}  # active, but no path joins it to its source
         self._made: dict = {}  # every flow and delivery made so far, each its own key: one object per value
+        # the aggregate subscriptions served by a record flow of their own (docs/ACCOUNTING.md, "Records"):
+        # every one under query-shipping, whose result is records; under the ideal bound those whose records
+        # the cost model expects to weigh less than their input (the others join the trees with their input)
+        self._records = records_shipped(scenario, strategy)
+        self._record_flows: dict[int, Flow] = {}  # by subscription position, the ideal's record flows
+        self._record_part: tuple[Flow, ...] | None = ()  # them in position order (None: to be listed again)
 
     def subscribe(self, sub: SubscriptionSpec) -> None:
         source, home = self._source[sub.stream], self._home[sub.id]
@@ -57,10 +67,13 @@ class Baseline:
             self.cut_off[sub.id] = sub
             return
         self._route[sub.id] = self.network.route(source, home)
-        if self.strategy in ("data-shipping", "query-shipping"):
+        if self._owns(sub.id):
             flow, delivery = self._own_flow(sub)
             self._flow_at[self._position[sub.id]] = flow
             self._delivery_at[self._position[sub.id]] = delivery
+            if self.strategy == "ideal":
+                self._record_flows[self._position[sub.id]] = flow
+                self._record_part = None
         else:
             self._joined.setdefault(sub.stream, {})[sub.id] = sub
 
@@ -69,7 +82,9 @@ class Baseline:
             return
         del self._route[sub.id]
         self._flow_at[self._position[sub.id]] = self._delivery_at[self._position[sub.id]] = None
-        own = self.strategy in ("data-shipping", "query-shipping")
+        own = self._owns(sub.id)
+        if own and self._record_flows.pop(self._position[sub.id], None) is not None:
+            self._record_part = None
         if not own and self._joined.get(sub.stream, {}).pop(sub.id, None) is None:  # joined before this epoch
             self._left.setdefault(sub.stream, {})[sub.id] = None
 
@@ -105,6 +120,11 @@ class Baseline:
                 restored.append(sub_id)
         return cut, restored
 
+    def served(self, sub_id: str) -> tuple[Flow | None, Delivery] | None:
+        """A subscription's own flow (None at the source's super-peer, but a record flow's) and delivery,
+        as it is served now; None when it is cut off (or not active)."""
+        return self._own.get(sub_id) if sub_id in self._route else None
+
     def moved(self) -> int:
         """How many flows were removed or installed since the last epoch (:meth:`epoch`): after a change of
         the backbone, the flows it moved."""
@@ -113,17 +133,28 @@ class Baseline:
             before = {old for old, _ in pending if old is not None}
             return len(before.symmetric_difference(new for _, new in pending if new is not None))
         self._settle()
-        return len(set(self._flows.items).symmetric_difference(chain.from_iterable(self._tree_flows.values())))
+        now = chain(chain.from_iterable(self._tree_flows.values()), self._records_listed())
+        return len(set(self._flows.items).symmetric_difference(now))
 
     def epoch(self) -> tuple[Edit, Edit]:
         """How the flows (parents first) and the deliveries (in scenario order) of the active subscriptions
         changed since the last epoch: from the subscriptions' slots, or from the streams' trees (each a
-        part, :class:`sharing.epochs.Listing`)."""
+        part, :class:`sharing.epochs.Listing`) and the record flows (one more part)."""
         if self.strategy in ("data-shipping", "query-shipping"):
             return self._flow_at.edit(), self._delivery_at.edit()
         self._settle()
-        parts = tuple(self._tree_flows.values())
+        parts = (*self._tree_flows.values(), self._records_listed())
         return self._flows.change(tuple(chain.from_iterable(parts)), parts), self._delivery_at.edit()
+
+    def _owns(self, sub_id: str) -> bool:
+        """Whether the subscription has a flow of its own (every one under data- and query-shipping)."""
+        return self.strategy in ("data-shipping", "query-shipping") or sub_id in self._records
+
+    def _records_listed(self) -> tuple[Flow, ...]:
+        """The ideal's record flows, in scenario order (the very tuple while none came or went)."""
+        if self._record_part is None:
+            self._record_part = tuple(self._record_flows[p] for p in sorted(self._record_flows))
+        return self._record_part
 
     def _settle(self) -> None:
         """Bring the trees of the streams whose subscriptions changed up to date."""
@@ -138,7 +169,13 @@ class Baseline:
         if sub.id not in self._own:
             home, source, select = self._home[sub.id], self._source[sub.stream], self._select[sub.id]
             where = sub.query.where
-            if home == source:  # nothing crosses the backbone: filter the raw stream where it enters
+            if sub.id in self._records:
+                # its result is records, aggregated at the source's super-peer (docs/ACCOUNTING.md, "Records")
+                path = self._route[sub.id]
+                flow = self._alike(Flow(f"records.{sub.id}", sub.stream, None, source, path, where, select, (), sub.id))
+                delivery = Delivery(sub.id, sub.peer, home, flow.id, Predicate.TRUE, select)
+                self._own[sub.id] = (flow, self._alike(delivery))
+            elif home == source:  # nothing crosses the backbone: filter the raw stream where it enters
                 self._own[sub.id] = (None, self._alike(Delivery(sub.id, sub.peer, home, None, where, select)))
             elif self.strategy == "query-shipping":
                 path = self._route[sub.id]
@@ -213,6 +250,22 @@ class Baseline:
         attrs = tuple(a for a in schema if a in wanted)
         trim = tuple((s.query.where, self._select[s.id]) for s in below)
         return Flow(flow_id, stream, parent, edge[0], edge, predicate, attrs, trim)
+
+
+def records_shipped(scenario: Scenario, strategy: str, cost: CostModel | None = None) -> frozenset[str]:
+    """The aggregate subscriptions ``strategy`` serves with a record flow from the source's super-peer
+    (docs/ACCOUNTING.md, "Records"): under query-shipping every one (its result is its records); under the
+    ideal bound and the sharing strategies those whose records the cost model expects to weigh fewer bytes
+    than their input (:meth:`~sharing.cost.CostModel.ships_records`, by ``cost`` when given); none under
+    the others, whose subscribers aggregate the input they receive."""
+    aggregates = [s for s in scenario.subscriptions if isinstance(s.query, AggregateQuery)]
+    if strategy == "query-shipping":
+        return frozenset(s.id for s in aggregates)
+    if not aggregates or strategy in ("data-shipping", "multicast"):
+        return frozenset()
+    cost = cost or CostModel(scenario)
+    schema = {s.id: s.attribute_names for s in scenario.streams}
+    return frozenset(s.id for s in aggregates if cost.ships_records(s.query, len(s.query.attributes(schema[s.stream]))))
 
 
 class _Tree:

@@ -33,7 +33,8 @@ from functools import partial
 import numpy as np
 
 from matcher import Box, Interval, Predicate
-from matcher.distributions import Distribution
+from matcher.aggregate import AggregateQuery
+from matcher.distributions import Choice, Distribution, Empirical, Normal, Uniform
 from matcher.selectivity import UniformSpace, box_probability, outside_probabilities, overlap_probability
 from topologies.model import Scenario, tuple_bytes
 
@@ -55,6 +56,7 @@ class CostModel:
         # streams whose every attribute has a distribution: their boxes need no trimming (``_known``)
         self._complete = {s.id for s in scenario.streams if all(a.distribution is not None for a in s.attributes)}
         self._selectivity: dict[tuple[str, Predicate], float] = {}
+        self._raw = {s.id: {a.name: a.distribution for a in s.attributes} for s in scenario.streams}
         self._box_selectivity: dict[tuple[str, Box], float] = {}
         # (stream, box, boxes cut from it) -> the probabilities of the pieces left: narrowing a flow folds
         # its consumers again after each departure, cutting the same boxes against the same neighbours
@@ -193,6 +195,31 @@ class CostModel:
         sel = self.selectivity(flow.stream, flow.predicate)
         return self.bundle_cost(flow.stream, sel, self.attribute_sel(flow, sel), len(flow.path) - 1)
 
+    def records_per_s(self, query: AggregateQuery) -> float:
+        """The records per second an aggregate subscription's windows emit (docs/ACCOUNTING.md, "Records"),
+        HAVING aside: a time window of ``size`` holds about ``m = rate * sel * size`` input tuples, and
+        emits one record per distinct group among them, every ``slide``; a count window emits one record
+        per ``slide`` tuples of its group.  The distinct groups among ``m`` tuples are expected under the
+        group attributes' distributions (independent): ``sum over values v of 1 - (1 - p(v))^m``, every
+        tuple its own group where an attribute is continuous or has no distribution."""
+        stream = query.stream
+        tuples = self._rates[stream] * self.selectivity(stream, query.where)
+        window = query.window
+        if window.tuples:
+            return tuples / float(window.slide)
+        m = tuples * float(window.size)
+        return _distinct(m, [self._raw[stream].get(g) for g in query.groups]) / float(window.slide)
+
+    def record_cost(self, query: AggregateQuery, hops: int) -> float:
+        """Bytes per second of an aggregate subscription's records along ``hops`` links."""
+        return self.records_per_s(query) * self.tuple_bytes(1 + query.record_values()) * hops
+
+    def ships_records(self, query: AggregateQuery, n_attributes: int) -> bool:
+        """Whether an aggregate subscription's records are expected to weigh fewer bytes than its input
+        (the tuples of its WHERE with its ``n_attributes`` input attributes), link for link."""
+        sel = self.selectivity(query.stream, query.where)
+        return self.record_cost(query, 1) < self.flow_cost(query.stream, sel, n_attributes, 1)
+
     def _compute(self, stream: str, predicate: Predicate) -> float:
         # the pieces matcher.selectivity.selectivity adds up (it then clamps the sum to 1), taken through
         # the cache the widenings share: a predicate and its widenings are cut against the same boxes
@@ -315,3 +342,40 @@ def added_boxes(widened: Predicate, before: Predicate) -> Predicate:
 def epoch_cost(model: CostModel, flows: Iterable) -> float:
     """Estimated backbone bytes per second of an epoch's flows (``sharing.plan.Flow`` objects)."""
     return sum(model.plan_flow_cost(f) for f in flows)
+
+
+MAX_GROUP_VALUES = 100_000  # group values enumerated for the distinct-group estimate; beyond, taken as uniform
+
+
+def _values(distribution: Distribution | None) -> np.ndarray | None:
+    """The probabilities of a discrete distribution's values (None: continuous, or unknown); a sample's
+    (a replayed column) are its distinct values' shares."""
+    if isinstance(distribution, Empirical):
+        return np.unique(distribution.values, return_counts=True)[1] / len(distribution.values)
+    if isinstance(distribution, Choice):
+        return np.array([distribution.prob(Interval(v, v, True, True)) for v in distribution.values])
+    if isinstance(distribution, Uniform | Normal) and distribution.integer:
+        if isinstance(distribution, Uniform):
+            lo, hi = math.ceil(distribution.lo), math.floor(distribution.hi)
+        else:
+            spread = 8 * distribution.sigma + 1
+            lo, hi = math.floor(distribution.mu - spread), math.ceil(distribution.mu + spread)
+        if hi - lo + 1 > MAX_GROUP_VALUES:
+            return np.full(MAX_GROUP_VALUES, 1.0 / MAX_GROUP_VALUES)
+        return np.array([distribution.prob(Interval(k, k, True, True)) for k in range(lo, hi + 1)])
+    return None
+
+
+def _distinct(m: float, distributions: list[Distribution | None]) -> float:
+    """The expected number of distinct groups among ``m`` tuples (module function :meth:`records_per_s`);
+    no group attribute: one group, present when a tuple is."""
+    probabilities = np.ones(1)
+    for distribution in distributions:
+        values = _values(distribution)
+        if values is None:
+            return m
+        probabilities = np.outer(probabilities, values).ravel()
+        if len(probabilities) > MAX_GROUP_VALUES:  # as many equally likely values
+            probabilities = np.full(MAX_GROUP_VALUES, 1.0 / MAX_GROUP_VALUES)
+    probabilities = probabilities[probabilities > 0]
+    return float(np.sum(-np.expm1(m * np.log1p(-np.minimum(probabilities, 1 - 1e-12)))))

@@ -100,9 +100,14 @@ class NetworkLoads:
     ) -> None:
         """Count a flow along ``path`` in (+1) or out (-1); its tuples carry at most ``n_attributes``."""
         bits, tuples = self.rates(stream, sel, attribute_sel)
+        self.add_rates(bits, tuples, self.width(n_attributes), path, sign)
+
+    def add_rates(self, bits: float, tuples: float, width: float, path: tuple[str, ...], sign: int) -> None:
+        """Count ``bits`` per second and ``tuples`` per second (each at most ``width`` bits) along ``path``
+        in (+1) or out (-1)."""
         if sign < 0:
             bits, tuples = -bits, -tuples
-        spread = bits * self.width(n_attributes)
+        spread = bits * width
         for hop in pairwise(path):
             self.bits[hop] += bits
             self.spread[hop] += spread
@@ -725,6 +730,14 @@ def _si(value: float) -> str:
     return f"{value:.4g} "
 
 
+def record_rates(cost, query) -> tuple[float, float, float]:
+    """A record flow's load (bits per second on each link, records per second landing at each super-peer,
+    bits a record) under the cost model ``cost`` (docs/PLANNER.md, "Aggregate subscriptions")."""
+    records = cost.records_per_s(query)
+    width = cost.tuple_bytes(1 + query.record_values()) * 8.0
+    return records * width, records, width
+
+
 class PlannedLoad:
     """The peak over a plan's epochs of each link direction's and super-peer's planned load (cost model
     rates), as a share of its bandwidth or capacity, and of each limited processor's planned operations as
@@ -760,6 +773,10 @@ class PlannedLoad:
         self.processors: dict[str, float] = {} if processors is None else processors.peaks  # peak operations/s
 
     def _add(self, flow: Flow, sign: int) -> None:
+        if flow.aggregate is not None:  # a record flow (sharing.records)
+            self._loads.add_rates(*record_rates(self._cost, self.scenario.subscription(flow.aggregate).query),
+                                  flow.path, sign)  # fmt: skip
+            return
         sel = self._cost.selectivity(flow.stream, flow.predicate)
         self._loads.add(flow.stream, sel, self._cost.attribute_sel(flow, sel), len(flow.attrs), flow.path, sign)
 

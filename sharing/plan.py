@@ -43,6 +43,11 @@ class Flow:
     ``trim`` holds a flow's need classes (the ``ideal`` bound's flows and the sharing strategies'; see
     docs/PLANNER.md, "Cost model"): when non-empty, a tuple carries just the union of the attribute lists
     of the ``(predicate, attrs)`` pairs it satisfies, instead of ``attrs``.
+
+    ``aggregate`` names an aggregate subscription when the flow is its **record flow**: an operator at
+    ``origin`` aggregates the tuples of ``parent`` that satisfy ``predicate`` (the subscription's WHERE),
+    projected to ``attrs`` (its input's attributes), and the flow carries the subscription's result records
+    along ``path`` instead (docs/ACCOUNTING.md, "Records").  Only that subscription's delivery reads it.
     """
 
     id: str
@@ -53,6 +58,7 @@ class Flow:
     predicate: Predicate
     attrs: tuple[str, ...]
     trim: tuple[tuple[Predicate, tuple[str, ...]], ...] = ()
+    aggregate: str | None = None
 
     @property
     def hops(self) -> tuple[tuple[str, str], ...]:
@@ -71,6 +77,8 @@ class Flow:
         }
         if self.trim:
             out["trim"] = [{"where": text(p), "attrs": list(a)} for p, a in self.trim]
+        if self.aggregate is not None:
+            out["records_of"] = self.aggregate
         return out
 
 
@@ -434,7 +442,9 @@ class Plan:
                     mark = "~" if f.id in flows else "+"
                     yield (
                         f"  {mark} {f.id} <- {src} at {f.origin}: WHERE {f.predicate.to_text()}"
-                        f" SELECT {','.join(f.attrs)}; {route}"
+                        f" SELECT {','.join(f.attrs)}"
+                        + (f" AGGREGATE {f.aggregate}" if f.aggregate is not None else "")
+                        + f"; {route}"
                     )
             for flow_id in flows:  # in the order the epoch before listed them
                 if flow_id not in now_flows:
@@ -517,7 +527,10 @@ def plan_from_wire(doc: dict) -> Plan:
     def flow(f: dict) -> Flow:
         trim = tuple((predicates[t["where"]], tuple(t["attrs"])) for t in f.get("trim", ()))
         where = predicates[f["where"]]
-        return Flow(f["id"], f["stream"], f["parent"], f["origin"], tuple(f["path"]), where, tuple(f["attrs"]), trim)
+        return Flow(
+            f["id"], f["stream"], f["parent"], f["origin"], tuple(f["path"]), where, tuple(f["attrs"]), trim,
+            f.get("records_of"),
+        )  # fmt: skip
 
     flows = [flow(f) for f in doc["flow_table"]]
     deliveries = [

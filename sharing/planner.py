@@ -39,12 +39,14 @@ from collections.abc import Callable, Container
 from itertools import count
 
 from network.routing import Network
+from sharing.baselines import records_shipped
 from sharing.cost import CostModel
 from sharing.epochs import timeline
-from sharing.limits import Admission, NetworkLoads
+from sharing.limits import Admission, NetworkLoads, record_rates
 from sharing.narrowing import ConsumerFold
 from sharing.outage import Outage, crosses
 from sharing.plan import Change, Decision, Plan, Replan
+from sharing.records import RecordShipping
 from sharing.search import Option, OptionSearch, strategy_matcher
 from sharing.snapshots import Snapshots
 from sharing.state import RELATIVE_SLACK, ActiveSubscription, AttributeMasks, InstalledFlow
@@ -83,6 +85,8 @@ class Planner:
         # as it was put in
         self._shipped: dict[str, float] = {}
         self._hop_order: dict[str, list[tuple[int, str]]] = {}
+        # the aggregate subscriptions served by record flows of their own, outside the trees (sharing.records)
+        self.records = RecordShipping(scenario, network, records_shipped(scenario, strategy, cost))
 
     # -- the bound: query-shipping ---------------------------------------------------------------------
     def _shipping_cost(self, sub: ActiveSubscription) -> float:
@@ -116,6 +120,8 @@ class Planner:
 
     # -- arrivals --------------------------------------------------------------------------------------
     def subscribe(self, spec: SubscriptionSpec, time: float) -> Decision:
+        if spec.id in self.records.shipped:
+            return self._ship_records(spec, time)
         stream = spec.stream
         where = spec.query.where
         masks = self.masks
@@ -151,6 +157,42 @@ class Planner:
             replaced,
             self.trees.bytes_per_s[stream] - before,
         )
+
+    def _ship_records(self, spec: SubscriptionSpec, time: float) -> Decision:
+        """Serve aggregate subscription ``spec`` with a record flow of its own (:mod:`sharing.records`)."""
+        delivery = self.records.subscribe(spec)
+        if delivery is None:
+            origin = self.trees.roots[spec.stream].origin
+            home = self._homes[spec.peer]
+            return Decision(time, "subscribe", spec.id, f"cut off: no path from {origin} to {home}")
+        flow = self.records.flow(spec.id)
+        binding = self._record_load(spec, flow.path, +1)
+        if binding is not None:
+            self.records.unsubscribe(spec)
+            reason = self.rejected[spec.id] = (
+                f"no route from {flow.origin} to {flow.path[-1]} within the network limits: {binding}"
+            )
+            return Decision(time, "subscribe", spec.id, f"rejected: {reason}")
+        self.snapshots.deliver(self._position[spec.id], delivery)
+        added = self.cost.record_cost(spec.query, len(flow.path) - 1)
+        text = (
+            f"ships its records: new record flow {flow.id} {' -> '.join(flow.path)}, aggregated at {flow.origin}"
+            f" (+{added:.6g} B/s)"
+        )
+        return Decision(time, "subscribe", spec.id, text, None, (), (), added)
+
+    def _record_load(self, spec: SubscriptionSpec, path: tuple[str, ...], sign: int) -> str | None:
+        """Count a record flow's load along ``path`` in (+1: when it fits the network limits; else the
+        element it would break, in words) or out (-1)."""
+        if self.loads is None:
+            return None
+        bits, records, width = record_rates(self.cost, spec.query)
+        if sign > 0:
+            binding = self.loads.path_excess(path, bits, records, width)
+            if binding is not None:
+                return binding
+        self.loads.add_rates(bits, records, width, path, sign)
+        return None
 
     def _place(
         self, sub: ActiveSubscription, time: float, event: str
@@ -299,6 +341,14 @@ class Planner:
     def unsubscribe(self, spec: SubscriptionSpec, time: float) -> Decision:
         if spec.id in self.rejected:
             return Decision(time, "unsubscribe", spec.id, "was rejected: no flow changed")
+        if spec.id in self.records.shipped:
+            flow = self.records.flow(spec.id)
+            self.records.unsubscribe(spec)
+            if flow is None:
+                return Decision(time, "unsubscribe", spec.id, "was cut off: no flow changed")
+            self._record_load(spec, flow.path, -1)
+            self.snapshots.deliver(self._position[spec.id], None)
+            return Decision(time, "unsubscribe", spec.id, f"removed {flow.id}")
         if self.cut_off.pop(spec.id, None) is not None:
             return Decision(time, "unsubscribe", spec.id, "was cut off: no flow changed")
         stream = spec.stream
@@ -471,6 +521,29 @@ class Planner:
             option, (widened, split, branch) = placed
             summary = f"re-placed ({text}): {self._describe(sub, option, widened, split, branch)}"
             decisions.append(Decision(time, "replan", sub_id, summary, option.flow.id, tuple(widened)))
+        before = {sub_id: self.records.flow(sub_id) for sub_id in self.records.active}
+        cut, back, deliveries = self.records.network_event(state)
+        for sub_id, delivery in deliveries.items():
+            was, now = before[sub_id], self.records.flow(sub_id)
+            if was is now:
+                continue
+            spec = self.scenario.subscription(sub_id)
+            if was is not None:
+                self._record_load(spec, was.path, -1)
+            binding = None if now is None else self._record_load(spec, now.path, +1)
+            if binding is not None:  # re-routed where it does not fit: rejected from now on
+                self.records.unsubscribe(spec)
+                delivery = None
+                reason = self.rejected[sub_id] = (
+                    f"no route from {now.origin} to {now.path[-1]} within the network limits: {binding}"
+                )
+                decisions.append(Decision(time, "replan", sub_id, f"rejected: {reason}"))
+            self.snapshots.deliver(self._position[sub_id], delivery)
+        for sub_id in cut:
+            decisions.append(Decision(time, "replan", sub_id, "cut off: its record flow has no path"))
+        cut_off += cut
+        restored += back
+        moves -= self.records.moved()
         seconds = _time.perf_counter() - started
         return decisions, Replan(time, text, seconds, self.trees.moves - moves, tuple(cut_off), tuple(restored))
 
@@ -530,7 +603,7 @@ class Planner:
         tree depth-first, parents before children) and the deliveries (in scenario order) that left and
         came."""
         roots = (self.trees.roots[s.id] for s in self.scenario.streams)
-        return self.snapshots.epoch(roots, start, end)
+        return self.snapshots.epoch(roots, start, end, self.records.part())
 
 
 def _depth(flow: InstalledFlow) -> int:

@@ -5,7 +5,9 @@ only backbone links; it reads the raw stream at the source's super-peer, or a pa
 in the epoch whose path passes through its origin; a delivery names a subscription, its subscriber's
 thin-peer and that peer's super-peer, and reads the raw stream at the source's super-peer or a flow of the
 epoch passing through its super-peer; every filter and projection finds the attributes it needs in what
-its input carries there.  Epochs are non-empty and in time order.  A subscription the plan rejected is one
+its input carries there.  A record flow (``Flow.aggregate``) aggregates exactly its aggregate subscription's
+input (its WHERE, its attributes), no flow reads it, and only that subscription's delivery does, without a
+filter.  Epochs are non-empty and in time order.  A subscription the plan rejected is one
 of the scenario's, its reason is one line, and no epoch ending after the time it was rejected (its
 arrival, or a re-plan after a failure) delivers to it.  While a backbone element is down (docs/DYNAMICS.md), no flow's
 path meets it and no delivery is taken at a super-peer that is down: an epoch whose backbone differs
@@ -23,6 +25,7 @@ import math
 from collections import Counter
 from itertools import pairwise
 
+from matcher.aggregate import AggregateQuery
 from network.routing import Network
 from sharing.epochs import Sequence
 from sharing.plan import Delivery, Flow, Plan
@@ -229,7 +232,11 @@ class _Rules:
                 raise PlanError(f"flow {flow.id}: parent {flow.parent} is not an earlier flow of the epoch")
             if flow.origin not in parent.path:
                 raise PlanError(f"flow {flow.id}: parent {flow.parent} does not pass through {flow.origin}")
+            if parent.aggregate is not None:
+                raise PlanError(f"flow {flow.id}: reads {parent.id}, which carries records")
             above, what = state.carried[parent.id], f"flow {parent.id}"
+        if flow.aggregate is not None:
+            self._record_flow(flow, stream)
         if flow.path not in self.linked:
             for a, b in pairwise(flow.path):
                 if (a, b) not in self.links:
@@ -237,6 +244,16 @@ class _Rules:
             self.linked.add(flow.path)
         self._reads(flow, above, f"flow {flow.id}", flow.origin, what)
         return above if flow.trim else frozenset(flow.attrs)
+
+    def _record_flow(self, flow: Flow, stream: StreamSpec) -> None:
+        """A record flow aggregates exactly its subscription's input: the tuples of its WHERE, with the
+        attributes it reads (the records it carries are that subscription's)."""
+        sub = self.scenario.subscriptions_by_id.get(flow.aggregate)
+        if sub is None or not isinstance(sub.query, AggregateQuery) or sub.stream != flow.stream:
+            raise PlanError(f"flow {flow.id}: carries the records of {flow.aggregate!r}, no aggregate of {flow.stream}")
+        wanted = sub.query.attributes(stream.attribute_names)
+        if flow.predicate != sub.query.where or tuple(flow.attrs) != wanted or flow.trim:
+            raise PlanError(f"flow {flow.id}: aggregates other tuples than the input of {flow.aggregate}")
 
     def _deliveries(self, advanced: tuple[list[int], list[int], bool], changed: set[str], state: _Epochs) -> None:
         """Check the deliveries of the epoch that are new or read a flow in ``changed`` (``advanced``: what
@@ -288,6 +305,10 @@ class _Rules:
         else:
             if flow is None or delivery.home not in flow.path:
                 raise PlanError(f"{what}: flow {delivery.flow} is not available at {delivery.home}")
+            if flow.aggregate is not None and flow.aggregate != delivery.subscription:
+                raise PlanError(f"{what}: reads {flow.id}, the records of {flow.aggregate}")
+            if flow.aggregate is not None and not delivery.predicate.is_true():
+                raise PlanError(f"{what}: filters the records of {flow.id} (they pass whole)")
             above, source = state.carried[flow.id], f"flow {flow.id}"
         self._reads(delivery, above, what, delivery.home, source)
 

@@ -55,14 +55,19 @@ class Snapshots:
         self._delivered[sub.position] = None
         self._recheck.pop(sub, None)
 
-    def epoch(self, roots: Iterable[InstalledFlow], start: float, end: float) -> Change:
+    def deliver(self, position: int, delivery: Delivery | None) -> None:
+        """The subscription at ``position`` is served by ``delivery`` (None: not at all), a flow outside the
+        trees (a record flow, :mod:`sharing.records`)."""
+        self._delivered[position] = delivery
+
+    def epoch(self, roots: Iterable[InstalledFlow], start: float, end: float, beside: tuple[Flow, ...] = ()) -> Change:
         """The epoch ``[start, end)`` as a change to the epoch before: the installed flows (the trees of
-        ``roots``, each depth-first, parents before children; a tree a part) and the deliveries (in
-        scenario order, from the subscriptions whose delivery changed)."""
+        ``roots``, each depth-first, parents before children; a tree a part), the flows ``beside`` them (one
+        more part) and the deliveries (in scenario order, from the subscriptions whose delivery changed)."""
         for sub in self._recheck:
             self._delivered[sub.position] = self.delivery(sub)
         self._recheck.clear()
-        flows = tuple(map(self._subtree, roots))
+        flows = (*map(self._subtree, roots), beside)
         return Change(start, end, self._flows.change(tuple(chain.from_iterable(flows)), flows), self._delivered.edit())
 
     def _subtree(self, flow: InstalledFlow) -> tuple[Flow, ...]:

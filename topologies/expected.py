@@ -15,7 +15,7 @@ import numpy as np
 
 from matcher import Predicate
 from matcher.aggregate import AggregateQuery
-from topologies.expected_aggregates import Records, expected_records
+from topologies.expected_aggregates import Records, expected_records, record_closings
 from topologies.model import Scenario
 from topologies.outages import Reachability, in_spans
 from topologies.workload import Values, columns, columns_of, emission_times, emission_times_of, tuple_count
@@ -112,6 +112,38 @@ def _results(scenario: Scenario, values: Values | None, only: set[str] | None = 
                 sub.query, found.times, found.columns, sub.at, sub.until, scenario.duration
             )
     return Expected({sub.id: indices[sub.id] for sub in subscriptions}, attrs, records, inputs)
+
+
+@dataclass(frozen=True)
+class RecordSchedule:
+    """What an aggregate subscription's record flow carries (docs/ACCOUNTING.md, "Records"): its expected
+    records, numbered in the order the operator completes them: record ``r`` is ``keys[r]``, its window's
+    last input tuple of its group is tuple ``last[r]`` of the stream, and its window closes at emission time
+    ``closes[r]``; ``last`` ascends."""
+
+    keys: list[tuple]
+    last: np.ndarray
+    closes: np.ndarray
+
+    def numbers(self) -> dict[tuple, int]:
+        """Each record's number, by key."""
+        return {key: r for r, key in enumerate(self.keys)}
+
+
+def record_schedule(scenario: Scenario, expected: Expected, sub_id: str) -> RecordSchedule:
+    """The :class:`RecordSchedule` of aggregate subscription ``sub_id`` from its expected answer."""
+    sub = scenario.subscription(sub_id)
+    found = expected.inputs[sub_id]
+    closing = list(
+        record_closings(sub.query, found.times, found.columns, sub.at, sub.until, scenario.duration,
+                        expected.records[sub_id].keys())
+    )  # fmt: skip
+    indices = expected.indices[sub_id]
+    last = np.array([indices[p] for _, p, _ in closing], dtype=np.int64)
+    order = np.argsort(last, kind="stable")  # ties (overlapping windows) in the order of the windows
+    return RecordSchedule(
+        [closing[r][0] for r in order.tolist()], last[order], np.array([closing[r][2] for r in order.tolist()])
+    )
 
 
 def expected_in_range(

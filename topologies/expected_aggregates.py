@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from fractions import Fraction
 
 import numpy as np
@@ -115,6 +115,30 @@ def records_fed(
         for window, g, lo, hi in groups.segments(query, duration)
         if before[g][hi] > before[g][lo]
     }
+
+
+def record_closings(
+    query: AggregateQuery,
+    times: np.ndarray,
+    columns: Mapping[str, np.ndarray],
+    at: float,
+    until: float | None,
+    duration: float,
+    keys: Collection[Key],
+) -> Iterator[tuple[Key, int, float]]:
+    """For each record of ``keys`` (records of ``query`` over this input, as :func:`expected_records` keys
+    them): ``(key, last, closes)``, ``last`` the position in the input of its window's last tuple of its
+    group, ``closes`` the emission time its window closes at (a time window's end, rounded to the nearest
+    float; a count window's last tuple's time), in the order of the windows.  Arguments and errors as
+    :func:`expected_records`."""
+    groups = _Groups(query, times, columns, at, until)
+    window = query.window
+    for k, g, _, hi in groups.segments(query, duration):
+        key = (k, groups.keys[g])
+        if key in keys:
+            last = int(groups.rows[g][hi - 1])
+            closes = groups.times[last] if window.tuples else float(k * window.slide + window.size)
+            yield key, last, closes
 
 
 def same_values(a: tuple[float, ...], b: tuple[float, ...]) -> bool:

@@ -163,6 +163,30 @@ def test_a_run_stitched_from_chunks_is_the_whole_run(scenarios, name, strategy, 
         assert not any(r.guessed for r in runs[1:])
 
 
+@pytest.mark.parametrize("failures", [False, True])
+@pytest.mark.parametrize("chunks", [3, 7])
+def test_records_shipped_across_chunks_are_those_of_the_whole_run(chunks, failures):
+    # query-shipping's records (docs/ACCOUNTING.md, "Records") leave when their windows close, often chunks
+    # after their inputs: held back from chunk to chunk, dropped on a slow link and at the busy source
+    from tests.test_record_flows import _congested, figure1_aggregates
+
+    scenario = _congested(figure1_aggregates())
+    if failures:
+        scenario = replace(scenario, events=FAILURES)
+    plan = make_plan(scenario, "query-shipping", Network.of(scenario))
+    whole = run_local(scenario, plan)
+    stitched, _ = _chunked(scenario, plan, chunks)
+    _assert_same(scenario, whole, stitched, failures=failures)
+    for field in ("record_delivered", "record_latencies", "record_dropped", "record_lost"):
+        mine, theirs = getattr(stitched, field), getattr(whole, field)
+        assert mine.keys() == theirs.keys(), field
+        for sub in theirs:
+            np.testing.assert_array_equal(mine[sub], theirs[sub], err_msg=f"{field} {sub}")
+    assert len(whole.record_dropped["Q1"]) > 0
+    if failures:
+        assert sum(len(lost) for lost in whole.record_lost.values()) > 0
+
+
 # on the routes of figure1's static plans: SP4-SP5 carries every stream, SP1 is Q1's and Q3's way, SP5-SP6
 # Q2's, and fails for good
 FAILURES = (

@@ -170,6 +170,19 @@ def test_spark_equals_local_for_aggregates_whose_input_is_dropped(spark):
 
 
 @pytest.mark.spark
+def test_spark_equals_local_for_records_shipped_and_dropped(spark):
+    # query-shipping's records on figure1 (docs/ACCOUNTING.md, "Records"), dropped behind Q3's tuples on a slow
+    # link and for inputs the source's busy processor dropped, held back across chunks of 1 s windows
+    from tests.test_record_flows import _congested, figure1_aggregates
+
+    scenario = _congested(figure1_aggregates())
+    plan = make_plan(scenario, "query-shipping", Network.of(scenario))
+    local = run_local(scenario, plan, window=1.0)
+    assert_same_runs(scenario, local, run_spark(scenario, plan, master=LOCAL_MASTER, chunks=6, window=1.0))
+    assert local.summary["Q1"].dropped > 0 and local.summary["Q1"].delivered > 0
+
+
+@pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.parametrize("path", SHIPPED)
 def test_spark_report_equals_the_local_report_for_every_strategy(spark, path):
