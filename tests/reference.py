@@ -8,6 +8,7 @@ definitions in docs/ACCOUNTING.md, not from any Plan.
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 
 import networkx as nx
 import numpy as np
@@ -32,16 +33,28 @@ def satisfied_masks(scenario: Scenario, stream_id: str, subs, n: int) -> dict[st
     return {s.id: satisfies(s.query.where, values, n) for s in subs}
 
 
-def reference_traffic(scenario: Scenario, strategy: str) -> tuple[Counter, Counter]:
+def reference_traffic(
+    scenario: Scenario, strategy: str, shipped: dict[str, int] | None = None
+) -> tuple[Counter, Counter]:
     """``(bytes, tuples)`` per directed backbone link for a deterministic strategy (docs/ACCOUNTING.md).
 
     Tuples are grouped by the set of subscriptions active at their emission time; within a group each
-    link's count follows the strategy's definition directly.
+    link's count follows the strategy's definition directly.  The aggregate subscriptions in ``shipped``
+    (id -> its records) are served by their records instead (docs/ACCOUNTING.md, "Records"): each crosses
+    every link of its route once, at ``header + 8 x (1 + group attributes + values)`` bytes.
     """
     link_bytes: Counter = Counter()
     link_tuples: Counter = Counter()
+    shipped = shipped or {}
+    for sub_id, records in shipped.items():
+        sub = scenario.subscription(sub_id)
+        source = scenario.home(scenario.stream(sub.stream).source)
+        route = spec_route(scenario, source, scenario.home(sub.peer))
+        for edge in pairwise(route):
+            link_tuples[edge] += records
+            link_bytes[edge] += records * scenario.tuple_bytes(1 + sub.query.record_values())
     for stream in scenario.streams:
-        subs = [s for s in scenario.subscriptions if s.stream == stream.id]
+        subs = [s for s in scenario.subscriptions if s.stream == stream.id and s.id not in shipped]
         if not subs:
             continue
         source = scenario.home(stream.source)
@@ -87,13 +100,20 @@ def reference_traffic(scenario: Scenario, strategy: str) -> tuple[Counter, Count
     return link_bytes, link_tuples
 
 
-def reference_access_bytes(scenario: Scenario, expected_counts: dict[str, int]) -> int:
+def reference_access_bytes(
+    scenario: Scenario, expected_counts: dict[str, int], shipped: dict[str, int] | None = None
+) -> int:
     """Uploads of every emitted tuple (all attributes) plus each subscription's exact result (an aggregate
-    subscription's input, projected to the attributes its records read: ``expected_counts`` counts it)."""
+    subscription's input, projected to the attributes its records read: ``expected_counts`` counts it; or
+    its records, for one in ``shipped``, id -> its records)."""
     total = 0
+    shipped = shipped or {}
     for stream in scenario.streams:
         total += tuple_count(stream, scenario.duration) * scenario.tuple_bytes(len(stream.attributes))
     for sub in scenario.subscriptions:
+        if sub.id in shipped:
+            total += shipped[sub.id] * scenario.tuple_bytes(1 + sub.query.record_values())
+            continue
         attrs = sub.query.attributes(scenario.stream(sub.stream).attribute_names)
         total += expected_counts[sub.id] * scenario.tuple_bytes(len(attrs))
     return total
