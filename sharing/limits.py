@@ -297,6 +297,7 @@ class CpuLoads:
         self.max_utilization, self.peak_sd = share, scenario.peak_sd
         costs = scenario.cpu_costs
         self.box, self.projection = float(costs.box), float(costs.projection)
+        self._costs = costs
         self.cpu = dict(scenario.cpus)
         self.limit = {sp: share * cpu for sp, cpu in scenario.cpus}
         self.ops = dict.fromkeys(self.cpu, 0.0)  # planned operations per second
@@ -371,6 +372,32 @@ class CpuLoads:
     def _take(self, record: _Host, sign: int) -> None:
         self.ops[record.node] += sign * record.mean
         self.spread[record.node] += sign * record.spread
+
+    def operator(self, node: str, stream: str, query, sel: float, records: float) -> tuple[float, float]:
+        """(operations per second, variance bound) of a record flow's operator at ``node`` (sharing.records):
+        it tests every tuple of the stream against the boxes of ``query``'s WHERE, projects the ``sel`` it
+        keeps when its input is narrower than the stream, folds each into every aggregate, and builds
+        ``records`` records per second (a tuple may complete one: the most a tuple costs)."""
+        costs = self._costs
+        kept = (self.projection if len(query.select) < self._width[stream] else 0.0) + costs.aggregate * len(
+            query.aggregates
+        )
+        boxes = self.box * len(query.where.boxes)
+        mean = self._rates[stream] * (boxes + sel * kept) + records * costs.record
+        return mean, mean * (boxes + kept + costs.record)
+
+    def operator_excess(self, node: str, mean: float, spread: float) -> str | None:
+        """None when ``node`` (limited or not) has room for an operator of ``mean`` operations per second
+        (``spread`` its variance bound); else why not, in words."""
+        if node not in self.cpu or self._fits(node, mean, spread):
+            return None
+        return self._words(node, mean, spread)
+
+    def add_operator(self, node: str, mean: float, spread: float, sign: int) -> None:
+        """Count an operator's load at ``node`` in (+1) or out (-1) (nothing where ``node`` is unlimited)."""
+        if node in self.cpu:
+            self.ops[node] += sign * mean
+            self.spread[node] += sign * spread
 
     def _carried(self, flow: InstalledFlow, select: int = 0) -> int:
         """The attributes of the channel of ``flow`` as the engines lay it out (peers/timetable.py): the

@@ -182,16 +182,24 @@ class Planner:
         return Decision(time, "subscribe", spec.id, text, None, (), (), added)
 
     def _record_load(self, spec: SubscriptionSpec, path: tuple[str, ...], sign: int) -> str | None:
-        """Count a record flow's load along ``path`` in (+1: when it fits the network limits; else the
-        element it would break, in words) or out (-1)."""
+        """Count a record flow's load along ``path`` and its operator's at ``path[0]`` in (+1: when they fit
+        the network limits; else the element they would break, in words) or out (-1)."""
         if self.loads is None:
             return None
         bits, records, width = record_rates(self.cost, spec.query)
+        cpu = self.loads.cpu
+        work = None
+        if cpu is not None:
+            sel = self.cost.selectivity(spec.stream, spec.query.where)
+            work = cpu.operator(path[0], spec.stream, spec.query, sel, records)
         if sign > 0:
-            binding = self.loads.path_excess(path, bits, records, width)
+            binding = None if work is None else cpu.operator_excess(path[0], *work)
+            binding = binding or self.loads.path_excess(path, bits, records, width)
             if binding is not None:
                 return binding
         self.loads.add_rates(bits, records, width, path, sign)
+        if work is not None:
+            cpu.add_operator(path[0], *work, sign)
         return None
 
     def _place(

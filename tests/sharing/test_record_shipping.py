@@ -157,3 +157,23 @@ def test_a_record_flow_is_admitted_within_the_network_limits(bandwidth):
         # the planned load counts the records: 0.2 x 48 x 8 bit/s on SP5 -> SP1 (Q3's tuples come later)
         load = PlannedLoad(scenario, Network.of(scenario), plan)
         assert load.links[("SP5", "SP1")] >= 0.2 * 48 * 8
+
+
+def test_a_record_flows_operator_is_planned_within_its_processor():
+    # Q1's operator at SP4 tests every tuple (100/s) against its one box, keeps 40 % projected to c and
+    # folds each into three aggregates, and builds 0.2 records a second
+    base = with_aggregates(load_scenario(FIGURE1), FIGURE1_AGGREGATES)
+    costs = base.cpu_costs
+    q1 = base.subscription("Q1").query
+    ops = 100 * (costs.box + 0.4 * (costs.projection + 3 * costs.aggregate)) + 0.2 * costs.record
+    from sharing.limits import CpuLoads
+
+    assert CpuLoads(replace(base, cpus=(("SP4", 1e9),))).operator("SP4", "stream0", q1, 0.4, 0.2)[0] == (
+        pytest.approx(ops)
+    )
+    for cpu, admitted in ((ops / 0.8 * 0.9, False), (ops / 0.8 * 1.5, True)):
+        scenario = replace(base, cpus=(("SP4", cpu),), peak_sd=0.0, subscriptions=base.subscriptions[:1])
+        plan = make_plan(scenario, "sharing-em", Network.of(scenario))
+        assert ("Q1" not in plan.rejected) == admitted
+        if not admitted:
+            assert "super-peer SP4 would run" in plan.rejected["Q1"]
