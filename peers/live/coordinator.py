@@ -15,6 +15,12 @@ topic received as many messages as were sent, twice in a row), and turns the nod
 A super-peer whose process died (its last will, confirmed by ``gone``) is taken out of the backbone: the
 subscriptions it made unreachable end at the horizon (reported in ``failures``), the others are planned
 again on the remaining network from the horizon on (earlier epochs stay as they were).
+
+A plan's record flows (aggregate subscriptions whose records travel instead of their input,
+peers/live/records.py) run only where every node can compute the records before the clock starts: a plan
+with one over an ``--input`` stream, or until a signal (``--forever``), is refused with an
+:class:`InputError`, and an aggregate subscribed at run time is served its input instead, delivered whole:
+its subscriber computes the records (:func:`~peers.live.records.input_served`).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from peers.live.connection import LEASE_S, Broker, Connection, raise_failed
 from peers.live.malformed import check, integer, json_object, number, text
 from peers.live.plans import PlanBook, plan_message
 from peers.live.processors import tally_of
+from peers.live.records import checked_inputs, input_served, record_flows
 from peers.live.thinpeer_service import ThinPeerService
 from peers.live.topics import Topics
 from peers.live.wire import subscription_from_json
@@ -44,7 +51,7 @@ from sharing import make_plan
 from sharing.plan import Epoch, Plan
 from topologies import workload
 from topologies.errors import EmulatorError, EngineError, InputError, shown
-from topologies.expected import expected_results
+from topologies.expected import Expected, expected_results, record_schedule
 from topologies.loader import PEER_ID
 from topologies.model import Scenario, SubscriptionSpec
 
@@ -92,7 +99,10 @@ class Coordinator:
         gone: Callable[[str], bool] | None = None,
         run: str = "",
         secure: bool = False,
+        inputs: frozenset[str] = frozenset(),
     ):
+        """Raises :class:`InputError` for a plan with record flows that live mode cannot run: over one of the
+        ``inputs`` streams, or without an ``end``."""
         self.scenario = scenario
         self.run_id = run  # stamped on clock and plan messages: nodes ignore a previous run's retained ones
         self.strategy = strategy
@@ -111,6 +121,7 @@ class Coordinator:
         self.runtime_ids: list[str] = []
         self.version = 0
         self.stats: dict[str, dict] = {}
+        self.aggregated: dict[str, dict] = {}  # super-peer -> the input copies its record-flow operators received
         self.round = 0
         self.dead: list[str] = []
         self.ready: dict[str, int] = {}  # super-peer -> latest plan version it decoded
@@ -135,7 +146,9 @@ class Coordinator:
             ],
             self._on_message,
         )
-        self._replan(0)
+        scenario, plan = self._plan(self.subscriptions)
+        self._refuse_records(plan, inputs)
+        self._publish(0, scenario, plan)
         # replaces a previous run's retained clock: nobody emits before this run's clock starts
         reset = {"run": run, "t0": None}
         self.connection.publish(self.topics.control("clock"), json.dumps(reset).encode(), retain=True)
@@ -148,17 +161,43 @@ class Coordinator:
     def _replan(self, version: int, at: float | None = None) -> Plan:
         """Plan the subscriptions again; from emulated time ``at`` on only (earlier epochs are kept from
         the version in force: tuples emitted before ``at`` may still be on their way)."""
-        scenario = replace(self.scenario, subscriptions=self.subscriptions)
-        planned = tuple(s for s in self.subscriptions if s.id not in self.lost_ids)
+        scenario, plan = self._plan(self.subscriptions, at)
+        self._publish(version, scenario, plan)
+        return plan
+
+    def _plan(self, subscriptions: tuple[SubscriptionSpec, ...], at: float | None = None) -> tuple[Scenario, Plan]:
+        """The scenario with ``subscriptions``, and its plan from ``at`` on (:meth:`_replan`); the run-time
+        subscriptions are served their input, never records (module docstring)."""
+        scenario = replace(self.scenario, subscriptions=subscriptions)
+        planned = tuple(s for s in subscriptions if s.id not in self.lost_ids)
         plan = make_plan(replace(self.scenario, subscriptions=planned), self.strategy, self.network)
+        static = self.scenario.subscriptions_by_id
+        plan = input_served(plan, {s.id for s in subscriptions if s.id not in static}).check(scenario, self.network)
         if at is not None:
             plan = self.book.versions[self.version].plan.splice(plan, at).check(scenario)  # every link of the scenario
+        return scenario, plan
+
+    def _refuse_records(self, plan: Plan, inputs: frozenset[str]) -> None:
+        """Raises :class:`InputError` when ``plan`` has record flows live mode cannot run (module docstring):
+        their records are the central evaluation's, which every node computes before the clock starts."""
+        aggregated = record_flows(plan)
+        if not aggregated:
+            return
+        why = f'{self.strategy} aggregates {", ".join(aggregated)} in the network (docs/LIVE.md, "Records")'
+        if self.end is None:
+            raise InputError(f"--forever: live mode cannot run record flows until a signal: {why}; leave --forever out")
+        for sub in aggregated:
+            stream = self.scenario.subscription(sub).stream
+            if stream in inputs:
+                raise InputError(f"--input {stream}: live mode cannot run record flows over an input stream: {why}")
+
+    def _publish(self, version: int, scenario: Scenario, plan: Plan) -> None:
+        """Make ``plan`` (of ``scenario``) version ``version`` and publish it."""
         self.version = version
         self.book.add_version(version, scenario, plan)
         self.connection.publish(
             self.topics.control("plan"), plan_message(version, scenario, plan, self.run_id), retain=True
         )
-        return plan
 
     def _publish_clock(self) -> None:
         now = time.monotonic()
@@ -382,6 +421,8 @@ class Coordinator:
         check(known, f"{node!r} is not a node that sends {kind}", node)
         if kind == "stats":
             self.stats[node] = self._checked_stats(node, json_object(payload, node))
+            if "aggregated" in self.stats[node]:  # (only the rounds that ask for them carry them)
+                self.aggregated[node] = self.stats[node]["aggregated"]
         elif kind == "alive":
             check(payload in (b"0", b"1"), "liveness other than 0 or 1", node)
             # the broker also sends last wills when it shuts down: a node that comes back is alive again
@@ -525,6 +566,8 @@ class Coordinator:
                   and _counts(processor.get("offered"), None), "processor counts not counts", node)  # fmt: skip
         if "transit_s" in doc:
             number(doc, "transit_s", node)
+        if "aggregated" in doc:
+            checked_inputs(doc["aggregated"], node)
         return doc
 
     def _data_topic(self, key: object) -> bool:
@@ -544,14 +587,17 @@ class Coordinator:
                 rows.append({"topic": topic, "at": node, "messages": messages, "tuples": tuples, "bytes": nbytes})
         return sorted(rows, key=lambda r: r["topic"])
 
-    def _ask_counters(self) -> None:
-        """Ask every node for its counters (a new round of ``ctl/collect``); they arrive in :attr:`stats`."""
+    def _ask_counters(self, inputs: bool = False) -> None:
+        """Ask every node for its counters (a new round of ``ctl/collect``; with ``inputs``, also the input
+        copies of its record-flow operators); they arrive in :attr:`stats`."""
         self.round += 1
-        self.connection.publish(self.topics.control("collect"), json.dumps({"round": self.round}).encode())
+        doc = {"round": self.round, **({"inputs": True} if inputs else {})}
+        self.connection.publish(self.topics.control("collect"), json.dumps(doc).encode())
 
-    async def collect(self, nodes: list[str], timeout: float) -> bool:
-        """Ask every node for its counters; True when all of ``nodes`` answered within ``timeout``."""
-        self._ask_counters()
+    async def collect(self, nodes: list[str], timeout: float, inputs: bool = False) -> bool:
+        """Ask every node for its counters (with ``inputs``, also the input copies of its record-flow
+        operators); True when all of ``nodes`` answered within ``timeout``."""
+        self._ask_counters(inputs)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if all(self.stats.get(n, {}).get("round") == self.round for n in nodes):
@@ -584,7 +630,7 @@ class Coordinator:
             await asyncio.sleep(0.05)
         previous, last_progress = None, time.monotonic()
         while True:
-            await self.collect([n for n in nodes if n not in self.dead], timeout=patience)
+            await self.collect([n for n in nodes if n not in self.dead], timeout=patience, inputs=True)
             counters = {n: (self.stats.get(n, {}).get("received"), self.stats.get(n, {}).get("holding")) for n in nodes}
             snapshot = json.dumps(counters, sort_keys=True)
             missing = self.in_flight()
@@ -633,7 +679,19 @@ class Coordinator:
             raise EmulatorError("a subscription ends before it starts")
         delivered, latencies, attrs = {}, {}, {}
         fated: dict[str, dict[str, np.ndarray]] = {"dropped": {}, "lost": {}}
+        plan = self.book.versions[self.version].plan
+        aggregated = {sub: at for sub, at in record_flows(plan).items() if sub in scenario.subscriptions_by_id}
+        operators = self._operator_inputs()
         for s in scenario.subscriptions:
+            attrs[s.id] = s.query.attributes(scenario.stream(s.stream).attribute_names)
+            if s.id in aggregated:  # its input was delivered to its record flow's operator
+                found = operators.get(s.id, {})
+                delivered[s.id] = np.array(found.get("delivered", []), dtype=np.int64)
+                latencies[s.id] = np.array(found.get("latencies", []), dtype=np.float64)
+                for fate, copies in fated.items():
+                    if found.get(fate):
+                        copies[s.id] = np.sort(np.array(found[fate], dtype=np.int64))
+                continue
             tp = next(t for t in thin_peers if t.peer == s.peer)
             parts = tp.delivered.get(s.id, [])
             delivered[s.id] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
@@ -643,8 +701,9 @@ class Coordinator:
                     copies[s.id] = np.sort(np.concatenate(found))
             lat = tp.latencies.get(s.id, [])
             latencies[s.id] = np.concatenate(lat) if lat else np.zeros(0)
-            attrs[s.id] = tp.attrs.get(s.id, s.query.attributes(scenario.stream(s.stream).attribute_names))
-        plan = self.book.versions[self.version].plan
+            attrs[s.id] = tp.attrs.get(s.id, attrs[s.id])
+        expected = expected_results(scenario)
+        shipped, shipped_last = self._shipped(scenario, expected, aggregated, thin_peers)
         arrivals = {s.id: s.at for s in scenario.subscriptions}
         length = max((len(b) for b in bins.values()), default=0)
         timeline = {}
@@ -653,12 +712,14 @@ class Coordinator:
             b = bins.get(d, np.zeros(0, np.int64))
             padded[: len(b)] = b
             timeline[d] = padded
-        # the span a report observes ends at the last delivery (the receivers count no per-hop arrival times)
+        # the span a report observes ends at the last delivery, or record (the receivers count no per-hop
+        # arrival times)
         last = max(
             (float((workload.emission_times_of(scenario.stream(s.stream), delivered[s.id]) + latencies[s.id]).max())
              for s in scenario.subscriptions if len(delivered[s.id])),
             default=0.0,
         )  # fmt: skip
+        last = max(last, shipped_last)
         run = StrategyRun(
             strategy=self.strategy,
             engine="mqtt",
@@ -681,8 +742,41 @@ class Coordinator:
             # the subscriptions the plan that ran rejected (a super-peer's cpu, say), as the simulator's run has
             rejected=dict(plan.rejected),
             rejected_at={sub: t for sub, t in plan.rejected_from().items() if sub in arrivals and t > arrivals[sub]},
+            aggregated_at=aggregated,
+            **shipped,
         )
-        return checked(scenario, with_records(scenario, run), expected_results(scenario))
+        return checked(scenario, with_records(scenario, run), expected)
+
+    def _operator_inputs(self) -> dict[str, dict[str, list]]:
+        """Per subscription a record flow serves, the input copies its operator received, as the super-peers
+        reported them last (:class:`~peers.live.records.OperatorInputs`)."""
+        found: dict[str, dict[str, list]] = {}
+        for node in sorted(self.aggregated):
+            for sub, entry in self.aggregated[node].items():
+                into = found.setdefault(sub, {})
+                for key, values in entry.items():
+                    into.setdefault(key, []).extend(values)
+        return found
+
+    @staticmethod
+    def _shipped(
+        scenario: Scenario, expected: Expected, aggregated: dict[str, str], thin_peers: list[ThinPeerService]
+    ) -> tuple[dict[str, dict[str, np.ndarray]], float]:
+        """The records the record flows shipped, by their numbers in the scenario as it ran, as the
+        :class:`StrategyRun` fields take them; and the latest emulated time one reached its thin-peer."""
+        fields: dict[str, dict[str, np.ndarray]] = {
+            f: {} for f in ("record_delivered", "record_latencies", "record_dropped", "record_lost")
+        }
+        last = 0.0
+        for sub_id in aggregated:
+            sub = scenario.subscription(sub_id)
+            received = next(t for t in thin_peers if t.peer == sub.peer).records
+            schedule = record_schedule(scenario, expected, sub_id)
+            for name, values in received.numbered(sub_id, sub.query.groups, schedule.numbers()).items():
+                fields[name][sub_id] = values
+            arrived = schedule.closes[fields["record_delivered"][sub_id]] + fields["record_latencies"][sub_id]
+            last = max(last, float(arrived.max(initial=0.0)))
+        return fields, last
 
     def _processors(self) -> dict[str, ProcessorTally]:
         """Per super-peer with a processor (every one, when the scenario emulates them), what it did as it

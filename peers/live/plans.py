@@ -77,6 +77,7 @@ class PlanBook:
         # consecutive epochs share most readers: each is compiled once, for every version and epoch
         self._readers = ReaderTable(base)
         self._numbers: dict[int, ProcessorNumbers] = {}  # per version, its processors' tie order (laid out once)
+        self._aggregates: dict[int, bool] = {}  # per version, whether it has record flows
 
     @property
     def latest(self) -> PlanVersion | None:
@@ -136,11 +137,28 @@ class PlanBook:
         """Where the tuples of input ``key`` (of ``epoch`` of plan version ``version``) read at ``node`` come
         among those reaching its processor at one instant: the simulator's number of that processor's
         channel (:class:`~peers.live.processors.ProcessorNumbers`, the whole plan laid out once)."""
+        return self._layout(version).number(epoch, node, key)
+
+    def flow_number(self, version: int, epoch: int, flow_id: str) -> int:
+        """The simulator's number of the channel of flow ``flow_id`` (of ``epoch`` of plan version
+        ``version``): where its tuples come among those reaching a link direction at one instant."""
+        return self._layout(version).flow(epoch, flow_id)
+
+    def aggregates(self, version: int) -> bool:
+        """Whether plan version ``version`` has record flows (peers/live/records.py)."""
+        found = self._aggregates.get(version)
+        if found is None:
+            found = self._aggregates[version] = any(
+                f.aggregate is not None for e in self.versions[version].plan.epochs for f in e.flows
+            )
+        return found
+
+    def _layout(self, version: int) -> ProcessorNumbers:
         numbers = self._numbers.get(version)
         if numbers is None:
             pv = self.versions[version]
             numbers = self._numbers[version] = ProcessorNumbers(pv.scenario, pv.plan)
-        return numbers.number(epoch, node, key)
+        return numbers
 
     def _local(self, epoch: Epoch) -> Epoch:
         """``epoch`` without what only other processes' super-peers run: the flows read at ``nodes``, the

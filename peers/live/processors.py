@@ -71,6 +71,12 @@ class ProcessorNumbers:
             return LAST
         return self._processors.get((above, self._routes[above].index(node)), LAST)
 
+    def flow(self, epoch: int, flow_id: str) -> int:
+        """The number of the channel of flow ``flow_id`` of epoch ``epoch`` (:data:`LAST`: not laid out), which
+        orders the tuples reaching one link direction at one instant."""
+        found = self._channels(epoch).get(flow_id, -1)
+        return LAST if found < 0 else found
+
     def _channels(self, epoch: int) -> dict[str, int]:
         """Per flow of epoch ``epoch``, its channel (-1: not laid out, an epoch past the run)."""
         found = self._epochs.get(epoch)

@@ -149,16 +149,18 @@ async def serve(
     network = Network.of(base)
     end = None if options.forever else float(scenario.duration)
     groups = [base.super_peers[k :: options.processes] for k in range(min(options.processes, len(base.super_peers)))]
-    children = {nodes: _spawn(scenario, nodes, options, run) for nodes in groups}
-    process_of = {node: child for nodes, child in children.items() for node in nodes}
+    process_of: dict[str, subprocess.Popen] = {}
 
     def gone(node: str) -> bool:
         return node in process_of and process_of[node].poll() is not None
 
+    # planned first: a plan live mode cannot run is refused before any node process starts
     coordinator = Coordinator(
         base, options.strategy, _as(options, COORDINATOR), topics, options.speed, book, end,
-        gone if groups else None, run, secure=options.credentials is not None,
+        gone if groups else None, run, secure=options.credentials is not None, inputs=frozenset(options.inputs),
     )  # fmt: skip
+    children = {nodes: _spawn(scenario, nodes, options, run) for nodes in groups}
+    process_of.update({node: child for nodes, child in children.items() for node in nodes})
     inputs = frozenset(options.inputs)
     thin_peers = [
         ThinPeerService(

@@ -18,6 +18,14 @@ epoch).
 Tuples that did not cross a link direction (dropped at a full buffer, lost at a failure) travel on as
 parts with a ``fate``: no traffic, served at once, so every copy they would have become (child flows,
 deliveries) is counted as dropped or lost for its subscription.
+
+**Record flows** (peers/live/records.py).  At a record flow's origin the copies its reader keeps are the
+aggregate subscription's input at the operator: counted for the coordinator, never forwarded; each one that
+completes records (its window's last input of its group) makes them, due to leave at the later of the
+window's closing and the input's arrival, held like received tuples until then, and served in the pass that
+reaches that time.  A record of a window closing past the horizon of the clock waits for it: a stop, or the
+end of its subscription, may still cut that window off.  Records pass every node of the path without an
+operator or the processor, and go down to the subscriber whole, on the channel ``("records", sub)``.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import contextlib
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -40,11 +48,13 @@ from peers.live.counters import Counters
 from peers.live.links import CARRIED, FATES, LOOKAHEAD_S, Direction, LinkTable
 from peers.live.malformed import MalformedMessage, check, integer, json_object, number
 from peers.live.plans import Clock, PlanBook, PlanVersion
-from peers.live.processors import Processor, operator_work
+from peers.live.processors import LAST, Processor, operator_work
+from peers.live.records import OperatorInputs, Schedule, record_flows, schedule_of
 from peers.live.thinpeer_service import BATCH_S
 from peers.live.topics import Topics
 from peers.live.wire import Batch, check_values, decode_message, encode_message
-from peers.superpeer import ChannelKey, Output, flow_key, raw_key
+from peers.superpeer import ChannelKey, Operator, Output, flow_key, raw_key
+from sharing.plan import Flow
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,16 @@ class SuperPeerService:
         self.costs = scenario.cpu_costs
         self.jobs: list[Job] = []  # this pass's batches waiting for the processor
         self.pending: list[Batch] = []  # received tuples waiting for their due time
+        # the emulated time the current pass reaches: its limit, or the latest a tuple it served left the
+        # processor (what is due by then goes out in the pass, in order)
+        self.limit = -math.inf
+        # record flows: each subscription's records, the input copies the operators here received, and the
+        # records whose windows close past what the clock promised (:meth:`_hold`)
+        self.schedules: dict[str, Schedule] = {}
+        self.inputs = OperatorInputs()
+        self.unripe: list[Batch] = []
+        self.horizon = -math.inf  # of the latest clock whose plan version is here
+        self.end = math.inf
         self.wake = asyncio.Event()
         self.closing = False
         self.outgoing: dict[str, tuple[Direction, list[Batch]]] = {}  # topic -> its direction, its next parts
@@ -161,6 +181,7 @@ class SuperPeerService:
 
     def _serve_due(self, limit: float) -> None:
         """Route every pending tuple due by emulated time ``limit``, and send what it outputs."""
+        self.limit = limit
         ready, waiting = [], []
         for batch in self.pending:
             due = batch.arrivals <= limit
@@ -252,6 +273,10 @@ class SuperPeerService:
         check(flow is not None and flow.stream == batch.stream, f"no flow {batch.channel[1]!r} of that epoch", sender)
         position = flow.path.index(self.node) if self.node in flow.path else 0
         check(position > 0 and flow.path[position - 1] == sender, f"flow {flow.id} does not come this way", sender)
+        if flow.aggregate is not None:  # records: the window as the index, the group's values as the columns
+            groups = set(pv.scenario.subscription(flow.aggregate).query.groups)
+            check(columns == groups, f"records of {flow.id} without their group values", sender)
+            return
         operator = installed.operators.get((self.node, flow_key(flow.id)))
         check(operator is None or operator.available <= columns, f"flow {flow.id} without its attributes", sender)
 
@@ -262,6 +287,7 @@ class SuperPeerService:
                 return
             if version.version == 0 and version.plan.epochs:  # the first tuples must not wait for an install
                 self.book.installed(0, 0)
+            self._schedule_records(version)  # before the clock starts: the central evaluation takes a while
             self.connection.publish(self.topics.ready(self.node), str(version.version).encode())
             for message in self.held.pop(version.version, []):
                 try:
@@ -273,24 +299,34 @@ class SuperPeerService:
             if doc.get("run") == self.book.run_id and doc.get("t0") is not None:
                 t0, speed = number(doc, "t0", "coordinator"), number(doc, "speed", "coordinator")
                 check(speed > 0, "a clock of speed <= 0", "coordinator")
+                version, horizon = integer(doc, "version", "coordinator"), number(doc, "horizon", "coordinator")
+                end = number(doc, "end", "coordinator", optional=True)
                 self.clock = Clock(t0, speed)
+                if version in self.book.versions:  # a horizon the plan this node knows was made for
+                    self.horizon = max(self.horizon, horizon)
+                self.end = math.inf if end is None else end
+                self._ripen()
                 # a pass reaches lookahead and a batch period ahead: a tuple comes at most that late, twice over
                 self.links.keep(2 * (self.lookahead_s + self.flush_s) * speed + 1.0)
                 if self.processor is not None:
                     self.processor.queue.keep_s = self.links.keep_s
                 self.wake.set()  # tuples received before the clock may be due
         elif name == "collect":
-            round_ = integer(json_object(payload, "coordinator"), "round", "coordinator")
-            self.connection.publish(self.topics.stats(self.node), self.stats(round_))
+            doc = json_object(payload, "coordinator")
+            round_ = integer(doc, "round", "coordinator")
+            self.connection.publish(self.topics.stats(self.node), self.stats(round_, doc.get("inputs") is True))
 
-    def stats(self, round_: int) -> bytes:
+    def stats(self, round_: int, inputs: bool = False) -> bytes:
+        """This node's counters for collect round ``round_``; with ``inputs``, also the input copies its
+        record-flow operators received (the coordinator asks for them once the run is over)."""
         doc = {
             "node": self.node,
             "round": round_,
             "backlog": self.connection.max_backlog,
             "outbox": self.connection.max_outbox,
             "waiting": self.max_held,
-            "holding": sum(len(b) for b in self.pending),  # received, not yet due: still on its way
+            # received, not yet due, or records waiting for the horizon: still on their way
+            "holding": sum(len(b) for b in self.pending) + sum(len(b) for b in self.unripe),
             "transit_s": round(self.pressure.max_transit_s, 3),
             "reconnects": self.connection.reconnects,
             "malformed": self.connection.rejects.to_json(),
@@ -300,6 +336,8 @@ class SuperPeerService:
         }
         if self.processor is not None:
             doc["processor"] = self.processor.to_json()
+        if inputs and self.schedules:
+            doc["aggregated"] = self.inputs.to_json()
         return json.dumps(doc, separators=(",", ":")).encode()
 
     def _per_link(self, counts: dict[Direction, int]) -> dict[str, int]:
@@ -323,12 +361,16 @@ class SuperPeerService:
     def _at_node(self, pv: PlanVersion, epoch: int, key: ChannelKey, batch: Batch, forward: bool) -> None:
         """``batch`` of channel ``key`` is here: run this node's operator on it, then pass it on."""
         installed = self.book.installed(pv.version, epoch)
+        if key.kind == "flow" and installed.flows[key.name].aggregate is not None:
+            self._pass_records(pv, epoch, installed.flows[key.name], installed.operators.get((self.node, key)), batch)
+            return
         operator = installed.operators.get((self.node, key))
         if operator is not None:
             outputs = operator.process(len(batch), batch.columns)
             if self.processor is not None and batch.fate is None and len(batch):
                 # the operators read it as it leaves the processor (:meth:`_process`)
                 work = operator_work(operator, outputs, self.costs, len(batch))
+                self._aggregation_work(pv, installed.flows, operator, outputs, batch, work)
                 number = self.book.processor_number(pv.version, epoch, self.node, key)
                 self.jobs.append(Job(pv, epoch, batch, outputs, work, number))
             else:
@@ -354,10 +396,112 @@ class SuperPeerService:
                 out.columns, out.wire_bytes, due=due[out.positions], fate=fate,
             )  # fmt: skip
             if kind == "flow":
-                self._at_node(pv, epoch, flow_key(name), child, forward=True)
+                flow = self.book.installed(pv.version, epoch).flows[name]
+                if flow.aggregate is not None:  # the input of a record flow's operator
+                    self._aggregate(pv, epoch, flow, child)
+                else:
+                    self._at_node(pv, epoch, flow_key(name), child, forward=True)
             else:
                 peer = pv.subscribers[name]
                 self._send(self.topics.down(peer, name), (self.node, peer), child)
+
+    # ---- record flows ------------------------------------------------------------------------------------
+
+    def _schedule_records(self, version: PlanVersion) -> None:
+        """The records of every record flow of ``version`` that starts here and has none yet."""
+        for sub, origin in record_flows(version.plan).items():
+            if origin == self.node and sub not in self.schedules:
+                self.schedules[sub] = schedule_of(version.scenario, sub)
+
+    def _schedule(self, pv: PlanVersion, sub: str) -> Schedule:
+        found = self.schedules.get(sub)
+        if found is None:  # (every record flow of the plan is scheduled when its version comes)
+            found = self.schedules[sub] = schedule_of(pv.scenario, sub)
+        return found
+
+    def _aggregation_work(
+        self, pv: PlanVersion, flows: dict[str, Flow], operator: Operator, outputs: list[Output], batch: Batch,
+        work: np.ndarray,
+    ) -> None:  # fmt: skip
+        """Add to ``work`` what a record flow's reader here costs besides testing and projecting: every tuple
+        it keeps is folded into each aggregate, and every record it completes is built (docs/ACCOUNTING.md,
+        "Super-peer CPU")."""
+        for reader, out in zip(operator.readers, outputs, strict=True):
+            flow = flows.get(reader.target.name) if reader.target.kind == "flow" else None
+            if flow is None or flow.aggregate is None or not len(out.positions):
+                continue
+            work[out.positions] += self.costs.aggregate * len(pv.scenario.subscription(flow.aggregate).query.aggregates)
+            _, at = self._schedule(pv, flow.aggregate).completed_by(batch.indices[out.positions])
+            np.add.at(work, out.positions[at], self.costs.record)
+
+    def _aggregate(self, pv: PlanVersion, epoch: int, flow: Flow, inputs: Batch) -> None:
+        """The copies of a record flow's input its operator here receives (each at its due time, or with its
+        fate): counted, and the records they complete made, due at the later of their window's closing and
+        the arrival of their last input; a record whose last input did not arrive goes on at once with its
+        fate."""
+        sub = flow.aggregate
+        self.inputs.add(sub, inputs)
+        schedule = self._schedule(pv, sub)
+        numbers, at = schedule.completed_by(inputs.indices)
+        if not len(numbers):
+            return
+        closes = schedule.closes[numbers]
+        records = Batch(
+            self.node, 0, pv.version, epoch, ("flow", flow.id), flow.stream, schedule.windows[numbers], closes,
+            {a: v[numbers] for a, v in schedule.groups.items()}, np.full(len(numbers), schedule.wire, np.int64),
+            due=np.maximum(closes, inputs.arrivals[at]), fate=inputs.fate,
+        )  # fmt: skip
+        if inputs.fate is not None:
+            self._at_node(pv, epoch, flow_key(flow.id), records, forward=True)
+        else:
+            self._hold(records)
+
+    def _hold(self, records: Batch) -> None:
+        """Records as they come due: those whose window closes past the end of the run or of their
+        subscription are never shipped, those past the clock's horizon wait for it (:meth:`_ripen`); the
+        others are served in this pass when due within it, else held as received tuples are."""
+        closes = records.times
+        cut = min(self.end, self._until(records))
+        gone, ripe = closes > cut, closes <= self.horizon
+        waiting = np.flatnonzero(~gone & ~ripe)
+        if len(waiting):
+            self.unripe.append(_part(records, waiting))
+        now = ripe & ~gone & (records.arrivals <= self.limit)
+        later = ripe & ~gone & ~now
+        if now.any():
+            pv = self.book.versions[records.version]
+            self._at_node(pv, records.epoch, flow_key(records.channel[1]), _part(records, np.flatnonzero(now)), True)
+        if later.any():
+            self.pending.append(_part(records, np.flatnonzero(later)))
+            self.wake.set()
+
+    def _ripen(self) -> None:
+        """The records waiting for the horizon, after a clock: those it now covers are held until due."""
+        waiting, self.unripe = self.unripe, []
+        for records in waiting:
+            self._hold(records)
+
+    def _until(self, records: Batch) -> float:
+        """When the subscription whose records ``records`` are ends, as the latest plan version has it (a
+        record of a window closing later is not its)."""
+        flow = self.book.installed(records.version, records.epoch).flows[records.channel[1]]
+        sub = self.book.latest.scenario.subscriptions_by_id.get(flow.aggregate)
+        if sub is None:
+            return -math.inf
+        return math.inf if sub.until is None else sub.until
+
+    def _pass_records(self, pv: PlanVersion, epoch: int, flow: Flow, operator: Operator | None, batch: Batch) -> None:
+        """Records of ``flow`` are here: down to the subscriber, whole, when its delivery reads them here (no
+        operator, no processor: they are forwarded), and on along the path."""
+        for reader in operator.readers if operator is not None else ():
+            if reader.target.kind == "delivery":
+                sub = reader.target.name
+                peer = pv.subscribers[sub]
+                self._send(self.topics.down(peer, sub), (self.node, peer), replace(batch, channel=("records", sub)))
+        position = flow.path.index(self.node)
+        if position + 1 < len(flow.path):
+            after = flow.path[position + 1]
+            self._send(self.topics.link(self.node, after), (self.node, after), batch)
 
     def _process(self) -> None:
         """This pass's batches through the processor, every tuple in order of its arrival (ties as the
@@ -378,6 +522,9 @@ class SuperPeerService:
             )  # fmt: skip
             due, fate = np.empty_like(due_sorted), np.empty_like(fate_sorted)
             due[order], fate[order] = due_sorted, fate_sorted
+            left = due_sorted[fate_sorted == CARRIED]
+            if len(left):  # a record its tuples complete is due no later: it goes with them
+                self.limit = max(self.limit, float(to_seconds(left.max())))
             start = 0
             for job in jobs:
                 stop = start + len(job.batch)
@@ -423,7 +570,7 @@ class SuperPeerService:
         if not fresh:
             return out
         arrivals = np.concatenate([b.arrivals for b in fresh])
-        order = np.argsort(arrivals, kind="stable")  # FIFO by arrival; ties in the order served here
+        order = np.lexsort((self._tie_ranks(fresh), arrivals))  # FIFO by arrival, ties as :meth:`_tie_ranks` says
         wire = np.concatenate([b.wire_bytes for b in fresh])
         due_sorted, fate_sorted = self.links.send(direction, arrivals[order], wire[order])
         due, fate = np.empty_like(due_sorted), np.empty_like(fate_sorted)
@@ -441,6 +588,18 @@ class SuperPeerService:
                     out.append(_part(batch, stopped, fate=name))
             start = stop
         return out
+
+    def _tie_ranks(self, batches: list[Batch]) -> np.ndarray:
+        """Per tuple of ``batches``, the rank that orders it among tuples reaching a link direction at the
+        same instant: where a plan has record flows, the simulator's (by the number of the flow's channel,
+        then in order), since the records of windows closing together tie; elsewhere the order served here
+        (docs/LIVE.md, "Order")."""
+        if not any(self.book.aggregates(b.version) for b in batches):
+            return np.zeros(sum(len(b) for b in batches), np.int64)
+        ranks = [
+            self.book.flow_number(b.version, b.epoch, b.channel[1]) if b.channel[0] == "flow" else LAST for b in batches
+        ]
+        return np.repeat(np.array(ranks, dtype=np.int64), [len(b) for b in batches])
 
 
 def _part(batch: Batch, positions: np.ndarray, due: np.ndarray | None = None, fate: str | None = None) -> Batch:

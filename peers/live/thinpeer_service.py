@@ -11,7 +11,9 @@ A subscriber records, per subscription, the tuple indices it received and their 
 seconds from the tuple's emission to when it is seen, its due time over the emulated links, or its
 arrival when the message came later than that.  Tuples dropped or lost on the way arrive as parts with a
 ``fate`` and are recorded as such.  With ``json_results`` it also republishes each result as JSON lines on
-``results/<peer>/<subscription>``, for plain MQTT clients.
+``results/<peer>/<subscription>``, for plain MQTT clients.  A subscription that a record flow serves
+receives records (channel ``("records", sub)``, peers/live/records.py), kept apart from tuples, each with
+its latency from its window's closing.
 
 An **input** stream (``serve --input``) is not generated: its tuples are JSON objects that any MQTT client
 publishes on ``in/<stream>``, one per object, each emitted at the emulated time it arrives (never before
@@ -32,6 +34,7 @@ from peers.live.connection import Broker, Connection, Dedup, Pressure
 from peers.live.counters import Counters
 from peers.live.links import CARRIED, FATES, LOOKAHEAD_S, LinkTable
 from peers.live.malformed import MalformedMessage, check, integer, json_object, number
+from peers.live.records import ShippedRecords
 from peers.live.topics import Topics
 from peers.live.wire import Batch, check_values, decode_message, encode_message
 from topologies import workload
@@ -74,6 +77,7 @@ class ThinPeerService:
         self.delivered: dict[str, list[np.ndarray]] = {}
         self.latencies: dict[str, list[np.ndarray]] = {}
         self.fated: dict[str, dict[str, list[np.ndarray]]] = {"dropped": {}, "lost": {}}  # fate -> sub -> indices
+        self.records = ShippedRecords()
         self.attrs: dict[str, tuple[str, ...]] = {}
         self.clock_doc: dict | None = None
         self.clock_changed = asyncio.Event()
@@ -121,7 +125,8 @@ class ThinPeerService:
         elif parts[:1] == ("down",) and len(parts) == 3:
             batches = decode_message(payload, self.home)
             sub = parts[2]
-            check(all(b.channel == ("delivery", sub) for b in batches), f"not a delivery of {sub}", self.home)
+            channels = (("delivery", sub), ("records", sub))
+            check(all(b.channel in channels for b in batches), f"not a delivery of {sub}", self.home)
             for batch in batches:
                 check_values(batch, self.home)
             check(self.clock_doc is not None and self.clock_doc["t0"] is not None, "before the clock", self.home)
@@ -137,6 +142,9 @@ class ThinPeerService:
             self.pressure.transit(arrival - batches[0].sent)
             now = (arrival - t0) * speed
             for batch in batches:
+                if batch.channel[0] == "records":
+                    self.records.add(sub, batch, now)
+                    continue
                 if batch.fate is not None:
                     self.fated[batch.fate].setdefault(sub, []).append(batch.indices.copy())
                     continue

@@ -37,7 +37,8 @@ _LENGTH = struct.Struct("<I")
 class Batch:
     """Tuples of one stream travelling on one channel (one part of a message).
 
-    ``channel`` is ``("raw", stream)``, ``("flow", flow id)`` or ``("delivery", subscription)``;
+    ``channel`` is ``("raw", stream)``, ``("flow", flow id)``, ``("delivery", subscription)`` or ``("records",
+    subscription)`` (the records a record flow brings down, peers/live/records.py);
     ``version`` is the plan version routing it and ``epoch`` the index of its epoch in that plan (-1 for
     an upload, which the source's super-peer splits by epoch); ``(sender, seq)`` identifies the message,
     so a receiver drops the duplicates QoS 1 may bring after a reconnect.  ``due`` is when each tuple
@@ -209,6 +210,7 @@ def _flow(f: dict) -> Flow:
         parse_condition(f["where"]),
         tuple(f["attrs"]),
         trim,
+        f.get("records_of"),
     )
 
 
