@@ -30,6 +30,9 @@ from tests.test_fuzz_inputs import FUZZ, HOSTILE, MAX_MESSAGE, bounded, tally, t
 from tests.topologies.test_loader_errors import BASE
 from topologies.errors import EmulatorError, InputError
 
+# hundreds of forked examples per test, about three minutes in all: the slow suite (CI) runs them
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 FIGURE1 = str(ROOT / "topologies" / "figure1.yaml")
 TINY = {

@@ -44,6 +44,9 @@ from topologies.errors import InputError, ScenarioError
 from topologies.loader import load_scenario, scenario_from_document, summary
 from topologies.overrides import apply_overrides, parse_assignment
 
+# hundreds of forked examples per test, about three minutes in all: the slow suite (CI) runs them
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 MAX_MESSAGE = 500  # characters of a one-line error, file path included
 EXAMPLE_SECONDS = 30.0  # a hang guard, generous: machines here are noisy
