@@ -186,7 +186,7 @@ class Shipped:
     lost on the way."""
 
     at: str  # the super-peer whose operator computed them
-    delivered: set
+    delivered: list  # in the order of ``latencies``
     latencies: np.ndarray
     dropped: set
     lost: set
@@ -200,7 +200,8 @@ def _shipped(scenario: Scenario, sub: SubscriptionSpec, expected: Expected, run:
     none = np.zeros(0, np.int64)
     numbers = [getattr(run, f).get(sub.id, none) for f in ("record_delivered", "record_dropped", "record_lost")]
     keys = record_schedule(scenario, expected, sub.id).keys
-    delivered, dropped, lost = ({keys[r] for r in n.tolist()} for n in numbers)
+    delivered = [keys[r] for r in numbers[0].tolist()]
+    dropped, lost = ({keys[r] for r in n.tolist()} for n in numbers[1:])
     latencies = np.asarray(run.record_latencies.get(sub.id, np.zeros(0)))
     return Shipped(run.aggregated_at[sub.id], delivered, latencies, dropped, lost)
 
@@ -243,14 +244,17 @@ def record_summary(
 
     by_drop = fed(dropped)
     by_loss = fed(lost) - by_drop
-    latency = tuples.latency
     if shipped is not None:
-        got = {key: values for key, values in got.items() if key in shipped.delivered}
+        arrived = set(shipped.delivered)
+        got = {key: values for key, values in got.items() if key in arrived}
         by_drop |= shipped.dropped
         by_loss = (by_loss | shipped.lost) - by_drop
-        latency = LatencyStats.of(shipped.latencies)
     by_cut = fed(unreachable.indices(sub.id, indices)) - by_drop - by_loss
     accounted = by_drop | by_loss | by_cut
+    latency = tuples.latency
+    if shipped is not None:  # the records' own, of those delivered
+        counted = np.array([key not in accounted for key in shipped.delivered], dtype=np.bool_)
+        latency = LatencyStats.of(shipped.latencies[counted] if len(counted) else shipped.latencies)
     delivered = [key for key in got if key not in accounted]
 
     def received(key, values) -> bool:
