@@ -1,11 +1,13 @@
-"""What a subscriber makes of what it receives: an aggregate subscription's result records.
+"""What an aggregate subscription's input makes: its result records.
 
 An aggregate subscription (docs/QUERIES.md, "Windowed aggregates") is delivered its *input*, the tuples
-satisfying its WHERE projected to the attributes its groups and aggregates read, by whichever strategy
-serves it, exactly as a selection is; its thin-peer computes the records from the copies it received, in
-the order of emission, with the operator a super-peer runs (:func:`peers.aggregation.aggregate`).  Every
-engine that brings its copies home (the local engine, live mode) does this once its run is over, and the
-check (network/exactness.py) compares the records with the central evaluation's.
+satisfying its WHERE projected to the attributes its groups and aggregates read, exactly as a selection
+is: to its thin-peer, which computes the records, or, where a record flow serves it, to the operator at
+the source's super-peer, which computes them and ships them (docs/ACCOUNTING.md, "Records").  Either way
+the records are computed from the copies received, in the order of emission, with the pane operator
+(:func:`peers.aggregation.aggregate`).  Every engine that brings its copies home (the local engine, live
+mode) does this once its run is over, and the check (network/exactness.py) compares the records with the
+central evaluation's.
 """
 
 from __future__ import annotations
