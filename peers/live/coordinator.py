@@ -17,10 +17,10 @@ subscriptions it made unreachable end at the horizon (reported in ``failures``),
 again on the remaining network from the horizon on (earlier epochs stay as they were).
 
 A plan's record flows (aggregate subscriptions whose records travel instead of their input,
-peers/live/records.py) run only where every node can compute the records before the clock starts: a plan
-with one over an ``--input`` stream, or until a signal (``--forever``), is refused with an
-:class:`InputError`, and an aggregate subscribed at run time is served its input instead, delivered whole:
-its subscriber computes the records (:func:`~peers.live.records.input_served`).
+peers/live/records.py) run only where every node can compute the records before the clock starts: an
+aggregate subscribed at run time, one over an ``--input`` stream and every one in a run until a signal
+(``--forever``) is served its input instead, delivered whole: its subscriber computes the records
+(:func:`~peers.live.records.input_served`).
 """
 
 from __future__ import annotations
@@ -101,9 +101,9 @@ class Coordinator:
         secure: bool = False,
         inputs: frozenset[str] = frozenset(),
     ):
-        """Raises :class:`InputError` for a plan with record flows that live mode cannot run: over one of the
-        ``inputs`` streams, or without an ``end``."""
+        """``inputs``: the streams clients publish (``serve --input``), whose values come at run time."""
         self.scenario = scenario
+        self.inputs = inputs
         self.run_id = run  # stamped on clock and plan messages: nodes ignore a previous run's retained ones
         self.strategy = strategy
         self.topics = topics
@@ -147,7 +147,6 @@ class Coordinator:
             self._on_message,
         )
         scenario, plan = self._plan(self.subscriptions)
-        self._refuse_records(plan, inputs)
         self._publish(0, scenario, plan)
         # replaces a previous run's retained clock: nobody emits before this run's clock starts
         reset = {"run": run, "t0": None}
@@ -166,30 +165,21 @@ class Coordinator:
         return plan
 
     def _plan(self, subscriptions: tuple[SubscriptionSpec, ...], at: float | None = None) -> tuple[Scenario, Plan]:
-        """The scenario with ``subscriptions``, and its plan from ``at`` on (:meth:`_replan`); the run-time
-        subscriptions are served their input, never records (module docstring)."""
+        """The scenario with ``subscriptions``, and its plan from ``at`` on (:meth:`_replan`); the aggregates
+        whose records no node can know before the clock starts are served their input (module docstring)."""
         scenario = replace(self.scenario, subscriptions=subscriptions)
         planned = tuple(s for s in subscriptions if s.id not in self.lost_ids)
         plan = make_plan(replace(self.scenario, subscriptions=planned), self.strategy, self.network)
-        static = self.scenario.subscriptions_by_id
-        plan = input_served(plan, {s.id for s in subscriptions if s.id not in static}).check(scenario, self.network)
+        plan = input_served(plan, {s.id for s in subscriptions if not self._shippable(s)}).check(scenario, self.network)
         if at is not None:
             plan = self.book.versions[self.version].plan.splice(plan, at).check(scenario)  # every link of the scenario
         return scenario, plan
 
-    def _refuse_records(self, plan: Plan, inputs: frozenset[str]) -> None:
-        """Raises :class:`InputError` when ``plan`` has record flows live mode cannot run (module docstring):
-        their records are the central evaluation's, which every node computes before the clock starts."""
-        aggregated = record_flows(plan)
-        if not aggregated:
-            return
-        why = f'{self.strategy} aggregates {", ".join(aggregated)} in the network (docs/LIVE.md, "Records")'
-        if self.end is None:
-            raise InputError(f"--forever: live mode cannot run record flows until a signal: {why}; leave --forever out")
-        for sub in aggregated:
-            stream = self.scenario.subscription(sub).stream
-            if stream in inputs:
-                raise InputError(f"--input {stream}: live mode cannot run record flows over an input stream: {why}")
+    def _shippable(self, sub: SubscriptionSpec) -> bool:
+        """Whether a record flow may serve ``sub`` (module docstring): its records are the central
+        evaluation's, which every node computes before the clock starts, so it is one of the scenario's
+        subscriptions, over a stream of the workload, in a run with an end."""
+        return sub.id in self.scenario.subscriptions_by_id and sub.stream not in self.inputs and self.end is not None
 
     def _publish(self, version: int, scenario: Scenario, plan: Plan) -> None:
         """Make ``plan`` (of ``scenario``) version ``version`` and publish it."""

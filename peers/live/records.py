@@ -7,8 +7,8 @@ subscriber.  The live super-peer runs it as the simulator does (peers/timetable.
 the records are the central evaluation's, numbered as :func:`topologies.expected.record_schedule` numbers
 them, and a record starts on its way when its window has closed and its last input tuple has reached the
 operator.  Every live node can compute them before the clock starts, since every stream's values are the
-workload's (an ``--input`` stream's are not: live mode refuses record flows over one, and serves an
-aggregate subscribed at run time its input, :func:`input_served`).
+workload's; where it cannot (an ``--input`` stream, whose values come at run time, a run until a signal,
+an aggregate subscribed at run time) the subscription is served its input instead (:func:`input_served`).
 
 This module holds what the services share: :class:`Schedule`, a subscription's records as the operator
 emits them (a record travels as one tuple: its window's number as its index, its closing time as its

@@ -154,7 +154,7 @@ async def serve(
     def gone(node: str) -> bool:
         return node in process_of and process_of[node].poll() is not None
 
-    # planned first: a plan live mode cannot run is refused before any node process starts
+    # planned before any node process starts (the plan decides which aggregates live mode serves their input)
     coordinator = Coordinator(
         base, options.strategy, _as(options, COORDINATOR), topics, options.speed, book, end,
         gone if groups else None, run, secure=options.credentials is not None, inputs=frozenset(options.inputs),

@@ -1,15 +1,13 @@
 """Record flows live (docs/LIVE.md, "Records"): query-shipping aggregates an aggregate subscription's input at
 the source's super-peer and ships the records, and a live run reports what the local engine does: the
 operator's input, every record delivered, dropped or lost with its latency, the traffic and the processors'
-tallies; a stopped run and an unsubscription ship only the records of the windows that still close in time,
-and an aggregate subscribed at run time is served its input.  What live mode cannot run is refused in one
-line."""
+tallies; a stopped run and an unsubscription ship only the records of the windows that still close in time;
+an aggregate subscribed at run time, over an --input stream or in a run until a signal is served its input."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from dataclasses import replace
 
 import numpy as np
@@ -30,7 +28,6 @@ from tests.live.test_live_events import _static_plan
 from tests.live.test_live_serve import _clock_started, _counts
 from tests.test_aggregates import with_aggregates
 from tests.test_record_flows import _congested, figure1_aggregates
-from topologies.errors import InputError
 from topologies.expected import expected_results
 from topologies.loader import load_scenario
 from topologies.model import NetworkEvent
@@ -167,15 +164,16 @@ def _coordinator(scenario, **options) -> Coordinator:
     return Coordinator(scenario, STRATEGY, Broker("127.0.0.1", 1), Topics(), 1.0, PlanBook(scenario), end, **options)
 
 
-def test_what_live_mode_cannot_aggregate_in_the_network_is_refused_in_one_line():
+def test_aggregates_whose_records_no_node_knows_beforehand_are_served_their_input():
+    # records are the central evaluation's: a run until a signal has no end to evaluate up to, an --input
+    # stream's values come at run time; their aggregates get their input, delivered whole
     scenario = figure1_aggregates()
-    with pytest.raises(InputError, match=r"^--forever: live mode cannot run record flows until a signal") as err:
-        _coordinator(scenario, end=None)
-    assert "\n" not in str(err.value)
-    with pytest.raises(InputError, match=r"^--input stream0: live mode cannot run record flows over an input"):
-        _coordinator(scenario, inputs=frozenset({"stream0"}))
-    # a selection under query-shipping, or an aggregate another strategy serves, is fine
-    _coordinator(load_scenario("topologies/figure1.yaml"), end=None, inputs=frozenset({"stream0"}))
+    assert record_flows(_coordinator(scenario).book.versions[0].plan) == {"Q1": "SP4", "Q2": "SP4"}
+    for options in ({"end": None}, {"inputs": frozenset({"stream0"})}):
+        plan = _coordinator(scenario, **options).book.versions[0].plan
+        assert record_flows(plan) == {}
+        flow = plan.epoch_at(20.0).flow("records.Q1")
+        assert flow.aggregate is None and flow.path == ("SP4", "SP5", "SP1")
 
 
 def test_an_aggregate_subscribed_at_run_time_is_served_its_input():
@@ -189,21 +187,3 @@ def test_an_aggregate_subscribed_at_run_time_is_served_its_input():
         assert record_flows(plan) == {"Q1": "SP4", "Q2": "SP4"}
         flow = plan.epoch_at(20.0).flow("records.L1")  # its input, to its subscriber, delivered whole
         assert flow.aggregate is None and flow.path == ("SP4", "SP5", "SP1", "SP3")
-
-
-async def test_the_command_line_refuses_record_flows_it_cannot_run_with_exit_code_2(mosquitto, tmp_path):
-    with open("topologies/figure1.yaml", encoding="utf-8") as handle:
-        text = handle.read()
-    aggregate = "SELECT COUNT(*), AVG(c) FROM stream0 WHERE a BETWEEN 20 AND 60 WINDOW 5 s"
-    path = tmp_path / "aggregates.yaml"
-    path.write_text(text.replace("SELECT a, b FROM stream0 WHERE a BETWEEN 20 AND 60 AND b < 50", aggregate))
-    out = str(tmp_path / "out")
-    args = ("run.py", "serve", str(path), "--broker", mosquitto.url, "--strategy", STRATEGY, "--out", out)
-    for extra, flag in ((["--forever"], "--forever"), (["--input", "stream0"], "--input stream0")):
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, *args, *extra, "--quiet", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-        )
-        _, err = await asyncio.wait_for(process.communicate(), 120)
-        lines = err.decode().splitlines()
-        assert process.returncode == 2 and len(lines) == 1, lines
-        assert lines[0].startswith(f"error: {flag}: live mode cannot run record flows")
