@@ -367,7 +367,7 @@ def _values(distribution: Distribution | None) -> np.ndarray | None:
 
 
 def _distinct(m: float, distributions: list[Distribution | None]) -> float:
-    """The expected number of distinct groups among ``m`` tuples (module function :meth:`records_per_s`);
+    """The expected number of distinct groups among ``m`` tuples (:meth:`CostModel.records_per_s`);
     no group attribute: one group, present when a tuple is."""
     probabilities = np.ones(1)
     for distribution in distributions:
