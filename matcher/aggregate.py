@@ -130,6 +130,11 @@ class Window:
     def tumbling(self) -> bool:
         return self.size == self.slide
 
+    def whole_panes(self, length: Fraction) -> bool:
+        """Every window is a whole run of time panes of ``length`` seconds (``length`` divides the size and
+        the slide); never for a count window."""
+        return not self.tuples and (self.size / length).denominator == 1 and (self.slide / length).denominator == 1
+
     def to_text(self) -> str:
         unit = "TUPLES" if self.tuples else "s"
         text = f"WINDOW {_decimal(self.size)} {unit}"
@@ -190,6 +195,13 @@ class AggregateQuery:
     def column(output: str | Aggregate) -> str:
         """The name of an output's column in a record (and in HAVING's condition)."""
         return output if isinstance(output, str) else output.to_text()
+
+    def partial_states(self) -> frozenset[tuple[str, str]] | None:
+        """The partial states its records are combined from besides the count, as ``(state, attribute)``
+        pairs; None when an aggregate is holistic (MEDIAN needs the values themselves)."""
+        if any(a.holistic for a in self.aggregates):
+            return None
+        return frozenset((s, a) for aggregate in self.aggregates for s, a in aggregate.states() if a is not None)
 
     def record_values(self) -> int:
         """How many values a result record carries besides its window id: its group attributes and the

@@ -13,7 +13,7 @@ the way the meter gives them (:meth:`network.meter.TrafficMeter.deliveries`).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -190,6 +190,10 @@ class Shipped:
     latencies: np.ndarray
     dropped: set
     lost: set
+    # the last input tuples of the pane rows dropped and lost before the subscriber's super-peer, where its
+    # records were combined from panes (docs/ACCOUNTING.md, "Panes")
+    panes_dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    panes_lost: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def _shipped(scenario: Scenario, sub: SubscriptionSpec, expected: Expected, run: StrategyRun) -> Shipped | None:
@@ -201,9 +205,10 @@ def _shipped(scenario: Scenario, sub: SubscriptionSpec, expected: Expected, run:
     numbers = [getattr(run, f).get(sub.id, none) for f in ("record_delivered", "record_dropped", "record_lost")]
     keys = record_schedule(scenario, expected, sub.id).keys
     delivered = [keys[r] for r in numbers[0].tolist()]
-    dropped, lost = ({keys[r] for r in n.tolist()} for n in numbers[1:])
+    dropped, lost = ({keys[r] for r in n[n >= 0].tolist()} for n in numbers[1:])
+    panes = [-1 - n[n < 0] for n in numbers[1:]]  # a pane sink's rows are numbered by their last input tuple
     latencies = np.asarray(run.record_latencies.get(sub.id, np.zeros(0)))
-    return Shipped(run.aggregated_at[sub.id], delivered, latencies, dropped, lost)
+    return Shipped(run.aggregated_at[sub.id], delivered, latencies, dropped, lost, *panes)
 
 
 def record_summary(
@@ -247,8 +252,10 @@ def record_summary(
     if shipped is not None:
         arrived = set(shipped.delivered)
         got = {key: values for key, values in got.items() if key in arrived}
-        by_drop |= shipped.dropped
-        by_loss = (by_loss | shipped.lost) - by_drop
+        # a pane row that did not reach the subscriber's super-peer takes every record whose window holds its
+        # pane, of its group: those its last input tuple feeds
+        by_drop |= shipped.dropped | fed(shipped.panes_dropped)
+        by_loss = (by_loss | shipped.lost | fed(shipped.panes_lost)) - by_drop
     by_cut = fed(unreachable.indices(sub.id, indices)) - by_drop - by_loss
     accounted = by_drop | by_loss | by_cut
     latency = tuples.latency

@@ -552,6 +552,12 @@ class Queues:
         latency = np.where(departed >= 0, (arrival - window.emitted[t]) / TICKS, np.nan)
         if self.failures:
             latency[lost[start]] = -np.inf
+        panes = self.records[np.repeat(present, blocks.count[present])][solved][now]
+        if panes.any():  # a pane sink tells of the pane rows that did not come (docs/ACCOUNTING.md, "Panes")
+            missed = panes & ~(latency > -np.inf)
+            self.meter.deliver_records(owners[missed], np.ones(int(missed.sum()), np.int64), blocks.indices[t][missed],
+                                       latency[missed])  # fmt: skip
+            t, owners, latency = t[~panes], owners[~panes], latency[~panes]
         return owners, np.ones(len(t), np.int64), blocks.indices[t], latency
 
     @staticmethod

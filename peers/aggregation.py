@@ -343,6 +343,24 @@ def aggregate(
     return records(query, states, at, until, duration)
 
 
+def pane_rows(length: Fraction, times: np.ndarray, groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows a pane operator emits over an input (``times`` ascending, ``groups`` its group attributes'
+    columns): per time pane of ``length`` seconds and group holding input tuples, the position of its last
+    tuple in the input (ascending) and its pane number."""
+    times = np.asarray(times, dtype=np.float64)
+    if not len(times):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    number = _time_panes(Pane(length), times)
+    code = np.unique(np.column_stack(groups), axis=0, return_inverse=True)[1].reshape(-1) if groups else 0 * number
+    position = np.arange(len(times))
+    order = np.lexsort((position, code, number))
+    number, code = number[order], code[order]
+    ends = np.flatnonzero(np.concatenate(((number[1:] != number[:-1]) | (code[1:] != code[:-1]), [True])))
+    last = order[ends]
+    ascending = np.argsort(last, kind="stable")
+    return last[ascending].astype(np.int64), number[ends][ascending]
+
+
 def _blocks(
     pane: Pane,
     needs: frozenset[tuple[str, str]],

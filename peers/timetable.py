@@ -39,13 +39,14 @@ import numpy as np
 from network.emulated import limited_processors, processor_nodes
 from network.queues import Blocks, Route
 from network.routing import Network
+from peers.aggregation import pane_rows
 from peers.selection import PASS, Channels, Phases, SelectorTable, StreamWindow, processor_work, select_window
 from peers.superpeer import ChannelKey, flow_key, raw_key
 from sharing.epochs import Sequence
 from sharing.plan import Delivery, Flow, Plan
-from topologies.expected import aggregate_results, expected_results, record_schedule
+from topologies.expected import aggregate_results, expected_results, record_schedule, satisfies
 from topologies.model import Scenario
-from topologies.workload import Values, emission_times_of
+from topologies.workload import Values, columns, emission_times_of, tuple_count
 
 RECORDS = -3
 """The reader of a phase delivering a record channel's records (laid out by :meth:`Timetable.window`, not
@@ -66,7 +67,8 @@ class Channel(NamedTuple):
     sink: str | None = None
     attrs: tuple[str, ...] = ()
     processor: bool = False  # a super-peer's processor: every tuple of its parent the operators there read
-    records: str | None = None  # the aggregate subscription whose records it carries (docs/ACCOUNTING.md)
+    # the aggregate subscription whose records it carries, or the pane class whose pane rows (docs/ACCOUNTING.md)
+    records: str | None = None
 
     @property
     def hops(self) -> tuple[tuple[str, str], ...]:
@@ -91,6 +93,8 @@ class _Reading:
 
     flows: dict[int, tuple[Phase, Flow]] = field(default_factory=dict)  # open phases of the flows
     deliveries: dict[int, tuple[Phase, Delivery]] = field(default_factory=dict)
+    # per delivery reading a pane flow, the open phases of what it lays out beside its own channel
+    companions: dict[int, list[Phase]] = field(default_factory=dict)
     by_id: dict[str, Flow] = field(default_factory=dict)  # flow id -> the object of the current epoch
     where: dict[str, int] = field(default_factory=dict)  # flow id -> its channel
     children: dict[str, set[int]] = field(default_factory=dict)  # flow id -> flows (ids) reading it
@@ -107,12 +111,21 @@ class _Reading:
         if change > 0:
             self.grew.add(node)
 
+    def end_companions(self, ident: int, at: float) -> None:
+        """End the phases laid out beside delivery ``ident``'s own at ``at``."""
+        for phase in self.companions.pop(ident, ()):
+            phase.end = at
+
     def close_all(self) -> None:
         """Cut every open phase at :attr:`end`; the next epoch lays everything out again."""
         for phase, _ in [*self.flows.values(), *self.deliveries.values()]:
             phase.end = self.end
+        for phases in self.companions.values():
+            for phase in phases:
+                phase.end = self.end
         self.flows.clear()
         self.deliveries.clear()
+        self.companions.clear()
         self.by_id.clear()
         self.where.clear()
         self.children.clear()
@@ -134,13 +147,22 @@ class _Layout:
         self.phases: list[Phase] = []
         self.uploads: dict[str, int] = {}
         self.operators: dict[str, int] = {}  # super-peer -> the most operators it runs in one epoch
-        self.operator_of: dict[int, int] = {}  # record channel -> the channel of its operator's input
+        self.operator_of: dict[int, int] = {}  # record or pane channel -> the channel of its operator's input
+        # pane classes (docs/ACCOUNTING.md, "Panes"): label -> (stream, the root's WHERE, groups, pane length),
+        # the label being what the channels carrying their rows name as ``records``
+        self.pane_classes: dict[str, tuple] = {}
+        self.pane_values: dict[int, int] = {}  # pane channel -> the values a row of it carries
+        self.pane_folds: dict[int, int] = {}  # pane operator's input -> states each tuple is folded into (count too)
+        self.pane_sink_of: dict[int, int] = {}  # delivery of records combined from panes -> its pane sink
+        self.companions: dict[int, list[tuple[int, int]]] = {}  # such a delivery -> (channel, reader) beside it
+        self.aggregated: dict[str, str] = {}  # subscription served from panes -> where they are aggregated
         self._numbers: dict[tuple, int] = {}
         self._memo: dict[tuple, tuple] = {}  # (id(item), parent channel) -> (item, channel, reader)
         self._readers: dict[tuple, int] = {}  # content -> reader
         self._entry_ids: dict[int, dict[tuple, int]] = {}  # id(predicate) -> (id(names), stream) -> trim entry
         self._kept: list[tuple] = []  # what is looked up by id, so the ids stay their own
         self._entry_numbers: dict[tuple, int] = {}  # (stream, predicate, names) -> trim entry
+        self._pane_labels: dict[tuple, str] = {}
         for stream in scenario.streams:
             home = scenario.home(stream.source)
             number = self._channel(
@@ -281,6 +303,7 @@ class _Layout:
         for gone in gone_ids:
             phase, delivery = state.deliveries.pop(gone)
             phase.end = start
+            state.end_companions(gone, start)
             state.count(delivery.home, -1)
             if delivery.flow is not None:
                 state.readers.get(delivery.flow, set()).discard(gone)
@@ -305,11 +328,16 @@ class _Layout:
                 if was[0].channel == hit[1]:
                     continue
                 was[0].end = start
+                state.end_companions(ident, start)
             else:
                 state.count(delivery.home, 1)
             phase = Phase(hit[1], start, self.duration, hit[2])
             self.phases.append(phase)
             state.deliveries[ident] = (phase, delivery)
+            if hit[1] in self.companions:
+                beside = [Phase(c, start, self.duration, reader) for c, reader in self.companions[hit[1]]]
+                self.phases.extend(beside)
+                state.companions[ident] = beside
             if delivery.flow is not None:
                 state.readers.setdefault(delivery.flow, set()).add(ident)
 
@@ -317,10 +345,19 @@ class _Layout:
         """The channel of ``flow``, read off channel ``parent``, and its reader."""
         above = self.channels[parent]
         carries = above.carries if flow.trim else flow.attrs
+        if above.records is not None:  # a pane flow passing its parent's rows on: nothing is read, nothing waits
+            number = self._channel(
+                (flow_key(flow.id), "panes", flow.path, above.number, flow.origin), flow.stream, flow.path,
+                above.number, above.route.index(flow.origin), (), records=above.records,
+            )  # fmt: skip
+            self.pane_values[number] = self.pane_values[above.number]
+            return number, RECORDS
         parent, tap = self._input(above, flow.origin)
         key = flow_key(flow.id)
         if flow.aggregate is not None:
             return self._record_flow(flow, parent, tap)
+        if flow.panes is not None:
+            return self._pane_flow(flow, parent, tap)
         number = self._channel(
             (key, flow.stream, flow.path, carries, parent, tap),
             flow.stream,
@@ -348,10 +385,64 @@ class _Layout:
         self.operator_of[number] = operator
         return number, self._reader(flow.stream, flow.predicate, flow.attrs, ())
 
+    def _pane_flow(self, flow: Flow, parent: int, tap: int) -> tuple[int, int]:
+        """A pane tree's root (docs/ACCOUNTING.md, "Panes"): its operator's input, read off channel ``parent``
+        at ``tap`` (a channel without hops at ``flow.origin``, delivering to nobody), and the pane rows along
+        ``flow.path``, each read off its pane's last input tuple of its group (:class:`_RecordLayout` lays
+        them out).  The pane channel, and the reader of the input."""
+        panes = flow.panes
+        content = (flow.stream, flow.predicate, panes.groups, panes.length)
+        label = self._pane_labels.setdefault(content, f"panes {len(self._pane_labels)}")
+        self.pane_classes[label] = content
+        operator = self._channel(
+            ("operator", flow_key(flow.id), flow.path, parent, tap), flow.stream, (flow.origin,), parent, tap,
+            flow.attrs,
+        )  # fmt: skip
+        number = self._channel(
+            (flow_key(flow.id), "panes", flow.stream, flow.path, operator, panes), flow.stream, flow.path, operator, 0,
+            (), records=label,
+        )  # fmt: skip
+        self.operator_of[number] = operator
+        self.pane_values[number] = panes.values()
+        self.pane_folds[operator] = 1 + len(panes.states)
+        return number, self._reader(flow.stream, flow.predicate, flow.attrs, ())
+
+    def _pane_delivery(self, target: ChannelKey, delivery: Delivery, above: Channel) -> tuple[int, int]:
+        """A delivery of records combined from the pane rows of ``above`` (docs/ACCOUNTING.md, "Panes"): the
+        pane rows reaching the subscriber's super-peer (a *pane sink*, without hops, which tells the meter of
+        those that did not), the records along the access link, each read off its window's last pane row of
+        its group, and beside them the subscription's input where the pane tree's operator receives it (a
+        channel without hops delivering it there, as a record flow's operator input does)."""
+        home, sub = delivery.home, delivery.subscription
+        stream = above.stream
+        sink = self._channel(
+            (target, stream, "pane sink", above.number, home), stream, (home,), above.number, above.route.index(home),
+            (), sub, delivery.attrs, records=above.records,
+        )  # fmt: skip
+        route = (home, delivery.peer)
+        number = self._channel(
+            (target, stream, route, "records", sink), stream, route, sink, 0, (), sub, delivery.attrs, records=sub,
+        )  # fmt: skip
+        root = above
+        while root.number not in self.operator_of:
+            root = self.channels[root.parent]
+        operator = self.channels[self.operator_of[root.number]]
+        query = self.scenario.subscription(sub).query
+        beside = self._channel(
+            (target, stream, "input", operator.number), stream, operator.route, operator.number, 0, delivery.attrs,
+            sub, delivery.attrs,
+        )  # fmt: skip
+        self.pane_sink_of[number] = sink
+        self.companions[number] = [(beside, self._reader(stream, query.where, delivery.attrs, ()))]
+        self.aggregated.setdefault(sub, operator.route[0])
+        return number, RECORDS
+
     def _delivery(self, target: ChannelKey, delivery: Delivery, parent: int | None) -> tuple[int, int]:
         home = delivery.home
         stream = self.scenario.subscription(delivery.subscription).stream
         above = self.channels[self.uploads[stream] if parent is None else parent]
+        if above.records in self.pane_classes:
+            return self._pane_delivery(target, delivery, above)
         if above.records is not None:  # records pass on: nothing is tested, nothing waits for a processor
             route = (home, delivery.peer)
             number = self._channel(
@@ -463,7 +554,10 @@ class Timetable:
         # per aggregate subscription a record flow serves, the super-peer its operator runs at (the first)
         self.aggregated_at: dict[str, str] = {}
         for operator in sorted(layout.operator_of.values()):
-            self.aggregated_at.setdefault(self.channels[operator].sink, self.channels[operator].route[0])
+            if self.channels[operator].sink is not None:
+                self.aggregated_at.setdefault(self.channels[operator].sink, self.channels[operator].route[0])
+        for sub, node in layout.aggregated.items():
+            self.aggregated_at.setdefault(sub, node)
 
     # -- windows ----------------------------------------------------------------------------------------
 
@@ -507,7 +601,11 @@ class Timetable:
             dtype=np.int64,
         )
         # an aggregation operator folds each tuple it keeps into every aggregate's partial states
+        # (a pane operator into its count and each partial state it keeps)
         for operator in layout.operator_of.values():
+            if operator in layout.pane_folds:
+                self._projection[operator] += costs.aggregate * layout.pane_folds[operator]
+                continue
             query = self.scenario.subscription(chans[operator].sink).query
             self._projection[operator] += costs.aggregate * len(query.aggregates)
 
@@ -601,69 +699,109 @@ class Timetable:
 
 
 class _RecordLayout:
-    """The record flows' channels of a timetable (docs/ACCOUNTING.md, "Records"): per aggregate subscription
-    served by one, the records its operator completes (:class:`~topologies.expected.RecordSchedule`, from
-    the central evaluation: the records the check expects), and per record channel and delivery of records
-    the spans of emission time it carries them over.  A record belongs to the window of emission time its
-    last input tuple was emitted in, read off that tuple where the operator received it: the queues start it
-    on its way when the window has closed (:meth:`Timetable.window` gives it the closing time as its
-    emission) and that tuple has reached the operator, whichever is later."""
+    """The record and pane channels of a timetable (docs/ACCOUNTING.md, "Records" and "Panes"), laid out
+    per window of emission time rather than selected.
+
+    Each *label* (an aggregate subscription a record flow serves, or a pane class) has a schedule: the rows
+    its operator completes, numbered in order of their last input tuple (``last``: stream tuple indices,
+    ascending), with the emission times they are due at (``closes``: a window's or pane's closing).  A
+    record flow's records are the central evaluation's (:class:`~topologies.expected.RecordSchedule`: the
+    records the check expects); a pane class's rows are every pane and group holding tuples of its root's
+    WHERE (:func:`~peers.aggregation.pane_rows`).  A row belongs to the window of emission time its last
+    input tuple was emitted in, read off that tuple where the operator received it: the queues start it on
+    its way when it is due (:meth:`Timetable.window` gives it that time as its emission) and that tuple
+    has reached the operator, whichever is later.  A channel passing rows on (a record delivery, a pane
+    flow's child, a pane sink) carries its parent's rows within its spans of emission time; a delivery of
+    records combined from panes carries the subscription's records, each read off its window's last pane
+    row of its group as it reached the subscriber's super-peer.  A pane sink's rows are numbered
+    ``-1 - t``, ``t`` the pane row's last input tuple: the meter is told of those dropped or lost, which
+    the check counts as it would that tuple's loss (:func:`network.exactness.record_summary`)."""
 
     def __init__(self, scenario: Scenario, layout: _Layout, values: Values | None):
         channels = layout.channels
         position = {sub.id: k for k, sub in enumerate(scenario.subscriptions)}
-        ids = sorted({c.records for c in channels if c.records is not None}, key=position.__getitem__)
-        expected = aggregate_results(scenario) if values is None else expected_results(scenario, values)
+        labelled = {c.records for c in channels if c.records is not None}
+        ids = sorted(labelled - layout.pane_classes.keys(), key=position.__getitem__)
         self.last: dict[str, np.ndarray] = {}
         self.closes: dict[str, np.ndarray] = {}
         self.last_time: dict[str, np.ndarray] = {}
-        self.wire: dict[str, int] = {}
-        for sub_id in ids:
-            schedule = record_schedule(scenario, expected, sub_id)
-            sub = scenario.subscription(sub_id)
-            self.last[sub_id], self.closes[sub_id] = schedule.last, schedule.closes
-            self.last_time[sub_id] = emission_times_of(scenario.stream(sub.stream), schedule.last)
-            self.wire[sub_id] = scenario.tuple_bytes(1 + sub.query.record_values())
+        if ids:
+            expected = aggregate_results(scenario) if values is None else expected_results(scenario, values)
+            for sub_id in ids:
+                schedule = record_schedule(scenario, expected, sub_id)
+                self.last[sub_id], self.closes[sub_id] = schedule.last, schedule.closes
+        for label, (stream_id, predicate, groups, length) in layout.pane_classes.items():
+            self.last[label], self.closes[label] = _pane_schedule(scenario, stream_id, predicate, groups, length,
+                                                                  values)  # fmt: skip
+        for label, last in self.last.items():
+            stream = scenario.stream(layout.pane_classes[label][0] if label in layout.pane_classes else
+                                     scenario.subscription(label).stream)  # fmt: skip
+            self.last_time[label] = emission_times_of(stream, last)
         self.channels = np.array([c.number for c in channels if c.records is not None], dtype=np.int64)
-        self.flow = {c: c in layout.operator_of for c in self.channels.tolist()}  # else a delivery of records
+        self.flow = {c: c in layout.operator_of for c in self.channels.tolist()}  # else rows passed on or combined
+        self.combined = {c: layout.pane_sink_of.get(c) == channels[c].parent for c in self.channels.tolist()}
+        self.pane_sink = {c: channels[c].records in layout.pane_classes and channels[c].sink is not None
+                          for c in self.channels.tolist()}  # fmt: skip
         spans: dict[int, list[tuple[float, float]]] = {int(c): [] for c in self.channels}
         operator = {o: c for c, o in layout.operator_of.items()}
         for phase in layout.phases:
             c = operator.get(phase.channel, phase.channel if phase.reader == RECORDS else None)
             if c is not None and phase.start < phase.end:
                 spans[c].append((phase.start, phase.end))
+                if c in layout.pane_sink_of:
+                    spans[layout.pane_sink_of[c]].append((phase.start, phase.end))
         self.spans = {c: sorted(found) for c, found in spans.items()}
         self.parent = {int(c): channels[c].parent for c in self.channels}
-        self.sub = {int(c): channels[c].records for c in self.channels}
-        # per operator channel, the processor it reads through (-1: none emulated), which builds its records
+        self.label = {int(c): channels[c].records for c in self.channels}
+        self.wire: dict[int, int] = {}
+        for c in self.channels.tolist():
+            label = self.label[c]
+            if label in layout.pane_classes:
+                self.wire[c] = scenario.tuple_bytes(
+                    layout.pane_values.get(c, layout.pane_values.get(self.parent[c], 0))
+                )
+            else:
+                self.wire[c] = scenario.tuple_bytes(1 + scenario.subscription(label).query.record_values())
+        # per operator channel, the processor it reads through (-1: none emulated), which builds its rows
         self.input = {o: channels[o].parent if channels[channels[o].parent].processor else -1
                       for o in layout.operator_of.values()}  # fmt: skip
         self.record_ops = scenario.cpu_costs.record
 
     def window(self, start: float, end: float, blocks: Blocks, reserve: np.ndarray) -> Blocks:
-        """``blocks`` with the record channels' blocks of the window ``[start, end)`` appended (each after
-        its ``reserve`` places), their work 0."""
+        """``blocks`` with the record and pane channels' blocks of the window ``[start, end)`` appended (each
+        after its ``reserve`` places), their work 0."""
         first, count = blocks.first, blocks.count
         work = blocks.work
         parts: list[tuple[np.ndarray, ...]] = []
-        made: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # channel -> its new records and their last times
+        made: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # channel -> its new rows (numbers) and last times
         n = len(blocks.indices)
         for c in self.channels.tolist():
-            sub, p = self.sub[c], self.parent[c]
+            label, p = self.label[c], self.parent[c]
             if self.flow[c]:
-                last_time = self.last_time[sub]
+                last_time = self.last_time[label]
                 lo, hi = np.searchsorted(last_time, [start, end], side="left").tolist()
                 numbers = np.arange(lo, hi, dtype=np.int64)
                 numbers = numbers[_within(last_time[lo:hi], self.spans[c], start, end)]
                 own = blocks.indices[first[p] + reserve[p] : first[p] + count[p]] if first[p] >= 0 else numbers[:0]
-                last = self.last[sub][numbers]
+                last = self.last[label][numbers]
                 at = np.minimum(np.searchsorted(own, last), max(len(own) - 1, 0))
                 found = (own[at] == last) if len(own) else np.zeros(len(numbers), np.bool_)
                 numbers, parents = numbers[found], at[found] + reserve[p]
                 times = last_time[numbers]
                 q = self.input[p]
-                if work is not None and q >= 0 and len(numbers):  # the job of the input completing a record
+                if work is not None and q >= 0 and len(numbers):  # the job of the input completing a row
                     np.add.at(work, first[q] + blocks.parents[first[p] + parents], self.record_ops)
+            elif self.combined[c]:  # each record read off its window's last pane row of its group
+                above, _ = made.get(p, (np.zeros(0, np.int64), np.zeros(0)))
+                ends = self.last[self.label[p]][above]
+                lo = np.searchsorted(self.last[label], ends, side="left")
+                counts = np.searchsorted(self.last[label], ends, side="right") - lo
+                offsets = np.repeat(np.cumsum(counts) - counts, counts)
+                numbers = np.repeat(lo, counts) + np.arange(int(counts.sum())) - offsets
+                rows = np.repeat(np.arange(len(above)), counts)
+                times = self.last_time[label][numbers]
+                kept = np.flatnonzero(_within(times, self.spans[c], start, end))
+                numbers, parents, times = numbers[kept], rows[kept] + reserve[p], times[kept]
             else:
                 above, above_times = made.get(p, (np.zeros(0, np.int64), np.zeros(0)))
                 kept = np.flatnonzero(_within(above_times, self.spans[c], start, end))
@@ -675,11 +813,12 @@ class _RecordLayout:
                 continue
             first[c], count[c] = n, size
             places = np.zeros(int(reserve[c]), np.int64)
+            indices = -1 - self.last[label][numbers] if self.pane_sink[c] else numbers
             parts.append((
-                np.concatenate([places, numbers]),
-                np.concatenate([places.astype(np.float64), self.closes[sub][numbers]]),
+                np.concatenate([places, indices]),
+                np.concatenate([places.astype(np.float64), self.closes[label][numbers]]),
                 np.concatenate([places, parents]),
-                np.full(size, self.wire[sub], np.int64),
+                np.full(size, self.wire[c], np.int64),
             ))  # fmt: skip
             n += size
         if not parts:
@@ -691,6 +830,21 @@ class _RecordLayout:
         if work is not None:
             work = np.concatenate([work, np.zeros(len(indices) - len(work), np.int64)])
         return Blocks(indices, emitted, parents, wire, first, count, work)
+
+
+def _pane_schedule(
+    scenario: Scenario, stream_id: str, predicate, groups: tuple[str, ...], length, values: Values | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """A pane class's rows over the run (:class:`_RecordLayout`): the last input tuple of each (tuple indices,
+    ascending) and the emission time its pane closes at (rounded to the nearest float)."""
+    stream = scenario.stream(stream_id)
+    n = tuple_count(stream, scenario.duration)
+    found = columns(scenario, stream_id, 0, n) if values is None else values(stream_id, 0, n)
+    chosen = np.flatnonzero(satisfies(predicate, found, n))
+    times = emission_times_of(stream, chosen)
+    positions, panes = pane_rows(length, times, [np.asarray(found[g])[chosen] for g in groups])
+    closes = np.array([float((j + 1) * length) for j in panes.tolist()], dtype=np.float64)
+    return chosen[positions].astype(np.int64), closes
 
 
 def _within(times: np.ndarray, spans: list[tuple[float, float]], start: float, end: float) -> np.ndarray:

@@ -17,6 +17,7 @@ from network.routing import Network
 from sharing.cost import CostModel
 from sharing.epochs import Listing, Slots
 from sharing.outage import Outage, crosses
+from sharing.panes import PaneTrees, pane_classes
 from sharing.plan import Delivery, Edit, Flow
 from topologies.model import Scenario, SubscriptionSpec
 from topologies.outages import NetworkState
@@ -58,6 +59,9 @@ class Baseline:
         # every one under query-shipping, whose result is records; under the ideal bound those whose records
         # the cost model expects to weigh less than their input (the others join the trees with their input)
         self._records = records_shipped(scenario, strategy)
+        # under the ideal bound, those of them whose records combine from a pane flow they share (sharing.panes)
+        classes = pane_classes(scenario, network, self._records, CostModel(scenario)) if strategy == "ideal" else {}
+        self._panes = PaneTrees(scenario, classes)
         self._record_flows: dict[int, Flow] = {}  # by subscription position, the ideal's record flows
         self._record_part: tuple[Flow, ...] | None = ()  # them in position order (None: to be listed again)
 
@@ -67,7 +71,10 @@ class Baseline:
             self.cut_off[sub.id] = sub
             return
         self._route[sub.id] = self.network.route(source, home)
-        if self._owns(sub.id):
+        if sub.id in self._panes.classes:
+            self._delivery_at[self._position[sub.id]] = self._panes.route(sub.id, self._route[sub.id])
+            self._record_part = None
+        elif self._owns(sub.id):
             flow, delivery = self._own_flow(sub)
             self._flow_at[self._position[sub.id]] = flow
             self._delivery_at[self._position[sub.id]] = delivery
@@ -83,6 +90,9 @@ class Baseline:
         del self._route[sub.id]
         self._flow_at[self._position[sub.id]] = self._delivery_at[self._position[sub.id]] = None
         own = self._owns(sub.id)
+        if sub.id in self._panes.classes:
+            self._panes.route(sub.id, None)
+            self._record_part = None
         if own and self._record_flows.pop(self._position[sub.id], None) is not None:
             self._record_part = None
         if not own and self._joined.get(sub.stream, {}).pop(sub.id, None) is None:  # joined before this epoch
@@ -151,9 +161,11 @@ class Baseline:
         return self.strategy in ("data-shipping", "query-shipping") or sub_id in self._records
 
     def _records_listed(self) -> tuple[Flow, ...]:
-        """The ideal's record flows, in scenario order (the very tuple while none came or went)."""
+        """The ideal's record flows, in scenario order, then its pane flows (the very tuple while none came
+        or went)."""
         if self._record_part is None:
-            self._record_part = tuple(self._record_flows[p] for p in sorted(self._record_flows))
+            own = tuple(self._record_flows[p] for p in sorted(self._record_flows))
+            self._record_part = own + self._panes.flows()
         return self._record_part
 
     def _settle(self) -> None:

@@ -210,6 +210,12 @@ class CostModel:
         m = tuples * float(window.size)
         return _distinct(m, [self._raw[stream].get(g) for g in query.groups]) / float(window.slide)
 
+    def pane_rows_per_s(self, stream: str, where: Predicate, groups: tuple[str, ...], length: float) -> float:
+        """The pane rows per second of a pane flow (docs/ACCOUNTING.md, "Panes"): a pane of ``length``
+        seconds emits one row per distinct group among its tuples, estimated as a time window's records."""
+        m = self._rates[stream] * self.selectivity(stream, where) * length
+        return _distinct(m, [self._raw[stream].get(g) for g in groups]) / length
+
     def record_cost(self, query: AggregateQuery, hops: int) -> float:
         """Bytes per second of an aggregate subscription's records along ``hops`` links."""
         return self.records_per_s(query) * self.tuple_bytes(1 + query.record_values()) * hops

@@ -15,6 +15,7 @@ import math
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from functools import cached_property, partial
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
@@ -29,6 +30,37 @@ if TYPE_CHECKING:
 
 _CHECKED: weakref.WeakValueDictionary[int, Plan] = weakref.WeakValueDictionary()
 """The plans :meth:`Plan.check` passed, by identity (a plan is frozen: once checked, it stays so)."""
+
+
+@dataclass(frozen=True)
+class Panes:
+    """What a pane flow carries (docs/ACCOUNTING.md, "Panes"): per pane of ``length`` seconds of emission
+    time (pane ``j`` covers ``[j * length, (j + 1) * length)``) and group (the values of ``groups``) holding
+    input tuples, one **pane row**: the pane's number, the group's values, the count of its tuples and the
+    partial states ``states`` (``(state, attribute)`` pairs, as :func:`peers.aggregation.states_needed`
+    names them, sorted) of its attributes."""
+
+    length: Fraction
+    groups: tuple[str, ...]
+    states: tuple[tuple[str, str], ...]
+
+    def values(self) -> int:
+        """How many values a pane row carries: its pane number, its group's values, its count and one value
+        per partial state (the wire charges a value, as it does a record's)."""
+        return 2 + len(self.groups) + len(self.states)
+
+    def to_json(self) -> dict:
+        return {"length": str(self.length), "groups": list(self.groups), "states": [list(s) for s in self.states]}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> Panes:
+        return cls(Fraction(doc["length"]), tuple(doc["groups"]), tuple(tuple(s) for s in doc["states"]))
+
+    def text(self) -> str:
+        """As ``run.py plan`` prints it: ``PANES 5 s BY region KEEPING sum(energy)``."""
+        by = f" BY {','.join(self.groups)}" if self.groups else ""
+        keeping = f" KEEPING {','.join(f'{s}({a})' for s, a in self.states)}" if self.states else ""
+        return f"PANES {self.length} s{by}{keeping}"
 
 
 @dataclass(frozen=True)
@@ -48,6 +80,14 @@ class Flow:
     ``origin`` aggregates the tuples of ``parent`` that satisfy ``predicate`` (the subscription's WHERE),
     projected to ``attrs`` (its input's attributes), and the flow carries the subscription's result records
     along ``path`` instead (docs/ACCOUNTING.md, "Records").  Only that subscription's delivery reads it.
+
+    ``panes`` makes the flow a **pane flow** (docs/ACCOUNTING.md, "Panes"), which carries pane rows
+    (:class:`Panes`) instead of tuples.  One whose parent carries tuples is a pane tree's root: an operator
+    at ``origin`` folds the tuples of ``parent`` that satisfy ``predicate``, projected to ``attrs``, into
+    the partial states of each pane and group.  One whose parent is a pane flow passes that flow's rows on
+    (its ``panes`` equal, its ``predicate`` TRUE, its ``attrs`` the parent's).  The aggregate subscriptions
+    whose input is the root's (an equivalent WHERE) and whose windows and aggregates the panes serve read
+    it: each one's records are combined from the rows at its super-peer.
     """
 
     id: str
@@ -59,6 +99,7 @@ class Flow:
     attrs: tuple[str, ...]
     trim: tuple[tuple[Predicate, tuple[str, ...]], ...] = ()
     aggregate: str | None = None
+    panes: Panes | None = None
 
     @property
     def hops(self) -> tuple[tuple[str, str], ...]:
@@ -79,6 +120,8 @@ class Flow:
             out["trim"] = [{"where": text(p), "attrs": list(a)} for p, a in self.trim]
         if self.aggregate is not None:
             out["records_of"] = self.aggregate
+        if self.panes is not None:
+            out["panes"] = self.panes.to_json()
         return out
 
 
@@ -444,6 +487,7 @@ class Plan:
                         f"  {mark} {f.id} <- {src} at {f.origin}: WHERE {f.predicate.to_text()}"
                         f" SELECT {','.join(f.attrs)}"
                         + (f" AGGREGATE {f.aggregate}" if f.aggregate is not None else "")
+                        + (f" {f.panes.text()}" if f.panes is not None else "")
                         + f"; {route}"
                     )
             for flow_id in flows:  # in the order the epoch before listed them
@@ -529,7 +573,7 @@ def plan_from_wire(doc: dict) -> Plan:
         where = predicates[f["where"]]
         return Flow(
             f["id"], f["stream"], f["parent"], f["origin"], tuple(f["path"]), where, tuple(f["attrs"]), trim,
-            f.get("records_of"),
+            f.get("records_of"), Panes.from_json(f["panes"]) if "panes" in f else None,
         )  # fmt: skip
 
     flows = [flow(f) for f in doc["flow_table"]]

@@ -45,6 +45,7 @@ from sharing.epochs import timeline
 from sharing.limits import Admission, NetworkLoads, record_rates
 from sharing.narrowing import ConsumerFold
 from sharing.outage import Outage, crosses
+from sharing.panes import pane_classes
 from sharing.plan import Change, Decision, Plan, Replan
 from sharing.records import RecordShipping
 from sharing.search import Option, OptionSearch, strategy_matcher
@@ -86,7 +87,9 @@ class Planner:
         self._shipped: dict[str, float] = {}
         self._hop_order: dict[str, list[tuple[int, str]]] = {}
         # the aggregate subscriptions served by record flows of their own, outside the trees (sharing.records)
-        self.records = RecordShipping(scenario, network, records_shipped(scenario, strategy, cost))
+        # (those whose records combine from a pane flow they share, sharing.panes)
+        shipped = records_shipped(scenario, strategy, cost)
+        self.records = RecordShipping(scenario, network, shipped, pane_classes(scenario, network, shipped, cost))
 
     # -- the bound: query-shipping ---------------------------------------------------------------------
     def _shipping_cost(self, sub: ActiveSubscription) -> float:
@@ -179,6 +182,13 @@ class Planner:
             f"ships its records: new record flow {flow.id} {' -> '.join(flow.path)}, aggregated at {flow.origin}"
             f" (+{added:.6g} B/s)"
         )
+        shared = self.records.panes.classes.get(spec.id)
+        if shared is not None:
+            text = (
+                f"combines its records from pane flow {shared.id} ({shared.panes.text()}) along"
+                f" {' -> '.join(flow.path)}, aggregated at {flow.origin}"
+            )
+            added = 0.0
         return Decision(time, "subscribe", spec.id, text, None, (), (), added)
 
     def _record_load(self, spec: SubscriptionSpec, path: tuple[str, ...], sign: int) -> str | None:
@@ -187,6 +197,12 @@ class Planner:
         if self.loads is None:
             return None
         bits, records, width = record_rates(self.cost, spec.query)
+        shared = self.records.panes.classes.get(spec.id)
+        if shared is not None:  # counted as if the pane flow were its own along its route: never less than it is
+            panes = shared.panes
+            records = self.cost.pane_rows_per_s(shared.stream, shared.where, panes.groups, float(panes.length))
+            width = self.cost.tuple_bytes(panes.values()) * 8.0
+            bits = records * width
         cpu = self.loads.cpu
         work = None
         if cpu is not None:
@@ -356,7 +372,9 @@ class Planner:
                 return Decision(time, "unsubscribe", spec.id, "was cut off: no flow changed")
             self._record_load(spec, flow.path, -1)
             self.snapshots.deliver(self._position[spec.id], None)
-            return Decision(time, "unsubscribe", spec.id, f"removed {flow.id}")
+            shared = self.records.panes.classes.get(spec.id)
+            left = f"left pane flow {shared.id}" if shared is not None else f"removed {flow.id}"
+            return Decision(time, "unsubscribe", spec.id, left)
         if self.cut_off.pop(spec.id, None) is not None:
             return Decision(time, "unsubscribe", spec.id, "was cut off: no flow changed")
         stream = spec.stream

@@ -6,7 +6,9 @@ query-shipping does (docs/ACCOUNTING.md, "Records"): a record flow of its own, a
 super-peer and carried along the route to the subscriber's, when the cost model expects its records to
 weigh fewer bytes than its input (:func:`sharing.baselines.records_shipped`); the others join the flow
 trees with their input, as any selection.  A record flow is nobody else's to share, so it stays out of
-the trees, their bytes and the bound the planner keeps against query-shipping (docs/PLANNER.md).
+the trees, their bytes and the bound the planner keeps against query-shipping (docs/PLANNER.md).  Those whose
+records combine from panes they share with others (:mod:`sharing.panes`) read a pane tree along the same
+routes instead.
 
 :class:`RecordShipping` keeps them with query-shipping's own baseline (the same flows, routes, re-routes
 and cut-offs at failures), and lists them as one more part of each epoch's flows.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from network.routing import Network
 from sharing.baselines import Baseline
+from sharing.panes import PaneClass, PaneTrees
 from sharing.plan import Delivery, Flow
 from topologies.model import Scenario, SubscriptionSpec
 from topologies.outages import NetworkState
@@ -24,8 +27,13 @@ from topologies.outages import NetworkState
 class RecordShipping:
     """The record flows of the aggregate subscriptions ``shipped`` (ids) of ``scenario``, over the epochs."""
 
-    def __init__(self, scenario: Scenario, network: Network, shipped: frozenset[str]):
+    def __init__(
+        self, scenario: Scenario, network: Network, shipped: frozenset[str], classes: dict[str, PaneClass] | None = None
+    ):
         self.shipped = shipped
+        # those of them whose records combine from a pane flow they share (sharing.panes), along the routes
+        # query-shipping takes
+        self.panes = PaneTrees(scenario, classes or {})
         self._baseline = Baseline(scenario, network, "query-shipping")
         self._position = {s.id: k for k, s in enumerate(scenario.subscriptions)}
         self._flows: dict[int, Flow] = {}  # by subscription position
@@ -41,6 +49,9 @@ class RecordShipping:
     def unsubscribe(self, spec: SubscriptionSpec) -> None:
         self._baseline.unsubscribe(spec)
         del self._active[spec.id]
+        if spec.id in self.panes.classes:
+            self.panes.route(spec.id, None)
+            self._part = None
         if self._flows.pop(self._position[spec.id], None) is not None:
             self._part = None
 
@@ -68,7 +79,7 @@ class RecordShipping:
         """The record flows, in scenario order (the very tuple while none came or went)."""
         self._baseline.epoch()  # what changed is read here: the next epoch's moves count from now
         if self._part is None:
-            self._part = tuple(self._flows[p] for p in sorted(self._flows))
+            self._part = tuple(self._flows[p] for p in sorted(self._flows)) + self.panes.flows()
         return self._part
 
     def _listed(self, sub_id: str) -> Delivery | None:
@@ -76,6 +87,9 @@ class RecordShipping:
         position = self._position[sub_id]
         served = self._baseline.served(sub_id)
         flow = None if served is None else served[0]
+        if sub_id in self.panes.classes:  # its route is the record flow's: its delivery reads the pane tree
+            self._part = None
+            return self.panes.route(sub_id, None if flow is None else flow.path)
         if self._flows.get(position) is not flow:
             if flow is None:
                 del self._flows[position]

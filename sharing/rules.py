@@ -7,6 +7,11 @@ thin-peer and that peer's super-peer, and reads the raw stream at the source's s
 epoch passing through its super-peer; every filter and projection finds the attributes it needs in what
 its input carries there.  A record flow (``Flow.aggregate``) aggregates exactly its aggregate subscription's
 input (its WHERE, its attributes), no flow reads it, and only that subscription's delivery does, without a
+filter.  A pane flow (``Flow.panes``) either folds tuples into panes (its parent carries tuples: the panes
+are time panes keeping no holistic state, its attributes exactly its groups' and its states') or passes a
+pane flow's rows on unchanged (the same panes, no filter, its parent's attributes); no tuple flow reads
+one, and a delivery reads one only for an aggregate subscription with a time window the panes divide,
+the groups, the states its aggregates need, and a WHERE equivalent to the pane tree's root's, without a
 filter.  Epochs are non-empty and in time order.  A subscription the plan rejected is one
 of the scenario's, its reason is one line, and no epoch ending after the time it was rejected (its
 arrival, or a re-plan after a failure) delivers to it.  While a backbone element is down (docs/DYNAMICS.md), no flow's
@@ -234,9 +239,13 @@ class _Rules:
                 raise PlanError(f"flow {flow.id}: parent {flow.parent} does not pass through {flow.origin}")
             if parent.aggregate is not None:
                 raise PlanError(f"flow {flow.id}: reads {parent.id}, which carries records")
+            if parent.panes is not None and flow.panes is None:
+                raise PlanError(f"flow {flow.id}: reads {parent.id}, which carries pane rows")
             above, what = state.carried[parent.id], f"flow {parent.id}"
         if flow.aggregate is not None:
             self._record_flow(flow, stream)
+        if flow.panes is not None:
+            self._pane_flow(flow, parent)
         if flow.path not in self.linked:
             for a, b in pairwise(flow.path):
                 if (a, b) not in self.links:
@@ -254,6 +263,22 @@ class _Rules:
         wanted = sub.query.attributes(stream.attribute_names)
         if flow.predicate != sub.query.where or tuple(flow.attrs) != wanted or flow.trim:
             raise PlanError(f"flow {flow.id}: aggregates other tuples than the input of {flow.aggregate}")
+
+    @staticmethod
+    def _pane_flow(flow: Flow, parent: Flow | None) -> None:
+        """A pane flow folds its input into the panes it names, or passes its parent's pane rows on."""
+        panes = flow.panes
+        if flow.aggregate is not None or flow.trim:
+            raise PlanError(f"flow {flow.id}: a pane flow carries no records of its own and trims nothing")
+        if parent is not None and parent.panes is not None:
+            if parent.panes != panes or not flow.predicate.is_true() or tuple(flow.attrs) != tuple(parent.attrs):
+                raise PlanError(f"flow {flow.id}: passes on the pane rows of {parent.id} with other panes or a filter")
+            return
+        if not panes.length > 0 or any(s not in ("sum", "sumsq", "min", "max") for s, _ in panes.states):
+            raise PlanError(f"flow {flow.id}: panes of {panes.length} s keeping {list(panes.states)}")
+        wanted = {*panes.groups, *(a for _, a in panes.states)}
+        if set(flow.attrs) != wanted or len(flow.attrs) != len(wanted):
+            raise PlanError(f"flow {flow.id}: its panes read {sorted(wanted)}, it projects to {list(flow.attrs)}")
 
     def _deliveries(self, advanced: tuple[list[int], list[int], bool], changed: set[str], state: _Epochs) -> None:
         """Check the deliveries of the epoch that are new or read a flow in ``changed`` (``advanced``: what
@@ -309,8 +334,30 @@ class _Rules:
                 raise PlanError(f"{what}: reads {flow.id}, the records of {flow.aggregate}")
             if flow.aggregate is not None and not delivery.predicate.is_true():
                 raise PlanError(f"{what}: filters the records of {flow.id} (they pass whole)")
+            if flow.panes is not None:
+                self._pane_reader(delivery, flow, sub, state, what)
             above, source = state.carried[flow.id], f"flow {flow.id}"
         self._reads(delivery, above, what, delivery.home, source)
+
+    @staticmethod
+    def _pane_reader(delivery: Delivery, flow: Flow, sub, state: _Epochs, what: str) -> None:
+        """A delivery reads a pane flow for an aggregate subscription the panes serve, unfiltered."""
+        query = sub.query
+        if not isinstance(query, AggregateQuery) or query.window.tuples:
+            raise PlanError(f"{what}: reads the pane rows of {flow.id}, but is no aggregate over a time window")
+        root = flow
+        while root.parent is not None and state.by_id[root.parent].panes is not None:
+            root = state.by_id[root.parent]
+        panes = flow.panes
+        if not (
+            query.window.whole_panes(panes.length)
+            and set(panes.groups) == set(query.groups)
+            and query.partial_states() is not None
+            and query.partial_states() <= set(panes.states)
+            and delivery.predicate.is_true()
+            and root.predicate.equivalent(query.where)
+        ):
+            raise PlanError(f"{what}: the pane rows of {flow.id} ({panes.text()}) do not serve it")
 
     def _reads(self, item: Flow | Delivery, above: frozenset[str], name: str, node: str, source: str) -> None:
         """PlanError unless ``above`` holds every attribute ``item``'s filter and projection read."""

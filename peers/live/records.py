@@ -86,8 +86,12 @@ def input_served(plan: Plan, subscriptions: set[str]) -> Plan:
     """``plan`` with the record flows of ``subscriptions`` carrying their input instead, which their deliveries
     pass down whole: their subscribers compute the records, as where a plan delivers an aggregate's input.
     Live mode serves an aggregate subscribed at run time so, whatever the strategy: its records would need
-    the central evaluation of the run while it goes (and its client prints records from the input)."""
-    shipped = {f.id for e in plan.epochs for f in e.flows if f.aggregate in subscriptions}
+    the central evaluation of the run while it goes (and its client prints records from the input).
+
+    Every pane flow (docs/ACCOUNTING.md, "Panes") carries its input too, whoever reads it: live mode runs
+    no pane operator, so a pane tree becomes a tree of its operator's input, the tuples of its root's WHERE
+    (which each reader's WHERE is equivalent to), and each reader aggregates what reaches it."""
+    shipped = {f.id for e in plan.epochs for f in e.flows if f.aggregate in subscriptions or f.panes is not None}
     if not shipped:
         return plan
     unshipped: dict[int, Flow] = {}  # one object per flow object, so that epochs keep sharing them
@@ -95,7 +99,7 @@ def input_served(plan: Plan, subscriptions: set[str]) -> Plan:
     def served(flow: Flow) -> Flow:
         if flow.id not in shipped:
             return flow
-        return unshipped.setdefault(id(flow), replace(flow, aggregate=None))
+        return unshipped.setdefault(id(flow), replace(flow, aggregate=None, panes=None))
 
     return plan.with_epochs(tuple(replace(e, flows=tuple(map(served, e.flows))) for e in plan.epochs))
 

@@ -183,6 +183,19 @@ def test_spark_equals_local_for_records_shipped_and_dropped(spark):
 
 
 @pytest.mark.spark
+def test_spark_equals_local_for_pane_flows(spark):
+    # a pane tree's rows (docs/ACCOUNTING.md, "Panes"), some dropped behind a selection's tuples on a slow
+    # link, and its readers' records combined at their super-peers, held back across chunks of 1 s windows
+    from tests.test_pane_flows import _plan, _scenario
+
+    scenario = _scenario(25_000.0)
+    plan = _plan(scenario)
+    local = run_local(scenario, plan, window=1.0)
+    assert_same_runs(scenario, local, run_spark(scenario, plan, master=LOCAL_MASTER, chunks=6, window=1.0))
+    assert local.summary["Q2"].dropped > 0 and local.summary["Q1"].delivered > 0
+
+
+@pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.parametrize("path", SHIPPED)
 def test_spark_report_equals_the_local_report_for_every_strategy(spark, path):
