@@ -11,9 +11,11 @@ their own would cross the shared links once per subscription.
 
 **Which subscriptions share** (:func:`pane_classes`): those served by records (``shipped``) whose windows
 are time windows and whose aggregates all combine from partial states (MEDIAN, holistic, keeps a record
-flow of its own), grouped by stream, group attributes (as a set) and WHERE up to equivalence (implication
-both ways: a tuple folded into a pane is every reader's input, so implication alone would fold in foreign
-tuples).  The panes are the longest dividing every member's size and slide, the states the union of
+flow of its own), grouped by stream and WHERE up to equivalence (implication both ways: a tuple folded
+into a pane is every reader's input, so implication alone would fold in foreign tuples), then by group
+attributes, two such groups merged while the cost model expects the merge to save bytes: the merged
+panes are grouped by the union of the members' groups, and each member rolls its own coarser groups up
+from them.  The panes are the longest dividing every member's size and slide, the states the union of
 theirs.  A class of two or more shares when the cost model expects its pane rows over the union of the
 members' routes, each link for as long as a member below it is registered, to weigh fewer bytes than
 their records over their own routes (a member's with HAVING counted as none: HAVING is not priced, and
@@ -75,35 +77,75 @@ def pane_classes(
 ) -> dict[str, PaneClass]:
     """The pane classes among the subscriptions ``shipped`` that the cost model expects to save bytes
     (module docstring), by member id."""
-    buckets: dict[tuple, list[list[SubscriptionSpec]]] = {}
+    by_stream: dict[str, list[list[SubscriptionSpec]]] = {}
     for sub in scenario.subscriptions:
         query = sub.query
         if sub.id not in shipped or not isinstance(query, AggregateQuery) or query.window.tuples:
             continue
         if query.partial_states() is None:
             continue
-        classes = buckets.setdefault((sub.stream, frozenset(query.groups)), [])
-        for members in classes:
+        inputs = by_stream.setdefault(sub.stream, [])
+        for members in inputs:
             if members[0].query.where.equivalent(query.where):
                 members.append(sub)
                 break
         else:
-            classes.append([sub])
+            inputs.append([sub])
     found: dict[str, PaneClass] = {}
-    for classes in buckets.values():
-        for members in classes:
-            if len(members) < 2:
-                continue
-            first = members[0]
-            queries = [m.query for m in members]
-            states = tuple(sorted(set().union(*(q.partial_states() for q in queries))))
-            panes = Panes(pane_length(queries), first.query.groups, states)
-            chosen = PaneClass(
-                f"panes.{first.id}", first.stream, first.query.where, panes, tuple(m.id for m in members)
-            )
-            if _pane_cost(scenario, network, cost, chosen, members) < _record_cost(scenario, network, cost, members):
-                found.update(dict.fromkeys(chosen.members, chosen))
+    for inputs in by_stream.values():
+        for members in inputs:
+            for cluster in _clusters(scenario, network, cost, members):
+                chosen = _class_of(cluster)
+                if len(cluster) > 1 and _pane_cost(scenario, network, cost, chosen, cluster) < _record_cost(
+                    scenario, network, cost, cluster
+                ):
+                    found.update(dict.fromkeys(chosen.members, chosen))
     return found
+
+
+def _class_of(members: list[SubscriptionSpec]) -> PaneClass:
+    """The pane class of ``members`` (one input): the panes dividing every window, the groups of every
+    member (each rolls its own up from them), the states of every aggregate."""
+    first = members[0]
+    queries = [m.query for m in members]
+    groups = tuple(dict.fromkeys(g for q in queries for g in q.groups))
+    states = tuple(sorted(set().union(*(q.partial_states() for q in queries))))
+    panes = Panes(pane_length(queries), groups, states)
+    return PaneClass(f"panes.{first.id}", first.stream, first.query.where, panes, tuple(m.id for m in members))
+
+
+def _clusters(
+    scenario: Scenario, network: Network, cost: CostModel, members: list[SubscriptionSpec]
+) -> list[list[SubscriptionSpec]]:
+    """``members`` (one input) cut into the groups of subscriptions expected to share panes best: first by
+    their group attributes, then, greedily, two clusters merged (grouped by the union of their groups,
+    each member rolling its own up) while that saves the most bytes."""
+    by_groups: dict[frozenset[str], list[SubscriptionSpec]] = {}
+    for sub in members:
+        by_groups.setdefault(frozenset(sub.query.groups), []).append(sub)
+    clusters = list(by_groups.values())
+
+    def alone(cluster: list[SubscriptionSpec]) -> float:
+        records = _record_cost(scenario, network, cost, cluster)
+        if len(cluster) < 2:
+            return records
+        return min(records, _pane_cost(scenario, network, cost, _class_of(cluster), cluster))
+
+    costs = [alone(c) for c in clusters]
+    while len(clusters) > 1:
+        best, pair = 0.0, None
+        for i in range(len(clusters)):
+            for j in range(i + 1, len(clusters)):
+                merged = sorted(clusters[i] + clusters[j], key=members.index)
+                saved = costs[i] + costs[j] - _pane_cost(scenario, network, cost, _class_of(merged), merged)
+                if saved > best:
+                    best, pair = saved, (i, j, merged)
+        if pair is None:
+            break
+        i, j, merged = pair
+        clusters[i], costs[i] = merged, alone(merged)
+        del clusters[j], costs[j]
+    return clusters
 
 
 def _active(scenario: Scenario, sub: SubscriptionSpec) -> tuple[float, float]:

@@ -191,3 +191,29 @@ def test_pane_rows_are_the_last_tuple_of_each_pane_and_group(points, length):
         want[(int(Fraction(t) // length), float(g))] = i
     assert sorted(want.values()) == last.tolist()
     assert [k[0] for k, _ in sorted(want.items(), key=lambda kv: kv[1])] == panes.tolist()
+
+
+def test_coarser_groups_roll_up_from_a_pane_flow_grouped_finer():
+    # photon counts per sky region and over the whole sky, at one subscriber: one pane flow grouped by
+    # region serves both, the whole sky's records rolled up from its regions' partial states
+    scenario = load_scenario("topologies/photon-survey.yaml")
+    per_region = "SELECT region, COUNT(*), AVG(energy), MAX(energy) FROM north GROUP BY region WINDOW 10 s"
+    whole_sky = "SELECT COUNT(*), MAX(energy) FROM north WINDOW 20 s SLIDE 10 s"
+    first = scenario.subscriptions[0]
+    subs = (
+        replace(first, id="regions", at=0, until=None, query=parse_query(per_region)),
+        replace(first, id="sky", at=5, until=None, query=parse_query(whole_sky)),
+    )
+    scenario = replace(scenario, subscriptions=subs, events=())
+    network = Network.of(scenario)
+    classes = pane_classes(scenario, network, frozenset({"regions", "sky"}), CostModel(scenario))
+    chosen = classes["sky"]
+    assert chosen.members == ("regions", "sky") and chosen.panes.groups == ("region",)
+    assert chosen.panes.length == 10 and chosen.panes.states == (("max", "energy"), ("sum", "energy"))
+    for strategy in ("ideal", "sharing-em"):
+        plan = make_plan(scenario, strategy, network)
+        assert {f.panes for e in plan.epochs for f in e.flows} == {chosen.panes}, strategy
+        report = build_report(scenario, {strategy: run_local(scenario, plan)}, engine="local")
+        assert_accounted(report)
+        sky = report["strategies"][strategy]["subscriptions"][1]
+        assert sky["delivered"] == sky["expected"] > 3
