@@ -14,9 +14,10 @@ one, and a delivery reads one only for an aggregate subscription with a time win
 groups among the panes' (its own roll up from them), the states its aggregates need, and a WHERE
 equivalent to the pane tree's root's, without a filter.  Epochs are non-empty and in time order.  A
 subscription the plan rejected is one of the scenario's, its reason is one line, and no epoch ending
-after the time it was rejected (its arrival, or a re-plan after a failure) delivers to it.  While a backbone element is down (docs/DYNAMICS.md), no flow's
-path meets it and no delivery is taken at a super-peer that is down: an epoch whose backbone differs
-from the one before is read whole, the others only where they changed.
+after the time it was rejected (its arrival, or a re-plan after a failure) delivers to it.  While a
+backbone element is down (docs/DYNAMICS.md), no flow's path meets it and no delivery is taken at a
+super-peer that is down: an epoch whose backbone differs from the one before is read whole, the others
+only where they changed.
 
 The engines rely on these rules and do not check them again: they only lay a checked plan out.  A plan is
 its epochs' changes (:class:`sharing.plan.Change`), so an epoch costs what changed in it
