@@ -153,6 +153,9 @@ class _Layout:
         self.pane_classes: dict[str, tuple] = {}
         self.pane_values: dict[int, int] = {}  # pane channel -> the values a row of it carries
         self.pane_folds: dict[int, int] = {}  # pane operator's input -> states each tuple is folded into (count too)
+        self.pane_cells: dict[str, tuple] = {}  # pane class -> its cells (docs/ACCOUNTING.md, "Panes"; () if none)
+        self.pane_mask: dict[int, int] = {}  # a channel passing some cells' rows on -> their bits
+        self.pane_tests: dict[int, int] = {}  # pane operator's input -> boxes each kept tuple is tested against
         self.pane_sink_of: dict[int, int] = {}  # delivery of records combined from panes -> its pane sink
         self.companions: dict[int, list[tuple[int, int]]] = {}  # such a delivery -> (channel, reader) beside it
         self.aggregated: dict[str, str] = {}  # subscription served from panes -> where they are aggregated
@@ -347,10 +350,13 @@ class _Layout:
         carries = above.carries if flow.trim else flow.attrs
         if above.records is not None:  # a pane flow passing its parent's rows on: nothing is read, nothing waits
             number = self._channel(
-                (flow_key(flow.id), "panes", flow.path, above.number, flow.origin), flow.stream, flow.path,
-                above.number, above.route.index(flow.origin), (), records=above.records,
+                (flow_key(flow.id), "panes", flow.path, above.number, flow.origin, flow.predicate), flow.stream,
+                flow.path, above.number, above.route.index(flow.origin), (), records=above.records,
             )  # fmt: skip
             self.pane_values[number] = self.pane_values[above.number]
+            cells = self.pane_cells[above.records]
+            if cells and not flow.predicate.is_true():  # the rows of the cells its filter holds
+                self.pane_mask[number] = sum(1 << i for i, c in enumerate(cells) if c.implies(flow.predicate))
             return number, RECORDS
         parent, tap = self._input(above, flow.origin)
         key = flow_key(flow.id)
@@ -392,8 +398,9 @@ class _Layout:
         them out).  The pane channel, and the reader of the input."""
         panes = flow.panes
         content = (flow.stream, flow.predicate, panes.groups, panes.length)
-        label = self._pane_labels.setdefault(content, f"panes {len(self._pane_labels)}")
+        label = self._pane_labels.setdefault((*content, panes.cells), f"panes {len(self._pane_labels)}")
         self.pane_classes[label] = content
+        self.pane_cells[label] = panes.cells
         operator = self._channel(
             ("operator", flow_key(flow.id), flow.path, parent, tap), flow.stream, (flow.origin,), parent, tap,
             flow.attrs,
@@ -405,6 +412,7 @@ class _Layout:
         self.operator_of[number] = operator
         self.pane_values[number] = panes.values()
         self.pane_folds[operator] = 1 + len(panes.states)
+        self.pane_tests[operator] = sum(len(c.boxes) for c in panes.cells)  # a tuple's cell: its bit per WHERE
         return number, self._reader(flow.stream, flow.predicate, flow.attrs, ())
 
     def _pane_delivery(self, target: ChannelKey, delivery: Delivery, above: Channel) -> tuple[int, int]:
@@ -433,6 +441,9 @@ class _Layout:
             sub, delivery.attrs,
         )  # fmt: skip
         self.pane_sink_of[number] = sink
+        cells = self.pane_cells[above.records]
+        if cells:  # the rows of the cells holding its WHERE's bit
+            self.pane_mask[sink] = next(1 << i for i, c in enumerate(cells) if c.equivalent(query.where))
         self.companions[number] = [(beside, self._reader(stream, query.where, delivery.attrs, ()))]
         self.aggregated.setdefault(sub, operator.route[0])
         return number, RECORDS
@@ -605,6 +616,7 @@ class Timetable:
         for operator in layout.operator_of.values():
             if operator in layout.pane_folds:
                 self._projection[operator] += costs.aggregate * layout.pane_folds[operator]
+                self._projection[operator] += costs.box * layout.pane_tests[operator]
                 continue
             query = self.scenario.subscription(chans[operator].sink).query
             self._projection[operator] += costs.aggregate * len(query.aggregates)
@@ -730,9 +742,14 @@ class _RecordLayout:
             for sub_id in ids:
                 schedule = record_schedule(scenario, expected, sub_id)
                 self.last[sub_id], self.closes[sub_id] = schedule.last, schedule.closes
+        self.bits: dict[str, np.ndarray] = {}  # per pane class with cells, each row's cell (bits)
         for label, (stream_id, predicate, groups, length) in layout.pane_classes.items():
+            cells = layout.pane_cells[label]
             self.last[label], self.closes[label] = _pane_schedule(scenario, stream_id, predicate, groups, length,
-                                                                  values)  # fmt: skip
+                                                                  values, cells)  # fmt: skip
+            if cells:
+                self.bits[label] = _cell_bits(scenario, stream_id, cells, self.last[label], values)
+        self.mask = dict(layout.pane_mask)
         for label, last in self.last.items():
             stream = scenario.stream(layout.pane_classes[label][0] if label in layout.pane_classes else
                                      scenario.subscription(label).stream)  # fmt: skip
@@ -804,7 +821,10 @@ class _RecordLayout:
                 numbers, parents, times = numbers[kept], rows[kept] + reserve[p], times[kept]
             else:
                 above, above_times = made.get(p, (np.zeros(0, np.int64), np.zeros(0)))
-                kept = np.flatnonzero(_within(above_times, self.spans[c], start, end))
+                inside = _within(above_times, self.spans[c], start, end)
+                if c in self.mask:  # the rows of the cells it keeps
+                    inside &= (self.bits[label][above] & self.mask[c]) != 0
+                kept = np.flatnonzero(inside)
                 numbers, parents, times = above[kept], kept + reserve[p], above_times[kept]
             made[c] = (numbers, times)
             size = int(reserve[c]) + len(numbers)
@@ -833,18 +853,44 @@ class _RecordLayout:
 
 
 def _pane_schedule(
-    scenario: Scenario, stream_id: str, predicate, groups: tuple[str, ...], length, values: Values | None
+    scenario: Scenario,
+    stream_id: str,
+    predicate,
+    groups: tuple[str, ...],
+    length,
+    values: Values | None,
+    cells: tuple = (),
 ) -> tuple[np.ndarray, np.ndarray]:
     """A pane class's rows over the run (:class:`_RecordLayout`): the last input tuple of each (tuple indices,
-    ascending) and the emission time its pane closes at (rounded to the nearest float)."""
+    ascending) and the emission time its pane closes at (rounded to the nearest float); with ``cells``, a row
+    per pane, group and cell."""
     stream = scenario.stream(stream_id)
     n = tuple_count(stream, scenario.duration)
     found = columns(scenario, stream_id, 0, n) if values is None else values(stream_id, 0, n)
     chosen = np.flatnonzero(satisfies(predicate, found, n))
     times = emission_times_of(stream, chosen)
-    positions, panes = pane_rows(length, times, [np.asarray(found[g])[chosen] for g in groups])
+    keys = [np.asarray(found[g])[chosen] for g in groups]
+    if cells:
+        keys.append(_bits(cells, {k: np.asarray(v)[chosen] for k, v in found.items()}, len(chosen)).astype(np.float64))
+    positions, panes = pane_rows(length, times, keys)
     closes = np.array([float((j + 1) * length) for j in panes.tolist()], dtype=np.float64)
     return chosen[positions].astype(np.int64), closes
+
+
+def _bits(cells: tuple, found: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+    """Each of ``n`` tuples' cell: bit ``i`` set when it satisfies ``cells[i]``."""
+    bits = np.zeros(n, np.int64)
+    for i, cell in enumerate(cells):
+        bits |= satisfies(cell, found, n).astype(np.int64) << i
+    return bits
+
+
+def _cell_bits(scenario: Scenario, stream_id: str, cells: tuple, indices: np.ndarray, values: Values | None):
+    """The cells (:func:`_bits`) of the stream's tuples ``indices``."""
+    stream = scenario.stream(stream_id)
+    n = tuple_count(stream, scenario.duration)
+    found = columns(scenario, stream_id, 0, n) if values is None else values(stream_id, 0, n)
+    return _bits(cells, {k: np.asarray(v)[indices] for k, v in found.items()}, len(indices))
 
 
 def _within(times: np.ndarray, spans: list[tuple[float, float]], start: float, end: float) -> np.ndarray:

@@ -136,9 +136,10 @@ class _Checker:
                 found.append(f"{f.id}: parent {parent.id} is not available at {f.origin}")
         if not set(f.attrs) <= above:
             found.append(f"{f.id}: carries {sorted(set(f.attrs) - above)} its parent lacks")
-        if not set(f.predicate.dims) <= above and not (parent is not None and parent.predicate.implies(f.predicate)):
+        passes_on = f.panes is not None and parent is not None and parent.panes is not None  # pane rows, by cell
+        lacking = not set(f.predicate.dims) <= above
+        if lacking and not passes_on and not (parent is not None and parent.predicate.implies(f.predicate)):
             found.append(f"{f.id}: its filter needs attributes its parent lacks")
-        passes_on = f.panes is not None and parent is not None and parent.panes is not None  # pane rows, unfiltered
         if parent is not None and self.nested and not passes_on and not f.predicate.implies(parent.predicate):
             # not a loss by itself (deliveries are checked against the whole chain), but the planner
             # then believes the flow holds tuples its parent never forwards

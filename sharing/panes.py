@@ -11,21 +11,22 @@ their own would cross the shared links once per subscription.
 
 **Which subscriptions share** (:func:`pane_classes`): those served by records (``shipped``) whose windows
 are time windows and whose aggregates all combine from partial states (MEDIAN, holistic, keeps a record
-flow of its own), grouped by stream and WHERE up to equivalence (implication both ways: a tuple folded
-into a pane is every reader's input, so implication alone would fold in foreign tuples), then by group
+flow of its own), per stream, grouped by WHERE up to equivalence (implication both ways: a tuple folded
+into a pane is every reader's input, so implication alone would fold in foreign tuples) and group
 attributes, two such groups merged while the cost model expects the merge to save bytes: the merged
-panes are grouped by the union of the members' groups, and each member rolls its own coarser groups up
-from them.  The panes are the longest dividing every member's size and slide, the states the union of
-theirs.  A class of two or more shares when the cost model expects its pane rows over the union of the
-members' routes, each link for as long as a member below it is registered, to weigh fewer bytes than
-their records over their own routes (a member's with HAVING counted as none: HAVING is not priced, and
-may leave nothing to ship); the decision holds for the whole run, so a window never straddles
-a change between records and panes.
+panes are grouped by the union of the members' groups (each member rolls its own coarser groups up from
+them) and, where their WHEREs differ and overlap, keep fragments: a row per cell of those WHEREs.  The
+panes are the longest dividing every member's size and slide, the states the union of theirs.  A class of two
+or more shares when the cost model expects its pane rows over the union of the members' routes, each link for
+as long as a member below it is registered, to weigh fewer bytes than their records over their own routes (a
+member's with HAVING counted as none: HAVING is not priced, and may leave nothing to ship); the decision holds
+for the whole run, so a window never straddles a change between records and panes.
 
 **The trees** (:class:`PaneTrees`): per class, over the epochs, a root flow at the source's super-peer
 (the operator, crossing no link) and one flow per link of the union of the registered members' current
-routes, each reading the flow of the link before it; a member's delivery reads the flow of its route's
-last link at its super-peer (the root where it sits at the source's).
+routes, each reading the flow of the link before it (and, with cells, keeping those its members below
+read); a member's delivery reads the flow of its route's last link at its super-peer (the root where it
+sits at the source's).
 """
 
 from __future__ import annotations
@@ -72,118 +73,188 @@ def pane_length(queries: list[AggregateQuery]) -> Fraction:
     return length
 
 
+MAX_CELLS = 4
+"""The most distinct WHEREs one fragment flow keeps cells of (its rows are estimated per cell: up to
+``2**MAX_CELLS - 1`` of them)."""
+
+
 def pane_classes(
     scenario: Scenario, network: Network, shipped: frozenset[str], cost: CostModel
 ) -> dict[str, PaneClass]:
     """The pane classes among the subscriptions ``shipped`` that the cost model expects to save bytes
     (module docstring), by member id."""
-    by_stream: dict[str, list[list[SubscriptionSpec]]] = {}
+    by_stream: dict[str, list[SubscriptionSpec]] = {}
     for sub in scenario.subscriptions:
         query = sub.query
         if sub.id not in shipped or not isinstance(query, AggregateQuery) or query.window.tuples:
             continue
-        if query.partial_states() is None:
-            continue
-        inputs = by_stream.setdefault(sub.stream, [])
-        for members in inputs:
-            if members[0].query.where.equivalent(query.where):
-                members.append(sub)
-                break
-        else:
-            inputs.append([sub])
+        if query.partial_states() is not None:
+            by_stream.setdefault(sub.stream, []).append(sub)
     found: dict[str, PaneClass] = {}
-    for inputs in by_stream.values():
-        for members in inputs:
-            for cluster in _clusters(scenario, network, cost, members):
-                chosen = _class_of(cluster)
-                if len(cluster) > 1 and _pane_cost(scenario, network, cost, chosen, cluster) < _record_cost(
-                    scenario, network, cost, cluster
-                ):
-                    found.update(dict.fromkeys(chosen.members, chosen))
+    for stream, candidates in by_stream.items():
+        model = _Model(scenario, network, cost, stream, candidates)
+        for cluster in model.clusters():
+            if len(cluster) > 1 and model.panes(cluster) < model.records(cluster):
+                chosen = model.class_of(cluster)
+                found.update(dict.fromkeys(chosen.members, chosen))
     return found
 
 
-def _class_of(members: list[SubscriptionSpec]) -> PaneClass:
-    """The pane class of ``members`` (one input): the panes dividing every window, the groups of every
-    member (each rolls its own up from them), the states of every aggregate."""
-    first = members[0]
-    queries = [m.query for m in members]
-    groups = tuple(dict.fromkeys(g for q in queries for g in q.groups))
-    states = tuple(sorted(set().union(*(q.partial_states() for q in queries))))
-    panes = Panes(pane_length(queries), groups, states)
-    return PaneClass(f"panes.{first.id}", first.stream, first.query.where, panes, tuple(m.id for m in members))
+class _Model:
+    """What pane sharing is expected to cost among the candidates of one stream (module docstring)."""
 
+    def __init__(
+        self, scenario: Scenario, network: Network, cost: CostModel, stream: str, candidates: list[SubscriptionSpec]
+    ):
+        self.scenario, self.cost, self.stream = scenario, cost, stream
+        self.order = {sub.id: k for k, sub in enumerate(candidates)}
+        source = scenario.home(scenario.stream(stream).source)
+        self.routes = {sub.id: network.route(source, scenario.home(sub.peer)) for sub in candidates}
+        self.spans = {sub.id: _active(scenario, sub) for sub in candidates}
+        # each candidate's input: the first WHERE (in scenario order) equivalent to its own
+        self.wheres: list[Predicate] = []
+        self.input: dict[str, int] = {}
+        for sub in candidates:
+            where = sub.query.where
+            k = next((k for k, w in enumerate(self.wheres) if w.equivalent(where)), None)
+            if k is None:
+                k = len(self.wheres)
+                self.wheres.append(where)
+            self.input[sub.id] = k
+        self.candidates = candidates
+        self._atoms: dict[tuple[int, ...], list[tuple[int, float]]] = {}
+        self._overlap: dict[tuple[int, int], bool] = {}
+        self._panes: dict[frozenset[str], float] = {}
 
-def _clusters(
-    scenario: Scenario, network: Network, cost: CostModel, members: list[SubscriptionSpec]
-) -> list[list[SubscriptionSpec]]:
-    """``members`` (one input) cut into the groups of subscriptions expected to share panes best: first by
-    their group attributes, then, greedily, two clusters merged (grouped by the union of their groups,
-    each member rolling its own up) while that saves the most bytes."""
-    by_groups: dict[frozenset[str], list[SubscriptionSpec]] = {}
-    for sub in members:
-        by_groups.setdefault(frozenset(sub.query.groups), []).append(sub)
-    clusters = list(by_groups.values())
+    def clusters(self) -> list[list[SubscriptionSpec]]:
+        """The candidates cut into the clusters expected to share best: first by input and group attributes,
+        then, greedily, the two clusters whose merge saves the most bytes merged (grouped by the union of
+        their groups, each member rolling its own up; of overlapping inputs, with cells), while one does."""
+        start: dict[tuple, list[SubscriptionSpec]] = {}
+        for sub in self.candidates:
+            start.setdefault((self.input[sub.id], frozenset(sub.query.groups)), []).append(sub)
+        clusters = list(start.values())
+        costs = [self.alone(c) for c in clusters]
+        while len(clusters) > 1:
+            best, pair = 0.0, None
+            for i in range(len(clusters)):
+                for j in range(i + 1, len(clusters)):
+                    merged = sorted(clusters[i] + clusters[j], key=lambda s: self.order[s.id])
+                    if not self._mergeable(merged):
+                        continue
+                    saved = costs[i] + costs[j] - self.panes(merged)
+                    if saved > best:
+                        best, pair = saved, (i, j, merged)
+            if pair is None:
+                break
+            i, j, merged = pair
+            clusters[i], costs[i] = merged, self.alone(merged)
+            del clusters[j], costs[j]
+        return clusters
 
-    def alone(cluster: list[SubscriptionSpec]) -> float:
-        records = _record_cost(scenario, network, cost, cluster)
-        if len(cluster) < 2:
-            return records
-        return min(records, _pane_cost(scenario, network, cost, _class_of(cluster), cluster))
+    def alone(self, cluster: list[SubscriptionSpec]) -> float:
+        """Bytes the cluster is expected to carry as it would be served: its records, or its pane flow."""
+        records = self.records(cluster)
+        return records if len(cluster) < 2 else min(records, self.panes(cluster))
 
-    costs = [alone(c) for c in clusters]
-    while len(clusters) > 1:
-        best, pair = 0.0, None
-        for i in range(len(clusters)):
-            for j in range(i + 1, len(clusters)):
-                merged = sorted(clusters[i] + clusters[j], key=members.index)
-                saved = costs[i] + costs[j] - _pane_cost(scenario, network, cost, _class_of(merged), merged)
-                if saved > best:
-                    best, pair = saved, (i, j, merged)
-        if pair is None:
-            break
-        i, j, merged = pair
-        clusters[i], costs[i] = merged, alone(merged)
-        del clusters[j], costs[j]
-    return clusters
+    def _mergeable(self, members: list[SubscriptionSpec]) -> bool:
+        """At most :data:`MAX_CELLS` inputs, each overlapping another (disjoint ones share nothing)."""
+        inputs = sorted({self.input[s.id] for s in members})
+        if len(inputs) == 1:
+            return True
+        if len(inputs) > MAX_CELLS:
+            return False
+        return all(any(self._overlaps(a, b) for b in inputs if b != a) for a in inputs)
+
+    def _overlaps(self, a: int, b: int) -> bool:
+        key = (min(a, b), max(a, b))
+        if key not in self._overlap:
+            both = self.wheres[a].and_(self.wheres[b])
+            self._overlap[key] = bool(both.boxes) and self.cost.selectivity(self.stream, both) > 0
+        return self._overlap[key]
+
+    def class_of(self, members: list[SubscriptionSpec]) -> PaneClass:
+        """The pane class of ``members``: the panes dividing every window, grouped by every member's groups,
+        keeping every aggregate's states, with a cell per input when there are several."""
+        first = members[0]
+        queries = [m.query for m in members]
+        groups = tuple(dict.fromkeys(g for q in queries for g in q.groups))
+        states = tuple(sorted(set().union(*(q.partial_states() for q in queries))))
+        inputs = sorted({self.input[m.id] for m in members})
+        cells = tuple(self.wheres[k] for k in inputs) if len(inputs) > 1 else ()
+        where = self.wheres[inputs[0]]
+        for k in inputs[1:]:
+            where = where.or_(self.wheres[k])
+        panes = Panes(pane_length(queries), groups, states, cells)
+        return PaneClass(f"panes.{first.id}", first.stream, where, panes, tuple(m.id for m in members))
+
+    def records(self, members: list[SubscriptionSpec]) -> float:
+        """Bytes the members' own records are expected to carry over the run, along their routes; none for
+        a member with HAVING, which the cost model does not price (it may remove every record at the
+        source, where a pane flow carries its panes whole): panes are chosen only where they save even so."""
+        total = 0.0
+        for sub in members:
+            if not sub.query.having.is_true():
+                continue
+            start, end = self.spans[sub.id]
+            window = sub.query.window
+            # its windows lie wholly inside its registration: one every slide after the first whole size
+            emitting = max(0.0, end - start - float(window.size) + float(window.slide))
+            total += self.cost.record_cost(sub.query, len(self.routes[sub.id]) - 1) * emitting
+        return total
+
+    def panes(self, members: list[SubscriptionSpec]) -> float:
+        """Bytes the members' pane flow is expected to carry over the run: along each link of their routes,
+        for as long as a member below it is registered, the rows of the cells those members read."""
+        key = frozenset(s.id for s in members)
+        if key in self._panes:
+            return self._panes[key]
+        chosen = self.class_of(members)
+        inputs = sorted({self.input[m.id] for m in members})
+        bit = {k: 1 << n for n, k in enumerate(inputs)}
+        atoms = self._atom_rows(tuple(inputs), chosen.panes)
+        below: dict[tuple[str, str], tuple[int, list[tuple[float, float]]]] = {}
+        for sub in members:
+            for edge in pairwise(self.routes[sub.id]):
+                needs, spans = below.get(edge, (0, []))
+                below[edge] = (needs | bit[self.input[sub.id]], [*spans, self.spans[sub.id]])
+        wire = self.scenario.tuple_bytes(chosen.panes.values())
+        total = 0.0
+        for needs, spans in below.values():
+            rows = sum(r for bits, r in atoms if bits & needs)
+            total += rows * wire * _covered(spans)
+        self._panes[key] = total
+        return total
+
+    def _atom_rows(self, inputs: tuple[int, ...], panes: Panes) -> list[tuple[int, float]]:
+        """Per cell of the ``inputs``' WHEREs (as the bits of those it satisfies), its expected pane rows
+        per second; one cell, the WHERE, for a single input."""
+        key = (*inputs, panes.length, *panes.groups)
+        if key not in self._atoms:
+            found = []
+            wheres = [self.wheres[k] for k in inputs]
+            for bits in range(1, 1 << len(inputs)):
+                cell = Predicate.TRUE
+                for n, where in enumerate(wheres):
+                    if bits >> n & 1:
+                        cell = cell.and_(where)
+                outside = Predicate.FALSE
+                for n, where in enumerate(wheres):
+                    if not bits >> n & 1:
+                        outside = outside.or_(where)
+                if outside.boxes and cell.boxes:
+                    cell = cell.minus(outside)
+                if not cell.boxes:
+                    continue
+                rows = self.cost.pane_rows_per_s(self.stream, cell, panes.groups, float(panes.length))
+                found.append((bits, rows))
+            self._atoms[key] = found
+        return self._atoms[key]
 
 
 def _active(scenario: Scenario, sub: SubscriptionSpec) -> tuple[float, float]:
     end = scenario.duration if sub.until is None else min(sub.until, scenario.duration)
     return max(sub.at, 0.0), max(end, max(sub.at, 0.0))
-
-
-def _record_cost(scenario: Scenario, network: Network, cost: CostModel, members: list[SubscriptionSpec]) -> float:
-    """Bytes the members' own records are expected to carry over the run, along their routes; none for a
-    member with HAVING, which the cost model does not price (it may remove every record at the source,
-    where a pane flow carries its panes whole): pane sharing is chosen only where it saves bytes even so."""
-    source = scenario.home(scenario.stream(members[0].stream).source)
-    total = 0.0
-    for sub in members:
-        if not sub.query.having.is_true():
-            continue
-        start, end = _active(scenario, sub)
-        window = sub.query.window
-        # its windows lie wholly inside its registration: one every slide after the first whole size
-        emitting = max(0.0, end - start - float(window.size) + float(window.slide))
-        hops = len(network.route(source, scenario.home(sub.peer))) - 1
-        total += cost.record_cost(sub.query, hops) * emitting
-    return total
-
-
-def _pane_cost(
-    scenario: Scenario, network: Network, cost: CostModel, chosen: PaneClass, members: list[SubscriptionSpec]
-) -> float:
-    """Bytes the class's pane rows are expected to carry over the run: along each link of the members'
-    routes, for as long as a member below it is registered."""
-    source = scenario.home(scenario.stream(chosen.stream).source)
-    spans: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for sub in members:
-        for edge in pairwise(network.route(source, scenario.home(sub.peer))):
-            spans.setdefault(edge, []).append(_active(scenario, sub))
-    rows = cost.pane_rows_per_s(chosen.stream, chosen.where, chosen.panes.groups, float(chosen.panes.length))
-    wire = scenario.tuple_bytes(chosen.panes.values())
-    return rows * wire * sum(_covered(found) for found in spans.values())
 
 
 def _covered(spans: list[tuple[float, float]]) -> float:
@@ -210,6 +281,7 @@ class PaneTrees:
         self._routes: dict[str, dict[str, tuple[str, ...]]] = {}  # class id -> member -> its route now
         self._flows: tuple[Flow, ...] | None = ()
         self._made: dict = {}  # one object per value: an epoch's change holds what changed in value
+        self._cells: dict[str, int] = {}
 
     def route(self, sub_id: str, path: tuple[str, ...] | None) -> Delivery | None:
         """Member ``sub_id`` takes ``path`` from the source's super-peer (None: not served, cut off or
@@ -241,6 +313,12 @@ class PaneTrees:
                 made.append(Flow(chosen.id, chosen.stream, None, source, (source,), chosen.where, chosen.attrs,
                                  panes=chosen.panes))  # fmt: skip
                 into: dict[str, str] = {source: chosen.id}  # node -> the flow arriving there
+                # with cells, each link keeps the rows of the cells its members below read
+                cells = chosen.panes.cells
+                below: dict[tuple[str, str], set[int]] = {}
+                for sub_id, path in routes.items():
+                    for edge in pairwise(path):
+                        below.setdefault(edge, set()).add(self._cell(chosen, sub_id))
                 # by depth, so the flow into a link's first node is made before it (routes from one source
                 # form a tree; should two reach a node by different links, each link still has its flow)
                 edges = sorted({(depth, e) for path in routes.values() for depth, e in enumerate(pairwise(path))})
@@ -250,11 +328,23 @@ class PaneTrees:
                         continue
                     done.add((a, b))
                     flow_id = self._flow_id(chosen, a, b)
-                    made.append(Flow(flow_id, chosen.stream, into[a], a, (a, b), Predicate.TRUE, chosen.attrs,
+                    keep = Predicate.TRUE
+                    if cells and len(below[(a, b)]) < len(cells):
+                        keep = Predicate.FALSE
+                        for k in sorted(below[(a, b)]):
+                            keep = keep.or_(cells[k])
+                    made.append(Flow(flow_id, chosen.stream, into[a], a, (a, b), keep, chosen.attrs,
                                      panes=chosen.panes))  # fmt: skip
                     into.setdefault(b, flow_id)
             self._flows = tuple(self._made.setdefault(f, f) for f in made)
         return self._flows
+
+    def _cell(self, chosen: PaneClass, sub_id: str) -> int:
+        """The cell a member reads (0 without cells)."""
+        if sub_id not in self._cells:
+            where = self._specs[sub_id].query.where
+            self._cells[sub_id] = next((k for k, c in enumerate(chosen.panes.cells) if c.equivalent(where)), 0)
+        return self._cells[sub_id]
 
     @staticmethod
     def _flow_id(chosen: PaneClass, a: str, b: str) -> str:

@@ -38,29 +38,41 @@ class Panes:
     time (pane ``j`` covers ``[j * length, (j + 1) * length)``) and group (the values of ``groups``) holding
     input tuples, one **pane row**: the pane's number, the group's values, the count of its tuples and the
     partial states ``states`` (``(state, attribute)`` pairs, as :func:`peers.aggregation.states_needed`
-    names them, sorted) of its attributes."""
+    names them, sorted) of its attributes.
+
+    With ``cells`` (its readers' WHEREs, which overlap without being equivalent) the flow carries
+    **fragments**: the partial states are kept per pane, group and *cell*, the set of ``cells`` a tuple
+    satisfies (its bits), which its row carries as one value more; a reader whose WHERE is ``cells[i]``
+    combines the rows of the cells holding bit ``i``."""
 
     length: Fraction
     groups: tuple[str, ...]
     states: tuple[tuple[str, str], ...]
+    cells: tuple[Predicate, ...] = ()
 
     def values(self) -> int:
-        """How many values a pane row carries: its pane number, its group's values, its count and one value
-        per partial state (the wire charges a value, as it does a record's)."""
-        return 2 + len(self.groups) + len(self.states)
+        """How many values a pane row carries: its pane number, its group's values, its count, its cell when
+        it has cells, and one value per partial state (the wire charges a value, as it does a record's)."""
+        return 2 + len(self.groups) + len(self.states) + (1 if self.cells else 0)
 
-    def to_json(self) -> dict:
-        return {"length": str(self.length), "groups": list(self.groups), "states": [list(s) for s in self.states]}
+    def to_json(self, text: Callable[[Predicate], Any] = Predicate.to_text) -> dict:
+        out = {"length": str(self.length), "groups": list(self.groups), "states": [list(s) for s in self.states]}
+        if self.cells:
+            out["cells"] = [text(c) for c in self.cells]
+        return out
 
     @classmethod
-    def from_json(cls, doc: dict) -> Panes:
-        return cls(Fraction(doc["length"]), tuple(doc["groups"]), tuple(tuple(s) for s in doc["states"]))
+    def from_json(cls, doc: dict, predicates: Sequence[Predicate] = ()) -> Panes:
+        """The inverse of :meth:`to_json` (``predicates``: what its cells' indices name)."""
+        cells = tuple(predicates[c] for c in doc.get("cells", ()))
+        return cls(Fraction(doc["length"]), tuple(doc["groups"]), tuple(tuple(s) for s in doc["states"]), cells)
 
     def text(self) -> str:
-        """As ``run.py plan`` prints it: ``PANES 5 s BY region KEEPING sum(energy)``."""
+        """As ``run.py plan`` prints it: ``PANES 5 s BY region KEEPING sum(energy)``, and ``IN n CELLS``."""
         by = f" BY {','.join(self.groups)}" if self.groups else ""
         keeping = f" KEEPING {','.join(f'{s}({a})' for s, a in self.states)}" if self.states else ""
-        return f"PANES {self.length} s{by}{keeping}"
+        cells = f" IN CELLS OF {len(self.cells)} WHERES" if self.cells else ""
+        return f"PANES {self.length} s{by}{keeping}{cells}"
 
 
 @dataclass(frozen=True)
@@ -85,7 +97,8 @@ class Flow:
     (:class:`Panes`) instead of tuples.  One whose parent carries tuples is a pane tree's root: an operator
     at ``origin`` folds the tuples of ``parent`` that satisfy ``predicate``, projected to ``attrs``, into
     the partial states of each pane and group.  One whose parent is a pane flow passes that flow's rows on
-    (its ``panes`` equal, its ``predicate`` TRUE, its ``attrs`` the parent's).  The aggregate subscriptions
+    (its ``panes`` equal, its ``attrs`` the parent's, its ``predicate`` TRUE, or with cells the OR of those
+    whose rows it carries: the rows of any cell holding one of them).  The aggregate subscriptions
     whose input is the root's (an equivalent WHERE) and whose windows and aggregates the panes serve read
     it: each one's records are combined from the rows at its super-peer.
     """
@@ -121,7 +134,7 @@ class Flow:
         if self.aggregate is not None:
             out["records_of"] = self.aggregate
         if self.panes is not None:
-            out["panes"] = self.panes.to_json()
+            out["panes"] = self.panes.to_json(text)
         return out
 
 
@@ -573,7 +586,7 @@ def plan_from_wire(doc: dict) -> Plan:
         where = predicates[f["where"]]
         return Flow(
             f["id"], f["stream"], f["parent"], f["origin"], tuple(f["path"]), where, tuple(f["attrs"]), trim,
-            f.get("records_of"), Panes.from_json(f["panes"]) if "panes" in f else None,
+            f.get("records_of"), Panes.from_json(f["panes"], predicates) if "panes" in f else None,
         )  # fmt: skip
 
     flows = [flow(f) for f in doc["flow_table"]]

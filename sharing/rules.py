@@ -12,7 +12,9 @@ are time panes keeping no holistic state, its attributes exactly its groups' and
 pane flow's rows on unchanged (the same panes, no filter, its parent's attributes); no tuple flow reads
 one, and a delivery reads one only for an aggregate subscription with a time window the panes divide,
 groups among the panes' (its own roll up from them), the states its aggregates need, and a WHERE
-equivalent to the pane tree's root's, without a filter.  Epochs are non-empty and in time order.  A
+equivalent to the pane tree's root's (with cells: to one of the cells, which every flow of its chain
+keeps), without a filter.  A fragment flow's cells are at most 62 WHEREs whose OR is its root's WHERE; a
+child may keep the rows of some cells (a filter implying its parent's).  Epochs are non-empty and in time order.  A
 subscription the plan rejected is one of the scenario's, its reason is one line, and no epoch ending
 after the time it was rejected (its arrival, or a re-plan after a failure) delivers to it.  While a
 backbone element is down (docs/DYNAMICS.md), no flow's path meets it and no delivery is taken at a
@@ -31,6 +33,7 @@ import math
 from collections import Counter
 from itertools import pairwise
 
+from matcher import Predicate
 from matcher.aggregate import AggregateQuery
 from network.routing import Network
 from sharing.epochs import Sequence
@@ -38,6 +41,14 @@ from sharing.plan import Delivery, Flow, Plan
 from topologies.errors import PlanError
 from topologies.model import Scenario, StreamSpec
 from topologies.outages import NetworkState, network_states
+
+
+def _any_of(predicates) -> Predicate:
+    """The OR of ``predicates``."""
+    found = Predicate.FALSE
+    for p in predicates:
+        found = found.or_(p)
+    return found
 
 
 def check_plan(plan: Plan, scenario: Scenario, network: Network | None = None) -> None:
@@ -252,7 +263,8 @@ class _Rules:
                 if (a, b) not in self.links:
                     raise PlanError(f"flow {flow.id}: path {flow.path} crosses {a} -> {b}, which is not a link")
             self.linked.add(flow.path)
-        self._reads(flow, above, f"flow {flow.id}", flow.origin, what)
+        if flow.panes is None or parent is None or parent.panes is None:  # pane rows pass on by their cells
+            self._reads(flow, above, f"flow {flow.id}", flow.origin, what)
         return above if flow.trim else frozenset(flow.attrs)
 
     def _record_flow(self, flow: Flow, stream: StreamSpec) -> None:
@@ -272,11 +284,15 @@ class _Rules:
         if flow.aggregate is not None or flow.trim:
             raise PlanError(f"flow {flow.id}: a pane flow carries no records of its own and trims nothing")
         if parent is not None and parent.panes is not None:
-            if parent.panes != panes or not flow.predicate.is_true() or tuple(flow.attrs) != tuple(parent.attrs):
+            # with cells, a child may keep the rows of some of them: a filter implying its parent's
+            kept = flow.predicate.is_true() or (panes.cells and flow.predicate.implies(parent.predicate))
+            if parent.panes != panes or not kept or tuple(flow.attrs) != tuple(parent.attrs):
                 raise PlanError(f"flow {flow.id}: passes on the pane rows of {parent.id} with other panes or a filter")
             return
         if not panes.length > 0 or any(s not in ("sum", "sumsq", "min", "max") for s, _ in panes.states):
             raise PlanError(f"flow {flow.id}: panes of {panes.length} s keeping {list(panes.states)}")
+        if panes.cells and (len(panes.cells) > 62 or not _any_of(panes.cells).equivalent(flow.predicate)):
+            raise PlanError(f"flow {flow.id}: its cells are not those of its WHERE (at most 62 WHEREs, their OR)")
         wanted = {*panes.groups, *(a for _, a in panes.states)}
         if set(flow.attrs) != wanted or len(flow.attrs) != len(wanted):
             raise PlanError(f"flow {flow.id}: its panes read {sorted(wanted)}, it projects to {list(flow.attrs)}")
@@ -346,17 +362,22 @@ class _Rules:
         query = sub.query
         if not isinstance(query, AggregateQuery) or query.window.tuples:
             raise PlanError(f"{what}: reads the pane rows of {flow.id}, but is no aggregate over a time window")
-        root = flow
-        while root.parent is not None and state.by_id[root.parent].panes is not None:
-            root = state.by_id[root.parent]
+        chain = [flow]
+        while chain[-1].parent is not None and state.by_id[chain[-1].parent].panes is not None:
+            chain.append(state.by_id[chain[-1].parent])
         panes = flow.panes
+        if panes.cells:  # its WHERE one of the cells, whose rows every flow of the chain keeps
+            cell = next((c for c in panes.cells if c.equivalent(query.where)), None)
+            served = cell is not None and all(cell.implies(f.predicate) for f in chain)
+        else:
+            served = chain[-1].predicate.equivalent(query.where)
         if not (
-            query.window.whole_panes(panes.length)
+            served
+            and query.window.whole_panes(panes.length)
             and set(query.groups) <= set(panes.groups)
             and query.partial_states() is not None
             and query.partial_states() <= set(panes.states)
             and delivery.predicate.is_true()
-            and root.predicate.equivalent(query.where)
         ):
             raise PlanError(f"{what}: the pane rows of {flow.id} ({panes.text()}) do not serve it")
 

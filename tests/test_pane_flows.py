@@ -217,3 +217,83 @@ def test_coarser_groups_roll_up_from_a_pane_flow_grouped_finer():
         assert_accounted(report)
         sky = report["strategies"][strategy]["subscriptions"][1]
         assert sky["delivered"] == sky["expected"] > 3
+
+
+def _fragments(scenario: Scenario, keep_all: bool = False) -> tuple[Plan, Panes]:
+    """Q1 (a in [20, 60]) and Q2 (a in [40, 80]) of figure 1 reading fragments: a row per pane and cell (a
+    in [20, 40), [40, 60], (60, 80]) from SP4 to SP5, where each branch keeps the cells of its reader's
+    WHERE (``keep_all``: both branches every cell)."""
+    w1, w2 = parse_condition("a BETWEEN 20 AND 60"), parse_condition("a BETWEEN 40 AND 80")
+    panes = Panes(Fraction(10), (), (("max", "c"), ("sum", "c")), (w1, w2))
+    root = Flow("F0", "stream0", None, "SP4", ("SP4", "SP5"), w1.or_(w2), ("c",), panes=panes)
+    keep = [Predicate.TRUE, Predicate.TRUE] if keep_all else [w1, w2]
+    to_q1 = Flow("F1", "stream0", "F0", "SP5", ("SP5", "SP1"), keep[0], ("c",), panes=panes)
+    to_q2 = Flow("F2", "stream0", "F0", "SP5", ("SP5", "SP6"), keep[1], ("c",), panes=panes)
+    d1 = Delivery("Q1", "P1", "SP1", "F1", Predicate.TRUE, ("c",))
+    d2 = Delivery("Q2", "P2", "SP6", "F2", Predicate.TRUE, ("c",))
+    epochs = (Epoch(0, 10, (root, to_q1), (d1,)), Epoch(10, 45, (root, to_q1, to_q2), (d1, d2)),
+              Epoch(45, 50, (root, to_q1), (d1,)))  # fmt: skip
+    return Plan("fragments by hand", scenario.name, epochs), panes
+
+
+def test_fragments_carry_a_row_per_cell_and_each_reader_combines_the_cells_of_its_where():
+    queries = {"Q1": "SELECT COUNT(*), AVG(c) FROM stream0 WHERE a BETWEEN 20 AND 60 WINDOW 10 s",
+               "Q2": "SELECT COUNT(*), MAX(c) FROM stream0 WHERE a BETWEEN 40 AND 80 WINDOW 10 s"}  # fmt: skip
+    scenario = with_aggregates(load_scenario(FIGURE1), queries)
+    scenario = replace(scenario, subscriptions=scenario.subscriptions[:2])
+    plan, panes = _fragments(scenario)
+    report = _report(scenario, plan)
+    assert_accounted(report)
+    entry = report["strategies"]["hand"]
+    q1, q2 = entry["subscriptions"]
+    assert (q1["delivered"], q2["delivered"]) == (5, 3)
+    row = 16 + 8 * panes.values()  # pane, cell, count, max(c), sum(c)
+    assert panes.values() == 5
+    links = {(x["from"], x["to"]): x["bytes"] for x in entry["links"]}
+    # three cells hold tuples in every 10 s pane: all three cross SP4 -> SP5, two down each branch
+    assert links[("SP4", "SP5")] == 5 * 3 * row
+    assert links[("SP5", "SP1")] == 5 * 2 * row
+    assert links[("SP5", "SP6")] == 3 * 2 * row  # over [10, 45): panes 1..3 (pane 4 ends after the branch)
+    # a branch keeping every cell carries the third too; the readers' records are the same
+    every, _ = _fragments(scenario, keep_all=True)
+    again = _report(scenario, every)
+    assert_accounted(again)
+    links = {(x["from"], x["to"]): x["bytes"] for x in again["strategies"]["hand"]["links"]}
+    assert links[("SP5", "SP1")] == 5 * 3 * row
+    # a reader whose WHERE is no cell, or a branch dropping its reader's cell, breaks the rules
+    w3 = parse_condition("a BETWEEN 20 AND 40")
+    bad = Plan("bad", scenario.name, tuple(
+        replace(e, flows=tuple(replace(f, predicate=w3) if f.id == "F1" else f for f in e.flows)) for e in plan.epochs
+    ))  # fmt: skip
+    with pytest.raises(PlanError, match="do not serve it"):
+        bad.check(scenario, Network.of(scenario))
+
+
+def test_the_planners_share_fragments_of_overlapping_wheres():
+    # hard photons per region, over the whole sky and below dec 85, at two subscribers each: the WHEREs
+    # overlap without being equivalent, and the cells they cut differ by a few photons, so one flow of
+    # fragments (a row per pane, region and cell) weighs less than a pane flow per WHERE
+    scenario = load_scenario("topologies/photon-survey.yaml")
+    first = scenario.subscriptions[0]
+    readers = [("h1", "A0", "energy >= 1"), ("h2", "A5", "energy >= 1"), ("l1", "A0", "energy >= 1 AND dec < 85"),
+               ("l2", "A5", "energy >= 1 AND dec < 85")]  # fmt: skip
+    query = "SELECT region, COUNT(*) FROM north WHERE {} GROUP BY region WINDOW 10 s"
+    subs = tuple(
+        replace(first, id=sub_id, peer=peer, at=0, until=None, query=parse_query(query.format(where)))
+        for sub_id, peer, where in readers
+    )
+    scenario = replace(scenario, subscriptions=subs, events=())
+    network = Network.of(scenario)
+    classes = pane_classes(scenario, network, frozenset(s.id for s in subs), CostModel(scenario))
+    chosen = classes["h1"]
+    assert chosen.members == ("h1", "h2", "l1", "l2") and len(chosen.panes.cells) == 2
+    runs = {}
+    for strategy in ("query-shipping", "ideal", "sharing-em"):
+        plan = make_plan(scenario, strategy, network)
+        if strategy != "query-shipping":
+            assert {f.panes for e in plan.epochs for f in e.flows} == {chosen.panes}, strategy
+        runs[strategy] = run_local(scenario, plan)
+    report = build_report(scenario, runs, engine="local")
+    assert_accounted(report)
+    backbone = {name: entry["backbone_bytes"] for name, entry in report["strategies"].items()}
+    assert backbone["ideal"] == backbone["sharing-em"] < backbone["query-shipping"]
