@@ -260,7 +260,8 @@ def _stacked(series: dict, rows: int) -> np.ndarray:
 def chunk_records(job: ChunkJob, chunk: Chunk) -> Iterator[pa.RecordBatch]:
     """A chunk's rows of :data:`RECORD_SCHEMA`: its latency rows, then its summary row."""
     summary, owners, latencies = simulate_chunk(job, chunk)
-    cuts = np.flatnonzero(np.concatenate(([True], owners[1:] != owners[:-1], [True])))
+    # a chunk where nothing reached a subscriber (no latency rows) sends its summary alone
+    cuts = np.flatnonzero(np.concatenate(([True], owners[1:] != owners[:-1], [True]))) if len(owners) else np.zeros(1)
     subs, cells, size = [], [], 0
     for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
         subs.append(int(owners[a]))

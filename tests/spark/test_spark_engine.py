@@ -193,6 +193,16 @@ def test_spark_equals_local_for_pane_flows(spark):
     local = run_local(scenario, plan, window=1.0)
     assert_same_runs(scenario, local, run_spark(scenario, plan, master=LOCAL_MASTER, chunks=6, window=1.0))
     assert local.summary["Q2"].dropped > 0 and local.summary["Q1"].delivered > 0
+    # fragments: a row per cell of overlapping WHEREs, each branch keeping its reader's cells
+    from tests.test_aggregates import with_aggregates
+    from tests.test_pane_flows import _fragments
+
+    q2 = "SELECT COUNT(*), MAX(c) FROM stream0 WHERE a BETWEEN 40 AND 80 WINDOW 10 s"
+    scenario = with_aggregates(scenario, {"Q2": q2})
+    plan, _ = _fragments(scenario)
+    local = run_local(scenario, plan, window=1.0)
+    assert_same_runs(scenario, local, run_spark(scenario, plan, master=LOCAL_MASTER, chunks=6, window=1.0))
+    assert local.summary["Q2"].delivered > 0
 
 
 @pytest.mark.spark
