@@ -16,6 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matcher import Predicate, parse_condition, parse_query
+from network.emulated import link_specs
+from network.linkrule import TICKS, service, to_ticks
 from network.routing import Network
 from peers.aggregation import pane_rows
 from peers.local import run_local
@@ -297,3 +299,27 @@ def test_the_planners_share_fragments_of_overlapping_wheres():
     assert_accounted(report)
     backbone = {name: entry["backbone_bytes"] for name, entry in report["strategies"].items()}
     assert backbone["ideal"] == backbone["sharing-em"] < backbone["query-shipping"]
+
+
+def test_a_reader_at_the_source_super_peer_combines_the_rows_where_they_are_made():
+    # Q2's thin-peer is the publisher's, at SP4: it reads the tree's root, which crosses no link before it,
+    # and each record leaves down the access link as its window closes (its last pane row is there then)
+    scenario = _scenario(25_000.0)
+    subs = list(scenario.subscriptions)
+    subs[1] = replace(subs[1], peer="P0")
+    scenario = replace(scenario, subscriptions=tuple(subs))
+    plan = _plan(scenario, q2=Delivery("Q2", "P0", "SP4", "F0", Predicate.TRUE, ("c",)))
+    plan = Plan("hand", scenario.name, tuple(
+        replace(e, flows=tuple(f for f in e.flows if f.id != "F2")) for e in plan.epochs
+    ))  # fmt: skip
+    runs = [run_local(scenario, plan, window=w) for w in (None, 0.37, 1.3)]
+    report = build_report(scenario, {"hand": runs[0]}, engine="local")
+    assert_accounted(report)
+    q2 = report["strategies"]["hand"]["subscriptions"][1]
+    assert (q2["delivered"], q2["aggregated_at"]) == (4, "SP4")
+    latencies = runs[0].record_latencies["Q2"]
+    bandwidth, latency, _ = link_specs(scenario)[("SP4", "P0")]
+    alone = (int(service(16 + 8 * 4, bandwidth)) + int(to_ticks(latency))) / TICKS  # window, COUNT, MAX, AVG
+    assert latencies.tolist() == [alone] * 4
+    for run in runs[1:]:
+        assert np.array_equal(run.record_latencies["Q2"], latencies)
