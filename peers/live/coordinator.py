@@ -16,11 +16,11 @@ A super-peer whose process died (its last will, confirmed by ``gone``) is taken 
 subscriptions it made unreachable end at the horizon (reported in ``failures``), the others are planned
 again on the remaining network from the horizon on (earlier epochs stay as they were).
 
-A plan's record flows (aggregate subscriptions whose records travel instead of their input,
-peers/live/records.py) run only where every node can compute the records before the clock starts: an
-aggregate subscribed at run time, one over an ``--input`` stream and every one in a run until a signal
-(``--forever``) is served its input instead, delivered whole: its subscriber computes the records
-(:func:`~peers.live.records.input_served`).
+A plan's record flows and pane trees (aggregate subscriptions whose records, or partial states, travel
+instead of their input, peers/live/records.py) run only where every node can compute the records before the
+clock starts: an aggregate subscribed at run time, one over an ``--input`` stream and every one in a run
+until a signal (``--forever``) is served its input instead, delivered whole (off a pane tree's input twins,
+where it reads one): its subscriber computes the records (:func:`~peers.live.records.input_served`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from peers.live.connection import LEASE_S, Broker, Connection, raise_failed
 from peers.live.malformed import check, integer, json_object, number, text
 from peers.live.plans import PlanBook, plan_message
 from peers.live.processors import tally_of
-from peers.live.records import checked_inputs, input_served, record_flows
+from peers.live.records import aggregated_at, checked_inputs, input_served
 from peers.live.thinpeer_service import ThinPeerService
 from peers.live.topics import Topics
 from peers.live.wire import subscription_from_json
@@ -670,27 +670,22 @@ class Coordinator:
         delivered, latencies, attrs = {}, {}, {}
         fated: dict[str, dict[str, np.ndarray]] = {"dropped": {}, "lost": {}}
         plan = self.book.versions[self.version].plan
-        aggregated = {sub: at for sub, at in record_flows(plan).items() if sub in scenario.subscriptions_by_id}
+        aggregated = {sub: at for sub, at in aggregated_at(plan).items() if sub in scenario.subscriptions_by_id}
         operators = self._operator_inputs()
         for s in scenario.subscriptions:
             attrs[s.id] = s.query.attributes(scenario.stream(s.stream).attribute_names)
-            if s.id in aggregated:  # its input was delivered to its record flow's operator
-                found = operators.get(s.id, {})
-                delivered[s.id] = np.array(found.get("delivered", []), dtype=np.int64)
-                latencies[s.id] = np.array(found.get("latencies", []), dtype=np.float64)
-                for fate, copies in fated.items():
-                    if found.get(fate):
-                        copies[s.id] = np.sort(np.array(found[fate], dtype=np.int64))
-                continue
+            # its copies: those delivered to the operators computing its records (a record flow's, a pane
+            # tree's root), and those delivered to its thin-peer (where a plan serves it its input)
+            at_operator = operators.get(s.id, {})
             tp = next(t for t in thin_peers if t.peer == s.peer)
-            parts = tp.delivered.get(s.id, [])
-            delivered[s.id] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            parts = [np.array(at_operator.get("delivered", []), dtype=np.int64), *tp.delivered.get(s.id, [])]
+            delivered[s.id] = np.concatenate(parts)
             for fate, copies in fated.items():
-                found = tp.fated[fate].get(s.id)
-                if found:
-                    copies[s.id] = np.sort(np.concatenate(found))
-            lat = tp.latencies.get(s.id, [])
-            latencies[s.id] = np.concatenate(lat) if lat else np.zeros(0)
+                both = [np.array(at_operator.get(fate, []), dtype=np.int64), *tp.fated[fate].get(s.id, [])]
+                if sum(map(len, both)):
+                    copies[s.id] = np.sort(np.concatenate(both))
+            lat = [np.array(at_operator.get("latencies", []), dtype=np.float64), *tp.latencies.get(s.id, [])]
+            latencies[s.id] = np.concatenate(lat)
             attrs[s.id] = tp.attrs.get(s.id, attrs[s.id])
         expected = expected_results(scenario)
         shipped, shipped_last = self._shipped(scenario, expected, aggregated, thin_peers)
@@ -738,8 +733,8 @@ class Coordinator:
         return checked(scenario, with_records(scenario, run), expected)
 
     def _operator_inputs(self) -> dict[str, dict[str, list]]:
-        """Per subscription a record flow serves, the input copies its operator received, as the super-peers
-        reported them last (:class:`~peers.live.records.OperatorInputs`)."""
+        """Per subscription a record flow or a pane tree serves, the input copies its operator received, as the
+        super-peers reported them last (:class:`~peers.live.records.OperatorInputs`)."""
         found: dict[str, dict[str, list]] = {}
         for node in sorted(self.aggregated):
             for sub, entry in self.aggregated[node].items():
@@ -752,8 +747,9 @@ class Coordinator:
     def _shipped(
         scenario: Scenario, expected: Expected, aggregated: dict[str, str], thin_peers: list[ThinPeerService]
     ) -> tuple[dict[str, dict[str, np.ndarray]], float]:
-        """The records the record flows shipped, by their numbers in the scenario as it ran, as the
-        :class:`StrategyRun` fields take them; and the latest emulated time one reached its thin-peer."""
+        """The records the record flows shipped or the readers of pane trees combined, by their numbers in the
+        scenario as it ran (and the pane rows lost on their way, by theirs), as the :class:`StrategyRun` fields
+        take them; and the latest emulated time one reached its thin-peer."""
         fields: dict[str, dict[str, np.ndarray]] = {
             f: {} for f in ("record_delivered", "record_latencies", "record_dropped", "record_lost")
         }

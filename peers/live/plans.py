@@ -20,6 +20,7 @@ import numpy as np
 
 from matcher import QueryError
 from peers.live.malformed import MalformedMessage, integer, json_object, number
+from peers.live.panes import PaneSites, pane_sites, tree_readers
 from peers.live.processors import ProcessorNumbers
 from peers.live.wire import plan_from_wire, plan_to_wire, subscription_from_json, subscription_to_json
 from peers.superpeer import ChannelKey, Operator, ReaderTable, install
@@ -50,6 +51,8 @@ class PlanVersion:
 class Installed:
     operators: dict[tuple[str, Hashable], Operator]  # (super-peer, input channel key) -> operator
     flows: dict[str, Flow]  # flow id -> the flow (its path, its stream), at every super-peer
+    # root pane flow id -> the subscriptions reading its tree (peers/live/panes.py), wherever they are
+    pane_readers: dict[str, tuple[str, ...]]
 
 
 def plan_message(version: int, scenario: Scenario, plan: Plan, run: str = "") -> bytes:
@@ -77,7 +80,8 @@ class PlanBook:
         # consecutive epochs share most readers: each is compiled once, for every version and epoch
         self._readers = ReaderTable(base)
         self._numbers: dict[int, ProcessorNumbers] = {}  # per version, its processors' tie order (laid out once)
-        self._aggregates: dict[int, bool] = {}  # per version, whether it has record flows
+        self._aggregates: dict[int, bool] = {}  # per version, whether it has record or pane flows
+        self._pane_sites: dict[int, PaneSites] = {}  # per version, where its pane trees run
 
     @property
     def latest(self) -> PlanVersion | None:
@@ -125,7 +129,7 @@ class PlanBook:
             plan_epoch = pv.plan.epochs[epoch]
             local = self._local(plan_epoch)
             operators = install(pv.scenario, local, self._readers)  # outputs name their subscription
-            found = Installed(operators, {f.id: f for f in plan_epoch.flows})
+            found = Installed(operators, {f.id: f for f in plan_epoch.flows}, tree_readers(plan_epoch))
             self._installed[key] = found
             if len(self._installed) > _INSTALLED_EPOCHS:
                 self._installed.popitem(last=False)
@@ -145,12 +149,21 @@ class PlanBook:
         return self._layout(version).flow(epoch, flow_id)
 
     def aggregates(self, version: int) -> bool:
-        """Whether plan version ``version`` has record flows (peers/live/records.py)."""
+        """Whether plan version ``version`` has record or pane flows (peers/live/records.py)."""
         found = self._aggregates.get(version)
         if found is None:
             found = self._aggregates[version] = any(
-                f.aggregate is not None for e in self.versions[version].plan.epochs for f in e.flows
+                f.aggregate is not None or f.panes is not None
+                for e in self.versions[version].plan.epochs
+                for f in e.flows
             )
+        return found
+
+    def pane_sites(self, version: int) -> PaneSites:
+        """Where the pane trees of plan version ``version`` run (peers/live/panes.py; found once per process)."""
+        found = self._pane_sites.get(version)
+        if found is None:
+            found = self._pane_sites[version] = pane_sites(self.versions[version].plan)
         return found
 
     def _layout(self, version: int) -> ProcessorNumbers:

@@ -1,4 +1,5 @@
-"""Record flows in the live mode (docs/LIVE.md, "Records"; docs/ACCOUNTING.md, "Records").
+"""Record flows and pane trees in the live mode (docs/LIVE.md, "Records"; docs/ACCOUNTING.md, "Records" and
+"Panes").
 
 A plan may serve an aggregate subscription by a **record flow** (``Flow.aggregate``; query-shipping always,
 the sharing strategies where the records weigh less than the input): an operator at the flow's origin
@@ -10,12 +11,19 @@ operator.  Every live node can compute them before the clock starts, since every
 workload's; where it cannot (an ``--input`` stream, whose values come at run time, a run until a signal,
 an aggregate subscribed at run time) the subscription is served its input instead (:func:`input_served`).
 
-This module holds what the services share: :class:`Schedule`, a subscription's records as the operator
-emits them (a record travels as one tuple: its window's number as its index, its closing time as its
-emission, its group's values as its columns); :class:`OperatorInputs`, the input copies each operator
-received (the subscription's deliveries in the run, as the simulator counts them: at the operator); and
-:class:`ShippedRecords`, the records a subscriber's thin-peer received, dropped or lost, which the
-coordinator numbers by the schedule of the scenario as it ran.
+A **pane tree** (``Flow.panes``; peers/live/panes.py) is run alike: its root's operator completes each pane
+row with the row's last input tuple of its group (the simulator's schedule of the rows,
+:func:`pane_schedule_of`), the rows cross the tree as records do, and at each reader's super-peer the
+reader's records (its own :class:`Schedule`) go down, each when its window has closed and the row carrying
+its last input tuple has arrived.
+
+This module holds what the services share: :class:`Schedule`, a subscription's records, or a pane tree's
+rows, as their operator emits them (a record travels as one tuple: its window's number as its index, its
+closing time as its emission, its group's values as its columns; a pane row as its last input tuple, its
+pane's closing, no columns); :class:`OperatorInputs`, the input copies each operator received (the
+subscription's deliveries in the run, as the simulator counts them: at the operator); and
+:class:`ShippedRecords`, the records a subscriber's thin-peer received, dropped or lost, and the pane rows
+that did not reach its super-peer, which the coordinator numbers by the schedule of the scenario as it ran.
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from peers.live.malformed import check
+from peers.live.panes import pane_readers, with_input_twins
 from peers.live.wire import Batch
-from sharing.plan import Flow, Plan
+from peers.timetable import _pane_schedule
+from sharing.plan import Delivery, Flow, Plan
 from topologies.errors import EmulatorError
 from topologies.expected import aggregate_results, record_schedule
 from topologies.model import Scenario
@@ -36,9 +46,10 @@ FATES = ("dropped", "lost")
 
 @dataclass(frozen=True)
 class Schedule:
-    """The records of one aggregate subscription's record flow, by number: record ``r`` is completed by
-    input tuple ``last[r]`` (ascending), its window ``windows[r]`` closes at ``closes[r]``, its group's
-    values are ``groups[attribute][r]``; each weighs ``wire`` bytes."""
+    """The records of one aggregate subscription, by number: record ``r`` is completed by input tuple
+    ``last[r]`` (ascending), its window ``windows[r]`` closes at ``closes[r]``, its group's values are
+    ``groups[attribute][r]``; each weighs ``wire`` bytes.  A pane tree's rows alike
+    (:func:`pane_schedule_of`)."""
 
     last: np.ndarray
     closes: np.ndarray
@@ -71,6 +82,17 @@ def schedule_of(scenario: Scenario, sub_id: str) -> Schedule:
     return Schedule(schedule.last, np.asarray(schedule.closes, dtype=np.float64), windows, groups, wire)
 
 
+def pane_schedule_of(scenario: Scenario, root: Flow) -> Schedule:
+    """The rows of the pane tree whose root is ``root`` over ``scenario``'s workload, as the simulator lays them
+    out (peers/timetable.py, ``_pane_schedule``): one per pane and group holding tuples of the root's WHERE,
+    completed by its last such tuple (``last``, ascending, one row each), due when its pane closes
+    (``closes``).  A row carries that tuple as its index (``windows``: what names it to the readers and to
+    the check) and no columns (its partial states are not carried, as a record's values are not)."""
+    panes = root.panes
+    last, closes = _pane_schedule(scenario, root.stream, root.predicate, panes.groups, panes.length, None)
+    return Schedule(last, closes, last, {}, scenario.tuple_bytes(panes.values()))
+
+
 def record_flows(plan: Plan) -> dict[str, str]:
     """Per aggregate subscription a record flow of ``plan`` serves, the super-peer aggregating it (the origin
     of its first one, as the simulator names it)."""
@@ -82,26 +104,42 @@ def record_flows(plan: Plan) -> dict[str, str]:
     return found
 
 
+def aggregated_at(plan: Plan) -> dict[str, str]:
+    """Per aggregate subscription ``plan`` serves records in the network (by a record flow, or combined from a
+    pane tree's rows), the super-peer whose operator receives its input, as the simulator names it."""
+    found = record_flows(plan)
+    for sub, node in pane_readers(plan).items():
+        found.setdefault(sub, node)
+    return found
+
+
 def input_served(plan: Plan, subscriptions: set[str]) -> Plan:
     """``plan`` with the record flows of ``subscriptions`` carrying their input instead, which their deliveries
     pass down whole: their subscribers compute the records, as where a plan delivers an aggregate's input.
     Live mode serves an aggregate subscribed at run time so, whatever the strategy: its records would need
     the central evaluation of the run while it goes (and its client prints records from the input).
 
-    Every pane flow (docs/ACCOUNTING.md, "Panes") carries its input too, whoever reads it: live mode runs
-    no pane operator, so a pane tree becomes a tree of its operator's input, the tuples of its root's WHERE
-    (which each reader's WHERE is equivalent to), and each reader aggregates what reaches it."""
-    shipped = {f.id for e in plan.epochs for f in e.flows if f.aggregate in subscriptions or f.panes is not None}
-    if not shipped:
+    A delivery of one of ``subscriptions`` that reads a pane tree (docs/ACCOUNTING.md, "Panes") reads the
+    tree's input twins instead, tuple flows along the same paths carrying the root's input, and the tree
+    keeps serving its other readers (:func:`~peers.live.panes.with_input_twins`)."""
+    if not subscriptions:
         return plan
+    shipped = {f.id for e in plan.epochs for f in e.flows if f.aggregate in subscriptions}
     unshipped: dict[int, Flow] = {}  # one object per flow object, so that epochs keep sharing them
+    twins: dict[tuple, Flow | Delivery] = {}
 
     def served(flow: Flow) -> Flow:
         if flow.id not in shipped:
             return flow
-        return unshipped.setdefault(id(flow), replace(flow, aggregate=None, panes=None))
+        return unshipped.setdefault(id(flow), replace(flow, aggregate=None))
 
-    return plan.with_epochs(tuple(replace(e, flows=tuple(map(served, e.flows))) for e in plan.epochs))
+    epochs = []
+    for epoch in plan.epochs:
+        records = replace(epoch, flows=tuple(map(served, epoch.flows))) if shipped else epoch
+        epochs.append(with_input_twins(records, subscriptions, twins))
+    if all(a is b for a, b in zip(epochs, plan.epochs, strict=True)):
+        return plan
+    return plan.with_epochs(tuple(epochs))
 
 
 def record_keys(groups: tuple[str, ...], batch: Batch) -> list[tuple]:
@@ -156,17 +194,21 @@ def checked_inputs(doc: object, node: str) -> dict:
 
 
 class ShippedRecords:
-    """The records a thin-peer's subscriptions received by record flows: per subscription the batches that
-    reached it, with each record's latency (emulated seconds from its window's closing to when it is seen),
-    and those dropped or lost on the way."""
+    """The records a thin-peer's subscriptions received by record flows or combined from pane rows: per
+    subscription the batches that reached it, with each record's latency (emulated seconds from its window's
+    closing to when it is seen), those dropped or lost on the way, and the pane rows dropped or lost before
+    its super-peer (channel ``("panes", sub)``, by their last input tuples)."""
 
     def __init__(self):
         self.delivered: dict[str, list[tuple[Batch, np.ndarray]]] = {}
         self.fated: dict[str, dict[str, list[Batch]]] = {fate: {} for fate in FATES}
+        self.panes: dict[str, dict[str, list[np.ndarray]]] = {fate: {} for fate in FATES}
 
     def add(self, sub: str, batch: Batch, now: float) -> None:
-        """``batch`` of records of ``sub`` came at emulated time ``now``."""
-        if batch.fate is not None:
+        """``batch`` of records of ``sub`` (or, with a fate, of pane rows) came at emulated time ``now``."""
+        if batch.channel[0] == "panes":
+            self.panes[batch.fate].setdefault(sub, []).append(batch.indices.copy())
+        elif batch.fate is not None:
             self.fated[batch.fate].setdefault(sub, []).append(batch)
         else:
             self.delivered.setdefault(sub, []).append((batch, np.maximum(batch.arrivals, now) - batch.times))
@@ -175,8 +217,10 @@ class ShippedRecords:
         """What became of ``sub``'s records, by their ``numbers`` (key -> number: the schedule of the scenario
         as it ran), as the :class:`~network.meter.StrategyRun` fields take them: those delivered (ascending)
         with their latencies, and those dropped and lost (a record the run's schedule does not hold, of a
-        window a stop or an unsubscription cut off, did not count: it was never to be delivered).  Raises
-        :class:`EmulatorError` for a record delivered that the schedule does not hold."""
+        window a stop or an unsubscription cut off, did not count: it was never to be delivered), with the
+        pane rows that did not reach the subscriber's super-peer numbered as the simulator's pane sink
+        numbers them, ``-1 - t`` (``t``: the row's last input tuple).  Raises :class:`EmulatorError` for a
+        record delivered that the schedule does not hold."""
         found, latencies = [], []
         for batch, latency in self.delivered.get(sub, []):
             for key, seconds in zip(record_keys(groups, batch), latency.tolist(), strict=True):
@@ -191,5 +235,7 @@ class ShippedRecords:
         }
         for fate in FATES:
             keys = [key for batch in self.fated[fate].get(sub, []) for key in record_keys(groups, batch)]
-            out[f"record_{fate}"] = np.sort(np.array([numbers[k] for k in keys if k in numbers], dtype=np.int64))
+            records = np.array([numbers[k] for k in keys if k in numbers], dtype=np.int64)
+            panes = [-1 - rows for rows in self.panes[fate].get(sub, [])]
+            out[f"record_{fate}"] = np.sort(np.concatenate([records, *panes]))
         return out

@@ -26,6 +26,16 @@ window's closing and the input's arrival, held like received tuples until then, 
 reaches that time.  A record of a window closing past the horizon of the clock waits for it: a stop, or the
 end of its subscription, may still cut that window off.  Records pass every node of the path without an
 operator or the processor, and go down to the subscriber whole, on the channel ``("records", sub)``.
+
+**Pane trees** (peers/live/panes.py).  At a tree's root the copies its reader keeps are folded into panes
+(counted as the input of every subscription reading the tree), and each one completing a pane row makes
+it, due at the later of its pane's closing and the input's arrival; the rows pass the tree's flows as
+records do (a child flow passes its parent's on unchanged).  Where a reader's delivery reads them, each
+row completing records of the reader (the windows whose last input tuple of their group is the row's)
+makes them, due at the later of their window's closing and the row's arrival, and they go down as a
+record flow's do; a row dropped or lost on the way is told to the subscriber on the channel ``("panes",
+sub)``, with its fate, and makes its records with that fate.  A row waits for no horizon; a stop cuts the
+pane holding the end short, whose rows the root's super-peer then completes with the tuples before it.
 """
 
 from __future__ import annotations
@@ -47,9 +57,10 @@ from peers.live.connection import Broker, Connection, Dedup, Pressure
 from peers.live.counters import Counters
 from peers.live.links import CARRIED, FATES, LOOKAHEAD_S, Direction, LinkTable
 from peers.live.malformed import MalformedMessage, check, integer, json_object, number
+from peers.live.panes import pane_class
 from peers.live.plans import Clock, PlanBook, PlanVersion
 from peers.live.processors import LAST, Processor, operator_work
-from peers.live.records import OperatorInputs, Schedule, record_flows, schedule_of
+from peers.live.records import OperatorInputs, Schedule, pane_schedule_of, record_flows, schedule_of
 from peers.live.thinpeer_service import BATCH_S
 from peers.live.topics import Topics
 from peers.live.wire import Batch, check_values, decode_message, encode_message
@@ -126,8 +137,13 @@ class SuperPeerService:
         # processor (what is due by then goes out in the pass, in order)
         self.limit = -math.inf
         # record flows: each subscription's records, the input copies the operators here received, and the
-        # records whose windows close past what the clock promised (:meth:`_hold`)
+        # records whose windows close past what the clock promised (:meth:`_hold`); the rows of the pane trees
+        # whose roots are here, by pane class
         self.schedules: dict[str, Schedule] = {}
+        self.panes: dict[tuple, tuple[Flow, Schedule]] = {}  # pane class -> a root of it, its rows
+        # per pane class, the input its roots here received lately, with the version, epoch and root reading
+        # it: a stop cuts a pane short, whose rows the tuples before the stop complete (:meth:`_cut_panes`)
+        self.recent: dict[tuple, list[tuple[PlanVersion, int, Flow, Batch]]] = {}
         self.inputs = OperatorInputs()
         self.unripe: list[Batch] = []
         self.horizon = -math.inf  # of the latest clock whose plan version is here
@@ -277,6 +293,9 @@ class SuperPeerService:
             groups = set(pv.scenario.subscription(flow.aggregate).query.groups)
             check(columns == groups, f"records of {flow.id} without their group values", sender)
             return
+        if flow.panes is not None:  # pane rows: the last input tuple as the index, no columns
+            check(not columns, f"pane rows of {flow.id} with columns", sender)
+            return
         operator = installed.operators.get((self.node, flow_key(flow.id)))
         check(operator is None or operator.available <= columns, f"flow {flow.id} without its attributes", sender)
 
@@ -304,7 +323,10 @@ class SuperPeerService:
                 self.clock = Clock(t0, speed)
                 if version in self.book.versions:  # a horizon the plan this node knows was made for
                     self.horizon = max(self.horizon, horizon)
+                if end is not None and end != self.end:
+                    self._cut_panes(end)
                 self.end = math.inf if end is None else end
+                self._forget_panes()
                 self._ripen()
                 # a pass reaches lookahead and a batch period ahead: a tuple comes at most that late, twice over
                 self.links.keep(2 * (self.lookahead_s + self.flush_s) * speed + 1.0)
@@ -318,7 +340,7 @@ class SuperPeerService:
 
     def stats(self, round_: int, inputs: bool = False) -> bytes:
         """This node's counters for collect round ``round_``; with ``inputs``, also the input copies its
-        record-flow operators received (the coordinator asks for them once the run is over)."""
+        record-flow and pane operators received (the coordinator asks for them once the run is over)."""
         doc = {
             "node": self.node,
             "round": round_,
@@ -336,7 +358,7 @@ class SuperPeerService:
         }
         if self.processor is not None:
             doc["processor"] = self.processor.to_json()
-        if inputs and self.schedules:
+        if inputs and (self.schedules or self.panes):
             doc["aggregated"] = self.inputs.to_json()
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -347,6 +369,11 @@ class SuperPeerService:
 
     def _route(self, batch: Batch) -> None:
         pv = self.book.versions[batch.version]
+        if batch.channel[0] == "records":  # combined from pane rows here: down to the subscriber
+            sub = batch.channel[1]
+            peer = pv.subscribers[sub]
+            self._send(self.topics.down(peer, sub), (self.node, peer), batch)
+            return
         if batch.channel[0] == "raw":
             # an upload: split it by the epoch in force at each tuple's emission time
             epochs = pv.epoch_of(batch.times)
@@ -361,10 +388,13 @@ class SuperPeerService:
     def _at_node(self, pv: PlanVersion, epoch: int, key: ChannelKey, batch: Batch, forward: bool) -> None:
         """``batch`` of channel ``key`` is here: run this node's operator on it, then pass it on."""
         installed = self.book.installed(pv.version, epoch)
-        if key.kind == "flow" and installed.flows[key.name].aggregate is not None:
-            self._pass_records(pv, epoch, installed.flows[key.name], installed.operators.get((self.node, key)), batch)
-            return
         operator = installed.operators.get((self.node, key))
+        if key.kind == "flow" and installed.flows[key.name].aggregate is not None:
+            self._pass_records(pv, epoch, installed.flows[key.name], operator, batch)
+            return
+        if key.kind == "flow" and installed.flows[key.name].panes is not None:
+            self._pass_panes(pv, epoch, installed.flows[key.name], operator, batch)
+            return
         if operator is not None:
             outputs = operator.process(len(batch), batch.columns)
             if self.processor is not None and batch.fate is None and len(batch):
@@ -399,6 +429,8 @@ class SuperPeerService:
                 flow = self.book.installed(pv.version, epoch).flows[name]
                 if flow.aggregate is not None:  # the input of a record flow's operator
                     self._aggregate(pv, epoch, flow, child)
+                elif flow.panes is not None:  # the input of a pane tree's root (a tuple operator reads no other)
+                    self._fold(pv, epoch, flow, child)
                 else:
                     self._at_node(pv, epoch, flow_key(name), child, forward=True)
             else:
@@ -408,10 +440,25 @@ class SuperPeerService:
     # ---- record flows ------------------------------------------------------------------------------------
 
     def _schedule_records(self, version: PlanVersion) -> None:
-        """The records of every record flow of ``version`` that starts here and has none yet."""
+        """The records of every record flow of ``version`` that starts here, the rows of every pane tree whose
+        root is here, and the records of every subscription whose delivery here reads a pane tree (those not
+        computed yet)."""
         for sub, origin in record_flows(version.plan).items():
             if origin == self.node and sub not in self.schedules:
                 self.schedules[sub] = schedule_of(version.scenario, sub)
+        sites = self.book.pane_sites(version.version)
+        for root in sites.roots.get(self.node, ()):
+            self._pane_rows(version, root)
+        for sub in sites.readers.get(self.node, ()):
+            self._schedule(version, sub)
+
+    def _pane_rows(self, pv: PlanVersion, root: Flow) -> Schedule:
+        """The rows of the pane tree whose root is ``root`` (of its pane class, computed once)."""
+        key = pane_class(root)
+        found = self.panes.get(key)
+        if found is None:
+            found = self.panes[key] = (root, pane_schedule_of(pv.scenario, root))
+        return found[1]
 
     def _schedule(self, pv: PlanVersion, sub: str) -> Schedule:
         found = self.schedules.get(sub)
@@ -423,15 +470,22 @@ class SuperPeerService:
         self, pv: PlanVersion, flows: dict[str, Flow], operator: Operator, outputs: list[Output], batch: Batch,
         work: np.ndarray,
     ) -> None:  # fmt: skip
-        """Add to ``work`` what a record flow's reader here costs besides testing and projecting: every tuple
-        it keeps is folded into each aggregate, and every record it completes is built (docs/ACCOUNTING.md,
-        "Super-peer CPU")."""
+        """Add to ``work`` what a record flow's or a pane tree root's reader here costs besides testing and
+        projecting: every tuple it keeps is folded into each aggregate (a pane's count and each partial state
+        it keeps), and every record (pane row) it completes is built (docs/ACCOUNTING.md, "Super-peer CPU")."""
         for reader, out in zip(operator.readers, outputs, strict=True):
             flow = flows.get(reader.target.name) if reader.target.kind == "flow" else None
-            if flow is None or flow.aggregate is None or not len(out.positions):
+            if flow is None or not len(out.positions):
                 continue
-            work[out.positions] += self.costs.aggregate * len(pv.scenario.subscription(flow.aggregate).query.aggregates)
-            _, at = self._schedule(pv, flow.aggregate).completed_by(batch.indices[out.positions])
+            if flow.aggregate is not None:
+                folds = len(pv.scenario.subscription(flow.aggregate).query.aggregates)
+                schedule = self._schedule(pv, flow.aggregate)
+            elif flow.panes is not None:
+                folds, schedule = 1 + len(flow.panes.states), self._pane_rows(pv, flow)
+            else:
+                continue
+            work[out.positions] += self.costs.aggregate * folds
+            _, at = schedule.completed_by(batch.indices[out.positions])
             np.add.at(work, out.positions[at], self.costs.record)
 
     def _aggregate(self, pv: PlanVersion, epoch: int, flow: Flow, inputs: Batch) -> None:
@@ -445,35 +499,139 @@ class SuperPeerService:
         numbers, at = schedule.completed_by(inputs.indices)
         if not len(numbers):
             return
-        closes = schedule.closes[numbers]
-        records = Batch(
-            self.node, 0, pv.version, epoch, ("flow", flow.id), flow.stream, schedule.windows[numbers], closes,
-            {a: v[numbers] for a, v in schedule.groups.items()}, np.full(len(numbers), schedule.wire, np.int64),
-            due=np.maximum(closes, inputs.arrivals[at]), fate=inputs.fate,
-        )  # fmt: skip
+        records = self._made(pv, epoch, ("flow", flow.id), flow.stream, schedule, numbers, inputs, at)
         if inputs.fate is not None:
             self._at_node(pv, epoch, flow_key(flow.id), records, forward=True)
+        else:
+            self._hold(records)
+
+    def _made(
+        self, pv: PlanVersion, epoch: int, channel: tuple[str, str], stream: str, schedule: Schedule,
+        numbers: np.ndarray, completing: Batch, at: np.ndarray,
+    ) -> Batch:  # fmt: skip
+        """Rows ``numbers`` of ``schedule`` (records, or pane rows) on ``channel``, each completed by the tuple
+        (input, or pane row) at position ``at`` of ``completing``: due at the later of its closing and that
+        one's arrival, or with its fate."""
+        closes = schedule.closes[numbers]
+        return Batch(
+            self.node, 0, pv.version, epoch, channel, stream, schedule.windows[numbers], closes,
+            {a: v[numbers] for a, v in schedule.groups.items()}, np.full(len(numbers), schedule.wire, np.int64),
+            due=np.maximum(closes, completing.arrivals[at]), fate=completing.fate,
+        )  # fmt: skip
+
+    def _fold(self, pv: PlanVersion, epoch: int, root: Flow, inputs: Batch) -> None:
+        """The copies of a pane tree's input its root's operator here receives (each at its due time, or with
+        its fate): counted as the input of every subscription reading the tree in this epoch (the
+        simulator's companion channels), and the pane rows they complete made, due at the later of their
+        pane's closing and the arrival of their last input; a row whose last input did not arrive goes on at
+        once with its fate.  Unlike a record, a row never waits for the horizon: a stop cannot change a pane
+        whose last input tuple was emitted."""
+        for sub in self.book.installed(pv.version, epoch).pane_readers.get(root.id, ()):
+            self.inputs.add(sub, inputs)
+        schedule = self._pane_rows(pv, root)
+        self.recent.setdefault(pane_class(root), []).append((pv, epoch, root, inputs))
+        numbers, at = schedule.completed_by(inputs.indices)
+        if not len(numbers):
+            return
+        rows = self._made(pv, epoch, ("flow", root.id), root.stream, schedule, numbers, inputs, at)
+        if inputs.fate is not None:
+            self._at_node(pv, epoch, flow_key(root.id), rows, forward=True)
+        else:
+            self._release(rows)
+
+    def _cut_panes(self, end: float) -> None:
+        """The run ends at ``end``: the rows of the pane trees rooted here are those of the run as it runs now
+        (the pane holding ``end`` keeps the tuples emitted before it, as the simulator of that run has it).
+        Its rows whose last input tuple already came (:attr:`recent`) are made at once; the others are
+        completed as their tuples come."""
+        pv = self.book.latest
+        if end >= pv.scenario.duration:
+            return
+        cut_short = replace(pv.scenario, duration=end)
+        for key, (root, schedule) in self.panes.items():
+            cut = pane_schedule_of(cut_short, root)
+            self.panes[key] = (root, cut)
+            fresh = np.flatnonzero(~np.isin(cut.last, schedule.last))
+            if not len(fresh):
+                continue
+            made = Schedule(cut.last[fresh], cut.closes[fresh], cut.windows[fresh], {}, cut.wire)
+            for version, epoch, read_by, inputs in self.recent.get(key, []):
+                numbers, at = made.completed_by(inputs.indices)
+                if not len(numbers):
+                    continue
+                rows = self._made(version, epoch, ("flow", read_by.id), read_by.stream, made, numbers, inputs, at)
+                if inputs.fate is not None:
+                    self._at_node(version, epoch, flow_key(read_by.id), rows, forward=True)
+                else:
+                    self._release(rows)
+
+    def _forget_panes(self) -> None:
+        """Forget the pane inputs no stop can matter to any more: those of panes that closed before the horizon
+        (a stop ends the run at the horizon or later)."""
+        if self.horizon == -math.inf:
+            return
+        for key, entries in self.recent.items():
+            length = float(key[3])
+            start = math.floor(self.horizon / length) * length
+            self.recent[key] = [e for e in entries if float(e[3].times.max()) >= start]
+
+    def _pass_panes(self, pv: PlanVersion, epoch: int, flow: Flow, operator: Operator | None, rows: Batch) -> None:
+        """Pane rows of ``flow`` are here: on to the child flows read here (which pass them on unchanged), to
+        the deliveries made here (:meth:`_combine`), and on along the path (no processor: nothing is read)."""
+        for reader in operator.readers if operator is not None else ():
+            if reader.target.kind == "flow":
+                self._at_node(pv, epoch, reader.target, replace(rows, channel=("flow", reader.target.name)), True)
+            else:
+                self._combine(pv, epoch, reader.target.name, rows)
+        position = flow.path.index(self.node)
+        if position + 1 < len(flow.path):
+            after = flow.path[position + 1]
+            self._send(self.topics.link(self.node, after), (self.node, after), rows)
+
+    def _combine(self, pv: PlanVersion, epoch: int, sub: str, rows: Batch) -> None:
+        """Pane rows reach the super-peer of a subscription reading them: each completing records of it (those
+        whose window's last input tuple of their group is the row's) makes them, due at the later of their
+        window's closing and the row's arrival and held as a record flow's are (:meth:`_hold`).  Rows that
+        did not come are told to the subscriber, as the simulator's pane sink tells its meter, and make their
+        records with their fate."""
+        peer = pv.subscribers[sub]
+        topic, direction = self.topics.down(peer, sub), (self.node, peer)
+        if rows.fate is not None:
+            self._send(topic, direction, replace(rows, channel=("panes", sub)))
+        schedule = self._schedule(pv, sub)
+        numbers, at = schedule.completed_by(rows.indices)
+        if not len(numbers):
+            return
+        records = self._made(pv, epoch, ("records", sub), rows.stream, schedule, numbers, rows, at)
+        if rows.fate is not None:
+            self._send(topic, direction, records)
         else:
             self._hold(records)
 
     def _hold(self, records: Batch) -> None:
         """Records as they come due: those whose window closes past the end of the run or of their
         subscription are never shipped, those past the clock's horizon wait for it (:meth:`_ripen`); the
-        others are served in this pass when due within it, else held as received tuples are."""
+        others are released (:meth:`_release`)."""
         closes = records.times
         cut = min(self.end, self._until(records))
         gone, ripe = closes > cut, closes <= self.horizon
         waiting = np.flatnonzero(~gone & ~ripe)
         if len(waiting):
             self.unripe.append(_part(records, waiting))
-        now = ripe & ~gone & (records.arrivals <= self.limit)
-        later = ripe & ~gone & ~now
+        if (ripe & ~gone).any():
+            self._release(_part(records, np.flatnonzero(ripe & ~gone)))
+
+    def _release(self, rows: Batch) -> None:
+        """Rows made here (records, pane rows) as they come due: served in this pass when due within it, else
+        held as received tuples are."""
+        now = rows.arrivals <= self.limit
+        if now.all():
+            self._route(rows)
+            return
         if now.any():
-            pv = self.book.versions[records.version]
-            self._at_node(pv, records.epoch, flow_key(records.channel[1]), _part(records, np.flatnonzero(now)), True)
-        if later.any():
-            self.pending.append(_part(records, np.flatnonzero(later)))
-            self.wake.set()
+            self._route(_part(rows, np.flatnonzero(now)))
+        self.pending.append(_part(rows, np.flatnonzero(~now)))
+        self.wake.set()
 
     def _ripen(self) -> None:
         """The records waiting for the horizon, after a clock: those it now covers are held until due."""
@@ -484,8 +642,10 @@ class SuperPeerService:
     def _until(self, records: Batch) -> float:
         """When the subscription whose records ``records`` are ends, as the latest plan version has it (a
         record of a window closing later is not its)."""
-        flow = self.book.installed(records.version, records.epoch).flows[records.channel[1]]
-        sub = self.book.latest.scenario.subscriptions_by_id.get(flow.aggregate)
+        kind, name = records.channel
+        if kind == "flow":  # a record flow's
+            name = self.book.installed(records.version, records.epoch).flows[name].aggregate
+        sub = self.book.latest.scenario.subscriptions_by_id.get(name)
         if sub is None:
             return -math.inf
         return math.inf if sub.until is None else sub.until
@@ -570,7 +730,7 @@ class SuperPeerService:
         if not fresh:
             return out
         arrivals = np.concatenate([b.arrivals for b in fresh])
-        order = np.lexsort((self._tie_ranks(fresh), arrivals))  # FIFO by arrival, ties as :meth:`_tie_ranks` says
+        order = np.lexsort((*self._tie_keys(fresh), arrivals))  # FIFO by arrival, ties as :meth:`_tie_keys` says
         wire = np.concatenate([b.wire_bytes for b in fresh])
         due_sorted, fate_sorted = self.links.send(direction, arrivals[order], wire[order])
         due, fate = np.empty_like(due_sorted), np.empty_like(fate_sorted)
@@ -589,17 +749,20 @@ class SuperPeerService:
             start = stop
         return out
 
-    def _tie_ranks(self, batches: list[Batch]) -> np.ndarray:
-        """Per tuple of ``batches``, the rank that orders it among tuples reaching a link direction at the
-        same instant: where a plan has record flows, the simulator's (by the number of the flow's channel,
-        then in order), since the records of windows closing together tie; elsewhere the order served here
-        (docs/LIVE.md, "Order")."""
+    def _tie_keys(self, batches: list[Batch]) -> tuple[np.ndarray, ...]:
+        """The keys (least significant first, for :func:`numpy.lexsort`) that order the tuples of ``batches``
+        reaching a link direction at the same instant: where a plan has record or pane flows, the
+        simulator's (by the number of the flow's channel, then by index: a pane row's is its last input
+        tuple, so the rows of one pane come in order however the passes made them), since the records of
+        windows closing together and the rows of panes closing together tie; elsewhere the order served
+        here (docs/LIVE.md, "Order")."""
         if not any(self.book.aggregates(b.version) for b in batches):
-            return np.zeros(sum(len(b) for b in batches), np.int64)
+            return ()
         ranks = [
             self.book.flow_number(b.version, b.epoch, b.channel[1]) if b.channel[0] == "flow" else LAST for b in batches
         ]
-        return np.repeat(np.array(ranks, dtype=np.int64), [len(b) for b in batches])
+        ranked = np.repeat(np.array(ranks, dtype=np.int64), [len(b) for b in batches])
+        return np.concatenate([b.indices for b in batches]), ranked
 
 
 def _part(batch: Batch, positions: np.ndarray, due: np.ndarray | None = None, fate: str | None = None) -> Batch:

@@ -13,7 +13,8 @@ arrival when the message came later than that.  Tuples dropped or lost on the wa
 ``fate`` and are recorded as such.  With ``json_results`` it also republishes each result as JSON lines on
 ``results/<peer>/<subscription>``, for plain MQTT clients.  A subscription that a record flow serves
 receives records (channel ``("records", sub)``, peers/live/records.py), kept apart from tuples, each with
-its latency from its window's closing.
+its latency from its window's closing; one whose records are combined from pane rows is also told of the
+rows that did not reach its super-peer (channel ``("panes", sub)``, parts with a fate only).
 
 An **input** stream (``serve --input``) is not generated: its tuples are JSON objects that any MQTT client
 publishes on ``in/<stream>``, one per object, each emitted at the emulated time it arrives (never before
@@ -125,8 +126,9 @@ class ThinPeerService:
         elif parts[:1] == ("down",) and len(parts) == 3:
             batches = decode_message(payload, self.home)
             sub = parts[2]
-            channels = (("delivery", sub), ("records", sub))
+            channels = (("delivery", sub), ("records", sub), ("panes", sub))
             check(all(b.channel in channels for b in batches), f"not a delivery of {sub}", self.home)
+            check(all(b.fate is not None for b in batches if b.channel[0] == "panes"), "pane rows delivered", self.home)
             for batch in batches:
                 check_values(batch, self.home)
             check(self.clock_doc is not None and self.clock_doc["t0"] is not None, "before the clock", self.home)
@@ -142,7 +144,7 @@ class ThinPeerService:
             self.pressure.transit(arrival - batches[0].sent)
             now = (arrival - t0) * speed
             for batch in batches:
-                if batch.channel[0] == "records":
+                if batch.channel[0] in ("records", "panes"):
                     self.records.add(sub, batch, now)
                     continue
                 if batch.fate is not None:

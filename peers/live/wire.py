@@ -37,8 +37,10 @@ _LENGTH = struct.Struct("<I")
 class Batch:
     """Tuples of one stream travelling on one channel (one part of a message).
 
-    ``channel`` is ``("raw", stream)``, ``("flow", flow id)``, ``("delivery", subscription)`` or ``("records",
-    subscription)`` (the records a record flow brings down, peers/live/records.py);
+    ``channel`` is ``("raw", stream)``, ``("flow", flow id)``, ``("delivery", subscription)``, ``("records",
+    subscription)`` (the records a record flow brings down, or those combined from pane rows,
+    peers/live/records.py) or ``("panes", subscription)`` (pane rows that did not reach the subscriber's
+    super-peer, with their fate);
     ``version`` is the plan version routing it and ``epoch`` the index of its epoch in that plan (-1 for
     an upload, which the source's super-peer splits by epoch); ``(sender, seq)`` identifies the message,
     so a receiver drops the duplicates QoS 1 may bring after a reconnect.  ``due`` is when each tuple
