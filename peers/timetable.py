@@ -502,12 +502,14 @@ class ChannelNumbers(NamedTuple):
     """How a plan is numbered into channels (what the live mode's processors order ties by): each channel's
     route, each stream's upload channel, the processor channel of each (channel read, position on its
     route), and the channel of each flow object read off a given channel (keyed ``(id(flow), channel)``:
-    the plan keeps the objects)."""
+    the plan keeps the objects), and of each delivery object alike (keyed ``(id(delivery), channel)``, the
+    channel None where it reads the raw stream)."""
 
     routes: list[tuple[str, ...]]
     uploads: dict[str, int]
     processors: dict[tuple[int, int], int]
     flows: dict[tuple[int, int], int]
+    deliveries: dict[tuple[int, int | None], int]
 
 
 def channel_numbers(scenario: Scenario, network: Network, plan: Plan) -> ChannelNumbers:
@@ -519,6 +521,7 @@ def channel_numbers(scenario: Scenario, network: Network, plan: Plan) -> Channel
         dict(layout.uploads),
         {d[1:]: n for d, n in layout._numbers.items() if d[0] == "processor"},
         {key: hit[1] for key, hit in layout._memo.items() if isinstance(hit[0], Flow)},
+        {key: hit[1] for key, hit in layout._memo.items() if isinstance(hit[0], Delivery)},
     )
 
 
@@ -745,7 +748,7 @@ class _RecordLayout:
         self.bits: dict[str, np.ndarray] = {}  # per pane class with cells, each row's cell (bits)
         for label, (stream_id, predicate, groups, length) in layout.pane_classes.items():
             cells = layout.pane_cells[label]
-            self.last[label], self.closes[label] = _pane_schedule(scenario, stream_id, predicate, groups, length,
+            self.last[label], self.closes[label] = pane_schedule(scenario, stream_id, predicate, groups, length,
                                                                   values, cells)  # fmt: skip
             if cells:
                 self.bits[label] = _cell_bits(scenario, stream_id, cells, self.last[label], values)
@@ -852,7 +855,7 @@ class _RecordLayout:
         return Blocks(indices, emitted, parents, wire, first, count, work)
 
 
-def _pane_schedule(
+def pane_schedule(
     scenario: Scenario,
     stream_id: str,
     predicate,
@@ -871,13 +874,15 @@ def _pane_schedule(
     times = emission_times_of(stream, chosen)
     keys = [np.asarray(found[g])[chosen] for g in groups]
     if cells:
-        keys.append(_bits(cells, {k: np.asarray(v)[chosen] for k, v in found.items()}, len(chosen)).astype(np.float64))
+        keys.append(
+            cell_bits(cells, {k: np.asarray(v)[chosen] for k, v in found.items()}, len(chosen)).astype(np.float64)
+        )
     positions, panes = pane_rows(length, times, keys)
     closes = np.array([float((j + 1) * length) for j in panes.tolist()], dtype=np.float64)
     return chosen[positions].astype(np.int64), closes
 
 
-def _bits(cells: tuple, found: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+def cell_bits(cells: tuple, found: Mapping[str, np.ndarray], n: int) -> np.ndarray:
     """Each of ``n`` tuples' cell: bit ``i`` set when it satisfies ``cells[i]``."""
     bits = np.zeros(n, np.int64)
     for i, cell in enumerate(cells):
@@ -886,11 +891,11 @@ def _bits(cells: tuple, found: Mapping[str, np.ndarray], n: int) -> np.ndarray:
 
 
 def _cell_bits(scenario: Scenario, stream_id: str, cells: tuple, indices: np.ndarray, values: Values | None):
-    """The cells (:func:`_bits`) of the stream's tuples ``indices``."""
+    """The cells (:func:`cell_bits`) of the stream's tuples ``indices``."""
     stream = scenario.stream(stream_id)
     n = tuple_count(stream, scenario.duration)
     found = columns(scenario, stream_id, 0, n) if values is None else values(stream_id, 0, n)
-    return _bits(cells, {k: np.asarray(v)[indices] for k, v in found.items()}, len(indices))
+    return cell_bits(cells, {k: np.asarray(v)[indices] for k, v in found.items()}, len(indices))
 
 
 def _within(times: np.ndarray, spans: list[tuple[float, float]], start: float, end: float) -> np.ndarray:

@@ -170,7 +170,8 @@ class Coordinator:
         scenario = replace(self.scenario, subscriptions=subscriptions)
         planned = tuple(s for s in subscriptions if s.id not in self.lost_ids)
         plan = make_plan(replace(self.scenario, subscriptions=planned), self.strategy, self.network)
-        plan = input_served(plan, {s.id for s in subscriptions if not self._shippable(s)}).check(scenario, self.network)
+        unknown = {s.id for s in subscriptions if not self._shippable(s)}
+        plan = input_served(plan, unknown, {s.id: s.query.where for s in subscriptions}).check(scenario, self.network)
         if at is not None:
             plan = self.book.versions[self.version].plan.splice(plan, at).check(scenario)  # every link of the scenario
         return scenario, plan

@@ -11,9 +11,10 @@ and how a reader that live mode cannot ship records to is served its input inste
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, replace
 
+from matcher import Predicate
 from sharing.plan import Delivery, Epoch, Flow, Plan
 
 INPUT = ":input"
@@ -31,8 +32,8 @@ def pane_roots(epoch: Epoch) -> dict[str, str]:
 
 def pane_class(root: Flow) -> tuple:
     """What makes two pane roots fold the same rows (the simulator's pane class): the stream, the WHERE, the
-    groups and the pane length."""
-    return root.stream, root.predicate, root.panes.groups, root.panes.length
+    groups, the pane length and the cells."""
+    return root.stream, root.predicate, root.panes.groups, root.panes.length, root.panes.cells
 
 
 @dataclass(frozen=True)
@@ -87,18 +88,23 @@ def pane_readers(plan: Plan) -> dict[str, str]:
     return found
 
 
-def with_input_twins(epoch: Epoch, subscriptions: Set[str], made: dict[tuple, Flow | Delivery]) -> Epoch:
+def with_input_twins(
+    epoch: Epoch, subscriptions: Set[str], made: dict[tuple, Flow | Delivery], wheres: Mapping[str, Predicate]
+) -> Epoch:
     """``epoch`` with the deliveries of ``subscriptions`` that read a pane tree reading instead the tree's
     *input twins*: tuple flows along the same paths carrying the root's input (the tuples of its WHERE,
     which each reader's WHERE is equivalent to, projected to what the panes read), ids ``<flow>:input``.
     Each pane flow stays where another delivery reads it or what is below it, so the tree's other readers
     keep having their records combined from its rows (a subscription served its records over part of a
     run and its input over another would be checked by neither).  ``made`` keeps one twin per flow object
-    and one moved delivery per delivery object, so that the epochs of a plan keep sharing them."""
+    and one moved delivery per delivery object, so that the epochs of a plan keep sharing them.  A tree of
+    fragments (``Panes.cells``) holds other readers' tuples too: its twins also carry the attributes its
+    cells read, and a moved delivery filters by its subscription's WHERE (``wheres``)."""
     roots = pane_roots(epoch)
     if not roots:
         return epoch
     parents = {f.id: f.parent for f in epoch.flows}
+    by_id = {f.id: f for f in epoch.flows}
     twinned: set[str] = set()  # pane flows a delivery of ``subscriptions`` reads, or reads below
     kept: set[str] = set()  # pane flows another delivery reads, or reads below
     for delivery in epoch.deliveries:
@@ -125,14 +131,17 @@ def with_input_twins(epoch: Epoch, subscriptions: Set[str], made: dict[tuple, Fl
             key = ("flow", id(flow), root)
             if key not in made:
                 parent = flow.parent if root else flow.parent + INPUT
-                made[key] = replace(flow, id=flow.id + INPUT, parent=parent, panes=None)
+                attrs = tuple(dict.fromkeys([*flow.attrs, *sorted({d for c in flow.panes.cells for d in c.dims})]))
+                made[key] = replace(flow, id=flow.id + INPUT, parent=parent, panes=None, attrs=attrs)
             flows.append(made[key])
     deliveries = []
     for delivery in epoch.deliveries:
         if delivery.flow in roots and delivery.subscription in subscriptions:
             key = ("delivery", id(delivery))
             if key not in made:
-                made[key] = replace(delivery, flow=delivery.flow + INPUT)
+                cells = by_id[delivery.flow].panes.cells
+                where = wheres[delivery.subscription] if cells else delivery.predicate
+                made[key] = replace(delivery, flow=delivery.flow + INPUT, predicate=where)
             delivery = made[key]
         deliveries.append(delivery)
     return replace(epoch, flows=tuple(flows), deliveries=tuple(deliveries))

@@ -148,6 +148,11 @@ class PlanBook:
         ``version``): where its tuples come among those reaching a link direction at one instant."""
         return self._layout(version).flow(epoch, flow_id)
 
+    def delivery_number(self, version: int, epoch: int, sub: str) -> int:
+        """The simulator's number of the channel of ``sub``'s delivery (in ``epoch`` of plan version
+        ``version``): where its records come among those reaching its access link at one instant."""
+        return self._layout(version).delivery(epoch, sub)
+
     def aggregates(self, version: int) -> bool:
         """Whether plan version ``version`` has record or pane flows (peers/live/records.py)."""
         found = self._aggregates.get(version)

@@ -61,6 +61,7 @@ class ProcessorNumbers:
         self._processors = numbers.processors
         # (id(flow), the channel it reads) -> its channel; the plan's flow objects are kept by ``plan``
         self._flow_channels = numbers.flows
+        self._delivery_channels = numbers.deliveries
         self._epochs: OrderedDict[int, dict[str, int]] = OrderedDict()
 
     def number(self, epoch: int, node: str, key: ChannelKey) -> int:
@@ -76,6 +77,15 @@ class ProcessorNumbers:
         orders the tuples reaching one link direction at one instant."""
         found = self._channels(epoch).get(flow_id, -1)
         return LAST if found < 0 else found
+
+    def delivery(self, epoch: int, sub: str) -> int:
+        """The number of the channel of subscription ``sub``'s delivery in epoch ``epoch`` (:data:`LAST`: not
+        laid out), which orders the records reaching its access link at one instant."""
+        for delivery in self._plan.epochs[epoch].deliveries:
+            if delivery.subscription == sub:
+                parent = None if delivery.flow is None else self._channels(epoch).get(delivery.flow, -1)
+                return self._delivery_channels.get((id(delivery), parent), LAST)
+        return LAST
 
     def _channels(self, epoch: int) -> dict[str, int]:
         """Per flow of epoch ``epoch``, its channel (-1: not laid out, an epoch past the run)."""

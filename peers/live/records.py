@@ -28,18 +28,21 @@ that did not reach its super-peer, which the coordinator numbers by the schedule
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from matcher import Predicate
 from peers.live.malformed import check
 from peers.live.panes import pane_readers, with_input_twins
 from peers.live.wire import Batch
-from peers.timetable import _pane_schedule
+from peers.timetable import cell_bits, pane_schedule
 from sharing.plan import Delivery, Flow, Plan
 from topologies.errors import EmulatorError
 from topologies.expected import aggregate_results, record_schedule
 from topologies.model import Scenario
+from topologies.workload import columns_of
 
 FATES = ("dropped", "lost")
 
@@ -84,13 +87,22 @@ def schedule_of(scenario: Scenario, sub_id: str) -> Schedule:
 
 def pane_schedule_of(scenario: Scenario, root: Flow) -> Schedule:
     """The rows of the pane tree whose root is ``root`` over ``scenario``'s workload, as the simulator lays them
-    out (peers/timetable.py, ``_pane_schedule``): one per pane and group holding tuples of the root's WHERE,
+    out (peers/timetable.py, ``pane_schedule``): one per pane and group holding tuples of the root's WHERE,
     completed by its last such tuple (``last``, ascending, one row each), due when its pane closes
     (``closes``).  A row carries that tuple as its index (``windows``: what names it to the readers and to
     the check) and no columns (its partial states are not carried, as a record's values are not)."""
     panes = root.panes
-    last, closes = _pane_schedule(scenario, root.stream, root.predicate, panes.groups, panes.length, None)
+    last, closes = pane_schedule(scenario, root.stream, root.predicate, panes.groups, panes.length, None, panes.cells)
     return Schedule(last, closes, last, {}, scenario.tuple_bytes(panes.values()))
+
+
+def cells_of(scenario: Scenario, stream_id: str, cells: tuple, indices: np.ndarray) -> np.ndarray:
+    """The cells of a fragment flow (``Panes.cells``, docs/ACCOUNTING.md, "Panes") the stream's tuples
+    ``indices`` fall in, as bits (bit ``i``: it satisfies ``cells[i]``): a pane row's is its last input
+    tuple's."""
+    names = sorted({d for cell in cells for d in cell.dims})
+    found = columns_of(scenario, stream_id, np.asarray(indices, np.int64), names)
+    return cell_bits(cells, found, len(indices))
 
 
 def record_flows(plan: Plan) -> dict[str, str]:
@@ -113,7 +125,7 @@ def aggregated_at(plan: Plan) -> dict[str, str]:
     return found
 
 
-def input_served(plan: Plan, subscriptions: set[str]) -> Plan:
+def input_served(plan: Plan, subscriptions: set[str], wheres: Mapping[str, Predicate] | None = None) -> Plan:
     """``plan`` with the record flows of ``subscriptions`` carrying their input instead, which their deliveries
     pass down whole: their subscribers compute the records, as where a plan delivers an aggregate's input.
     Live mode serves an aggregate subscribed at run time so, whatever the strategy: its records would need
@@ -121,7 +133,9 @@ def input_served(plan: Plan, subscriptions: set[str]) -> Plan:
 
     A delivery of one of ``subscriptions`` that reads a pane tree (docs/ACCOUNTING.md, "Panes") reads the
     tree's input twins instead, tuple flows along the same paths carrying the root's input, and the tree
-    keeps serving its other readers (:func:`~peers.live.panes.with_input_twins`)."""
+    keeps serving its other readers (:func:`~peers.live.panes.with_input_twins`); where the tree keeps
+    fragments, the twins carry what its cells read and such a delivery filters by its WHERE (``wheres``:
+    the subscriptions' WHEREs)."""
     if not subscriptions:
         return plan
     shipped = {f.id for e in plan.epochs for f in e.flows if f.aggregate in subscriptions}
@@ -136,7 +150,7 @@ def input_served(plan: Plan, subscriptions: set[str]) -> Plan:
     epochs = []
     for epoch in plan.epochs:
         records = replace(epoch, flows=tuple(map(served, epoch.flows))) if shipped else epoch
-        epochs.append(with_input_twins(records, subscriptions, twins))
+        epochs.append(with_input_twins(records, subscriptions, twins, wheres or {}))
     if all(a is b for a, b in zip(epochs, plan.epochs, strict=True)):
         return plan
     return plan.with_epochs(tuple(epochs))

@@ -60,7 +60,7 @@ from peers.live.malformed import MalformedMessage, check, integer, json_object, 
 from peers.live.panes import pane_class
 from peers.live.plans import Clock, PlanBook, PlanVersion
 from peers.live.processors import LAST, Processor, operator_work
-from peers.live.records import OperatorInputs, Schedule, pane_schedule_of, record_flows, schedule_of
+from peers.live.records import OperatorInputs, Schedule, cells_of, pane_schedule_of, record_flows, schedule_of
 from peers.live.thinpeer_service import BATCH_S
 from peers.live.topics import Topics
 from peers.live.wire import Batch, check_values, decode_message, encode_message
@@ -527,7 +527,8 @@ class SuperPeerService:
         once with its fate.  Unlike a record, a row never waits for the horizon: a stop cannot change a pane
         whose last input tuple was emitted."""
         for sub in self.book.installed(pv.version, epoch).pane_readers.get(root.id, ()):
-            self.inputs.add(sub, inputs)
+            # with cells, a reader's input is the tuples of its own cell
+            self.inputs.add(sub, self._of_cells(pv, root, inputs, self._reader_cells(pv, root, sub)))
         schedule = self._pane_rows(pv, root)
         self.recent.setdefault(pane_class(root), []).append((pv, epoch, root, inputs))
         numbers, at = schedule.completed_by(inputs.indices)
@@ -578,15 +579,43 @@ class SuperPeerService:
     def _pass_panes(self, pv: PlanVersion, epoch: int, flow: Flow, operator: Operator | None, rows: Batch) -> None:
         """Pane rows of ``flow`` are here: on to the child flows read here (which pass them on unchanged), to
         the deliveries made here (:meth:`_combine`), and on along the path (no processor: nothing is read)."""
+        installed = self.book.installed(pv.version, epoch)
         for reader in operator.readers if operator is not None else ():
-            if reader.target.kind == "flow":
-                self._at_node(pv, epoch, reader.target, replace(rows, channel=("flow", reader.target.name)), True)
-            else:
-                self._combine(pv, epoch, reader.target.name, rows)
+            if reader.target.kind == "flow":  # with cells, a child keeps the rows of those its filter holds
+                child = installed.flows[reader.target.name]
+                kept = self._of_cells(pv, flow, rows, self._flow_cells(flow, child))
+                self._at_node(pv, epoch, reader.target, replace(kept, channel=("flow", reader.target.name)), True)
+            else:  # and a reader those of its cell
+                sub = reader.target.name
+                self._combine(pv, epoch, sub, self._of_cells(pv, flow, rows, self._reader_cells(pv, flow, sub)))
         position = flow.path.index(self.node)
         if position + 1 < len(flow.path):
             after = flow.path[position + 1]
             self._send(self.topics.link(self.node, after), (self.node, after), rows)
+
+    def _flow_cells(self, flow: Flow, child: Flow) -> int:
+        """The cells of ``flow``'s tree (as bits) whose rows ``child`` keeps: all without cells or a filter."""
+        cells = flow.panes.cells
+        if not cells or child.predicate.is_true():
+            return -1
+        return sum(1 << i for i, cell in enumerate(cells) if cell.implies(child.predicate))
+
+    def _reader_cells(self, pv: PlanVersion, flow: Flow, sub: str) -> int:
+        """The cell of ``flow``'s tree (as a bit) subscription ``sub`` reads: all without cells."""
+        cells = flow.panes.cells
+        if not cells:
+            return -1
+        where = pv.scenario.subscription(sub).query.where
+        return next(1 << i for i, cell in enumerate(cells) if cell.equivalent(where))
+
+    @staticmethod
+    def _of_cells(pv: PlanVersion, flow: Flow, batch: Batch, bits: int) -> Batch:
+        """The tuples (pane rows: their last input tuples) of ``batch`` in the cells ``bits`` of ``flow``'s
+        tree (docs/ACCOUNTING.md, "Panes")."""
+        if bits == -1 or not len(batch.indices):
+            return batch
+        inside = (cells_of(pv.scenario, flow.stream, flow.panes.cells, batch.indices) & bits) != 0
+        return batch if inside.all() else _part(batch, np.flatnonzero(inside))
 
     def _combine(self, pv: PlanVersion, epoch: int, sub: str, rows: Batch) -> None:
         """Pane rows reach the super-peer of a subscription reading them: each completing records of it (those
@@ -713,8 +742,19 @@ class SuperPeerService:
         """One message per topic with everything buffered for it (after the processor, for what waits for
         it), each tuple through its link's queue."""
         self._process()
-        for topic, (direction, batches) in self.outgoing.items():
-            parts = self._paced(direction, batches)
+        # the topics of one link direction share its queue: paced together, so that what reaches it at one
+        # instant is served in the simulator's order whichever topic carries it (the records of several
+        # subscriptions of one thin-peer, down its access link)
+        by_direction: dict[Direction, list[str]] = {}
+        for topic, (direction, _) in self.outgoing.items():
+            by_direction.setdefault(direction, []).append(topic)
+        paced: dict[str, list[Batch]] = {}
+        for direction, topics in by_direction.items():
+            owned = [(topic, b) for topic in topics for b in self.outgoing[topic][1]]
+            for topic, part in zip(*self._paced_owned(direction, owned), strict=True):
+                paced.setdefault(topic, []).append(part)
+        for topic in self.outgoing:
+            parts = paced.get(topic, [])
             if not parts:
                 continue
             self.seq += 1
@@ -722,11 +762,22 @@ class SuperPeerService:
             self.connection.publish(topic, encode_message(self.node, self.seq, parts))
         self.outgoing.clear()
 
-    def _paced(self, direction: Direction, batches: list[Batch]) -> list[Batch]:
+    def _paced_owned(self, direction: Direction, owned: list[tuple[str, Batch]]) -> tuple[list[str], list[Batch]]:
+        """:meth:`_paced` of the batches of ``owned`` (each with its topic): the parts, each with its batch's."""
+        topics: list[str] = []
+        parts: list[Batch] = []
+        for k, part in self._paced(direction, [b for _, b in owned]):
+            topics.append(owned[k][0])
+            parts.append(part)
+        return topics, parts
+
+    def _paced(self, direction: Direction, batches: list[Batch]) -> list[tuple[int, Batch]]:
         """``batches`` after the queue of ``direction``: the tuples it carries, due at the far end, and those
-        it dropped or lost as parts with that fate (tuples with a fate already pass as they are)."""
-        fresh = [b for b in batches if b.fate is None and len(b)]
-        out = [b for b in batches if b.fate is not None]
+        it dropped or lost as parts with that fate (tuples with a fate already pass as they are), each part
+        with the position in ``batches`` of the batch it is of."""
+        fresh_at = [k for k, b in enumerate(batches) if b.fate is None and len(b)]
+        fresh = [batches[k] for k in fresh_at]
+        out = [(k, b) for k, b in enumerate(batches) if b.fate is not None]
         if not fresh:
             return out
         arrivals = np.concatenate([b.arrivals for b in fresh])
@@ -736,16 +787,16 @@ class SuperPeerService:
         due, fate = np.empty_like(due_sorted), np.empty_like(fate_sorted)
         due[order], fate[order] = due_sorted, fate_sorted
         start = 0
-        for batch in fresh:
+        for k, batch in zip(fresh_at, fresh, strict=True):
             stop = start + len(batch)
             fates = fate[start:stop]
             carried = np.flatnonzero(fates == CARRIED)
             if len(carried):
-                out.append(_part(batch, carried, due=due[start:stop][carried]))
+                out.append((k, _part(batch, carried, due=due[start:stop][carried])))
             for code, name in FATES.items():
                 stopped = np.flatnonzero(fates == code)
                 if len(stopped):
-                    out.append(_part(batch, stopped, fate=name))
+                    out.append((k, _part(batch, stopped, fate=name)))
             start = stop
         return out
 
@@ -758,11 +809,20 @@ class SuperPeerService:
         here (docs/LIVE.md, "Order")."""
         if not any(self.book.aggregates(b.version) for b in batches):
             return ()
-        ranks = [
-            self.book.flow_number(b.version, b.epoch, b.channel[1]) if b.channel[0] == "flow" else LAST for b in batches
-        ]
+        ranks = [self._rank(b) for b in batches]
         ranked = np.repeat(np.array(ranks, dtype=np.int64), [len(b) for b in batches])
         return np.concatenate([b.indices for b in batches]), ranked
+
+    def _rank(self, batch: Batch) -> int:
+        """Where ``batch``'s tuples come among ties (:meth:`_tie_keys`): its flow's channel, or the channel of
+        the delivery whose records it carries down (records of several subscriptions of one thin-peer tie
+        at its access link)."""
+        kind, name = batch.channel[0], batch.channel[1]
+        if kind == "flow":
+            return self.book.flow_number(batch.version, batch.epoch, name)
+        if kind == "records":
+            return self.book.delivery_number(batch.version, batch.epoch, name)
+        return LAST
 
 
 def _part(batch: Batch, positions: np.ndarray, due: np.ndarray | None = None, fate: str | None = None) -> Batch:
