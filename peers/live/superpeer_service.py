@@ -472,7 +472,8 @@ class SuperPeerService:
     ) -> None:  # fmt: skip
         """Add to ``work`` what a record flow's or a pane tree root's reader here costs besides testing and
         projecting: every tuple it keeps is folded into each aggregate (a pane's count and each partial state
-        it keeps), and every record (pane row) it completes is built (docs/ACCOUNTING.md, "Super-peer CPU")."""
+        it keeps, its cell told for fragments), and every record (pane row) it completes is built
+        (docs/ACCOUNTING.md, "Super-peer CPU")."""
         for reader, out in zip(operator.readers, outputs, strict=True):
             flow = flows.get(reader.target.name) if reader.target.kind == "flow" else None
             if flow is None or not len(out.positions):
@@ -480,8 +481,9 @@ class SuperPeerService:
             if flow.aggregate is not None:
                 folds = len(pv.scenario.subscription(flow.aggregate).query.aggregates)
                 schedule = self._schedule(pv, flow.aggregate)
-            elif flow.panes is not None:
+            elif flow.panes is not None:  # (and, with fragments, telling a tuple's cell: a test per box)
                 folds, schedule = 1 + len(flow.panes.states), self._pane_rows(pv, flow)
+                work[out.positions] += self.costs.box * sum(len(cell.boxes) for cell in flow.panes.cells)
             else:
                 continue
             work[out.positions] += self.costs.aggregate * folds
