@@ -195,18 +195,38 @@ def test_pane_rows_are_the_last_tuple_of_each_pane_and_group(points, length):
     assert [k[0] for k, _ in sorted(want.items(), key=lambda kv: kv[1])] == panes.tolist()
 
 
+def photon_readers(readers: list[tuple[str, str, float, str]]) -> Scenario:
+    """photon-survey's network and streams with only ``readers``, each ``(id, thin-peer, at, query)``,
+    registered to the end, and no failures."""
+    scenario = load_scenario("topologies/photon-survey.yaml")
+    first = scenario.subscriptions[0]
+    subs = tuple(
+        replace(first, id=sub_id, peer=peer, at=at, until=None, query=parse_query(query))
+        for sub_id, peer, at, query in readers
+    )
+    return replace(scenario, subscriptions=subs, events=())
+
+
+def regions_and_sky(ids: tuple[str, str] = ("regions", "sky")) -> Scenario:
+    """Photon counts per sky region and over the whole sky, at one subscriber."""
+    per_region = "SELECT region, COUNT(*), AVG(energy), MAX(energy) FROM north GROUP BY region WINDOW 10 s"
+    whole_sky = "SELECT COUNT(*), MAX(energy) FROM north WINDOW 20 s SLIDE 10 s"
+    return photon_readers([(ids[0], "A0", 0, per_region), (ids[1], "A0", 5, whole_sky)])
+
+
+def hard_photon_cells(ids: tuple[str, str] = ("h1", "h2")) -> Scenario:
+    """Hard photons per region over the whole sky (``ids``) and below dec 85 (``l1``, ``l2``), at two
+    subscribers each."""
+    query = "SELECT region, COUNT(*) FROM north WHERE {} GROUP BY region WINDOW 10 s"
+    readers = [(ids[0], "A0", "energy >= 1"), (ids[1], "A5", "energy >= 1"), ("l1", "A0", "energy >= 1 AND dec < 85"),
+               ("l2", "A5", "energy >= 1 AND dec < 85")]  # fmt: skip
+    return photon_readers([(sub_id, peer, 0, query.format(where)) for sub_id, peer, where in readers])
+
+
 def test_coarser_groups_roll_up_from_a_pane_flow_grouped_finer():
     # photon counts per sky region and over the whole sky, at one subscriber: one pane flow grouped by
     # region serves both, the whole sky's records rolled up from its regions' partial states
-    scenario = load_scenario("topologies/photon-survey.yaml")
-    per_region = "SELECT region, COUNT(*), AVG(energy), MAX(energy) FROM north GROUP BY region WINDOW 10 s"
-    whole_sky = "SELECT COUNT(*), MAX(energy) FROM north WINDOW 20 s SLIDE 10 s"
-    first = scenario.subscriptions[0]
-    subs = (
-        replace(first, id="regions", at=0, until=None, query=parse_query(per_region)),
-        replace(first, id="sky", at=5, until=None, query=parse_query(whole_sky)),
-    )
-    scenario = replace(scenario, subscriptions=subs, events=())
+    scenario = regions_and_sky()
     network = Network.of(scenario)
     classes = pane_classes(scenario, network, frozenset({"regions", "sky"}), CostModel(scenario))
     chosen = classes["sky"]
@@ -275,18 +295,9 @@ def test_the_planners_share_fragments_of_overlapping_wheres():
     # hard photons per region, over the whole sky and below dec 85, at two subscribers each: the WHEREs
     # overlap without being equivalent, and the cells they cut differ by a few photons, so one flow of
     # fragments (a row per pane, region and cell) weighs less than a pane flow per WHERE
-    scenario = load_scenario("topologies/photon-survey.yaml")
-    first = scenario.subscriptions[0]
-    readers = [("h1", "A0", "energy >= 1"), ("h2", "A5", "energy >= 1"), ("l1", "A0", "energy >= 1 AND dec < 85"),
-               ("l2", "A5", "energy >= 1 AND dec < 85")]  # fmt: skip
-    query = "SELECT region, COUNT(*) FROM north WHERE {} GROUP BY region WINDOW 10 s"
-    subs = tuple(
-        replace(first, id=sub_id, peer=peer, at=0, until=None, query=parse_query(query.format(where)))
-        for sub_id, peer, where in readers
-    )
-    scenario = replace(scenario, subscriptions=subs, events=())
+    scenario = hard_photon_cells()
     network = Network.of(scenario)
-    classes = pane_classes(scenario, network, frozenset(s.id for s in subs), CostModel(scenario))
+    classes = pane_classes(scenario, network, frozenset(s.id for s in scenario.subscriptions), CostModel(scenario))
     chosen = classes["h1"]
     assert chosen.members == ("h1", "h2", "l1", "l2") and len(chosen.panes.cells) == 2
     runs = {}

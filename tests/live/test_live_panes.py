@@ -29,9 +29,8 @@ from reports.report import build_report
 from tests.live.test_live_records import assert_same_records
 from tests.live.test_live_serve import _clock_started, _counts
 from tests.test_aggregates import with_aggregates
-from tests.test_pane_flows import Q2, _fragments, _plan, _scenario
+from tests.test_pane_flows import Q2, _fragments, _plan, _scenario, hard_photon_cells, regions_and_sky
 from topologies.expected import expected_results
-from topologies.loader import load_scenario
 from topologies.model import NetworkEvent, Scenario
 
 
@@ -69,15 +68,7 @@ def _failing() -> Scenario:
 def _regions() -> Scenario:
     """Photon counts per sky region and over the whole sky (tests/test_pane_flows.py): one pane tree grouped by
     region, several rows closing at once, the whole sky's records rolled up from its regions' rows."""
-    scenario = load_scenario("topologies/photon-survey.yaml")
-    per_region = "SELECT region, COUNT(*), AVG(energy), MAX(energy) FROM north GROUP BY region WINDOW 10 s"
-    whole_sky = "SELECT COUNT(*), MAX(energy) FROM north WINDOW 20 s SLIDE 10 s"
-    first = scenario.subscriptions[0]
-    subs = (
-        replace(first, id="Q1", at=0, until=None, query=parse_query(per_region)),
-        replace(first, id="Q2", at=5, until=None, query=parse_query(whole_sky)),
-    )
-    return replace(scenario, subscriptions=subs, events=())
+    return regions_and_sky(("Q1", "Q2"))
 
 
 def _overlapping(bandwidth: float | None = None) -> Scenario:
@@ -90,16 +81,7 @@ def _overlapping(bandwidth: float | None = None) -> Scenario:
 def _photon_cells() -> Scenario:
     """Hard photons per region over the sky and below dec 85, at two subscribers each: the planners give
     them one tree of fragments (tests/test_pane_flows.py)."""
-    scenario = load_scenario("topologies/photon-survey.yaml")
-    first = scenario.subscriptions[0]
-    readers = [("Q1", "A0", "energy >= 1"), ("Q2", "A5", "energy >= 1"), ("l1", "A0", "energy >= 1 AND dec < 85"),
-               ("l2", "A5", "energy >= 1 AND dec < 85")]  # fmt: skip
-    query = "SELECT region, COUNT(*) FROM north WHERE {} GROUP BY region WINDOW 10 s"
-    subs = tuple(
-        replace(first, id=sub_id, peer=peer, at=0, until=None, query=parse_query(query.format(where)))
-        for sub_id, peer, where in readers
-    )
-    return replace(scenario, subscriptions=subs, events=())
+    return hard_photon_cells(("Q1", "Q2"))
 
 
 def _by_cells(scenario: Scenario):
