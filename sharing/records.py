@@ -88,8 +88,11 @@ class RecordShipping:
         served = self._baseline.served(sub_id)
         flow = None if served is None else served[0]
         if sub_id in self.panes.classes:  # its route is the record flow's: its delivery reads the pane tree
-            self._part = None
-            return self.panes.route(sub_id, None if flow is None else flow.path)
+            before = self.panes.flows()
+            delivery = self.panes.route(sub_id, None if flow is None else flow.path)
+            if self.panes.flows() is not before:
+                self._part = None
+            return delivery
         if self._flows.get(position) is not flow:
             if flow is None:
                 del self._flows[position]
