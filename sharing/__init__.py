@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from network.routing import Network
-from sharing.plan import Change, Decision, Delivery, Edit, Epoch, Flow, Plan, Replan
+from sharing.plan import Change, Decision, Delivery, Edit, Epoch, Flow, Panes, Plan, Replan
 from topologies.errors import EmulatorError, InputError, shown
 from topologies.model import Scenario
 
@@ -138,6 +138,7 @@ __all__ = [
     "Edit",
     "Epoch",
     "Flow",
+    "Panes",
     "Plan",
     "Planner",
     "Replan",
