@@ -46,7 +46,7 @@ from sharing.epochs import Sequence
 from sharing.plan import Delivery, Flow, Plan
 from topologies.expected import aggregate_results, expected_results, record_schedule, satisfies
 from topologies.model import Scenario
-from topologies.workload import Values, columns, emission_times_of, tuple_count
+from topologies.workload import Values, columns, columns_of, emission_times_of, tuple_count
 
 RECORDS = -3
 """The reader of a phase delivering a record channel's records (laid out by :meth:`Timetable.window`, not
@@ -751,7 +751,7 @@ class _RecordLayout:
             self.last[label], self.closes[label] = pane_schedule(scenario, stream_id, predicate, groups, length,
                                                                   values, cells)  # fmt: skip
             if cells:
-                self.bits[label] = _cell_bits(scenario, stream_id, cells, self.last[label], values)
+                self.bits[label] = cells_of(scenario, stream_id, cells, self.last[label], values)
         self.mask = dict(layout.pane_mask)
         for label, last in self.last.items():
             stream = scenario.stream(layout.pane_classes[label][0] if label in layout.pane_classes else
@@ -890,12 +890,18 @@ def cell_bits(cells: tuple, found: Mapping[str, np.ndarray], n: int) -> np.ndarr
     return bits
 
 
-def _cell_bits(scenario: Scenario, stream_id: str, cells: tuple, indices: np.ndarray, values: Values | None):
-    """The cells (:func:`cell_bits`) of the stream's tuples ``indices``."""
-    stream = scenario.stream(stream_id)
-    n = tuple_count(stream, scenario.duration)
-    found = columns(scenario, stream_id, 0, n) if values is None else values(stream_id, 0, n)
-    return cell_bits(cells, {k: np.asarray(v)[indices] for k, v in found.items()}, len(indices))
+def cells_of(
+    scenario: Scenario, stream_id: str, cells: tuple, indices: np.ndarray, values: Values | None = None
+) -> np.ndarray:
+    """The cells (:func:`cell_bits`) of the stream's tuples ``indices``, read for those tuples alone: a pane
+    row's cell is its last input tuple's."""
+    indices = np.asarray(indices, np.int64)
+    order = np.argsort(indices, kind="stable")
+    names = tuple(sorted({d for cell in cells for d in cell.dims}))
+    found = columns_of(scenario, stream_id, indices[order], names, values)
+    bits = np.empty(len(indices), np.int64)
+    bits[order] = cell_bits(cells, found, len(indices))
+    return bits
 
 
 def _within(times: np.ndarray, spans: list[tuple[float, float]], start: float, end: float) -> np.ndarray:

@@ -37,12 +37,11 @@ from matcher import Predicate
 from peers.live.malformed import check
 from peers.live.panes import pane_readers, with_input_twins
 from peers.live.wire import Batch
-from peers.timetable import cell_bits, pane_schedule
+from peers.timetable import pane_schedule
 from sharing.plan import Delivery, Flow, Plan
 from topologies.errors import EmulatorError
 from topologies.expected import aggregate_results, record_schedule
 from topologies.model import Scenario
-from topologies.workload import columns_of
 
 FATES = ("dropped", "lost")
 
@@ -94,15 +93,6 @@ def pane_schedule_of(scenario: Scenario, root: Flow) -> Schedule:
     panes = root.panes
     last, closes = pane_schedule(scenario, root.stream, root.predicate, panes.groups, panes.length, None, panes.cells)
     return Schedule(last, closes, last, {}, scenario.tuple_bytes(panes.values()))
-
-
-def cells_of(scenario: Scenario, stream_id: str, cells: tuple, indices: np.ndarray) -> np.ndarray:
-    """The cells of a fragment flow (``Panes.cells``, docs/ACCOUNTING.md, "Panes") the stream's tuples
-    ``indices`` fall in, as bits (bit ``i``: it satisfies ``cells[i]``): a pane row's is its last input
-    tuple's."""
-    names = sorted({d for cell in cells for d in cell.dims})
-    found = columns_of(scenario, stream_id, np.asarray(indices, np.int64), names)
-    return cell_bits(cells, found, len(indices))
 
 
 def record_flows(plan: Plan) -> dict[str, str]:

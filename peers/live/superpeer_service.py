@@ -60,11 +60,12 @@ from peers.live.malformed import MalformedMessage, check, integer, json_object, 
 from peers.live.panes import pane_class
 from peers.live.plans import Clock, PlanBook, PlanVersion
 from peers.live.processors import LAST, Processor, operator_work
-from peers.live.records import OperatorInputs, Schedule, cells_of, pane_schedule_of, record_flows, schedule_of
+from peers.live.records import OperatorInputs, Schedule, pane_schedule_of, record_flows, schedule_of
 from peers.live.thinpeer_service import BATCH_S
 from peers.live.topics import Topics
 from peers.live.wire import Batch, check_values, decode_message, encode_message
 from peers.superpeer import ChannelKey, Operator, Output, flow_key, raw_key
+from peers.timetable import cells_of
 from sharing.plan import Flow
 
 
@@ -497,15 +498,20 @@ class SuperPeerService:
         fate."""
         sub = flow.aggregate
         self.inputs.add(sub, inputs)
-        schedule = self._schedule(pv, sub)
+        self._complete(pv, epoch, flow, self._schedule(pv, sub), inputs, self._hold)
+
+    def _complete(self, pv: PlanVersion, epoch: int, flow: Flow, schedule: Schedule, inputs: Batch, due) -> None:
+        """The rows of ``schedule`` that the copies ``inputs`` of ``flow``'s operator complete: on along
+        ``flow`` at once with their fate, when the copies had one, else handed to ``due`` (:meth:`_hold`
+        for records, :meth:`_release` for pane rows)."""
         numbers, at = schedule.completed_by(inputs.indices)
         if not len(numbers):
             return
-        records = self._made(pv, epoch, ("flow", flow.id), flow.stream, schedule, numbers, inputs, at)
+        rows = self._made(pv, epoch, ("flow", flow.id), flow.stream, schedule, numbers, inputs, at)
         if inputs.fate is not None:
-            self._at_node(pv, epoch, flow_key(flow.id), records, forward=True)
+            self._at_node(pv, epoch, flow_key(flow.id), rows, forward=True)
         else:
-            self._hold(records)
+            due(rows)
 
     def _made(
         self, pv: PlanVersion, epoch: int, channel: tuple[str, str], stream: str, schedule: Schedule,
@@ -531,16 +537,8 @@ class SuperPeerService:
         for sub in self.book.installed(pv.version, epoch).pane_readers.get(root.id, ()):
             # with cells, a reader's input is the tuples of its own cell
             self.inputs.add(sub, self._of_cells(pv, root, inputs, self._reader_cells(pv, root, sub)))
-        schedule = self._pane_rows(pv, root)
         self.recent.setdefault(pane_class(root), []).append((pv, epoch, root, inputs))
-        numbers, at = schedule.completed_by(inputs.indices)
-        if not len(numbers):
-            return
-        rows = self._made(pv, epoch, ("flow", root.id), root.stream, schedule, numbers, inputs, at)
-        if inputs.fate is not None:
-            self._at_node(pv, epoch, flow_key(root.id), rows, forward=True)
-        else:
-            self._release(rows)
+        self._complete(pv, epoch, root, self._pane_rows(pv, root), inputs, self._release)
 
     def _cut_panes(self, end: float) -> None:
         """The run ends at ``end``: the rows of the pane trees rooted here are those of the run as it runs now
@@ -559,14 +557,7 @@ class SuperPeerService:
                 continue
             made = Schedule(cut.last[fresh], cut.closes[fresh], cut.windows[fresh], {}, cut.wire)
             for version, epoch, read_by, inputs in self.recent.get(key, []):
-                numbers, at = made.completed_by(inputs.indices)
-                if not len(numbers):
-                    continue
-                rows = self._made(version, epoch, ("flow", read_by.id), read_by.stream, made, numbers, inputs, at)
-                if inputs.fate is not None:
-                    self._at_node(version, epoch, flow_key(read_by.id), rows, forward=True)
-                else:
-                    self._release(rows)
+                self._complete(version, epoch, read_by, made, inputs, self._release)
 
     def _forget_panes(self) -> None:
         """Forget the pane inputs no stop can matter to any more: those of panes that closed before the horizon
