@@ -27,6 +27,8 @@ same, for a reader looking for where the clauses start: ``GROUP BY "window" WIND
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -139,6 +141,19 @@ class Window:
         unit = "TUPLES" if self.tuples else "s"
         text = f"WINDOW {_decimal(self.size)} {unit}"
         return text if self.tumbling else f"{text} SLIDE {_decimal(self.slide)} {unit}"
+
+
+def pane_length(windows: Iterable[Window]) -> Fraction:
+    """The longest length every window's size and slide is a whole multiple of: their gcd, as exact
+    fractions (0 for no window)."""
+    length = Fraction(0)
+    for window in windows:
+        for x in (window.size, window.slide):
+            length = Fraction(
+                math.gcd(length.numerator * x.denominator, x.numerator * length.denominator),
+                length.denominator * x.denominator,
+            )
+    return length
 
 
 @dataclass(frozen=True)

@@ -268,6 +268,11 @@ class Predicate:
         self._hash = hash(self.boxes)
 
     @classmethod
+    def any_of(cls, predicates: Iterable[Predicate]) -> Predicate:
+        """The OR of ``predicates``, box by box (FALSE for none)."""
+        return cls(b for p in predicates for b in p.boxes)
+
+    @classmethod
     def from_nonempty(cls, boxes: Iterable[Box]) -> Predicate:
         """A predicate of boxes known to be non-empty (boxes of predicates, hulls of such boxes), taken as
         they are: relaxing a stream predicate of hundreds of boxes would otherwise re-check every one."""

@@ -42,7 +42,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from matcher.aggregate import AggregateQuery, Window
+from matcher.aggregate import AggregateQuery, Window, pane_length
 from topologies.expected_aggregates import Records, kept_records
 
 SCALE = 1126
@@ -78,14 +78,7 @@ class Pane:
         ValueError for no window, or for time and count windows together."""
         if not windows or len({w.tuples for w in windows}) > 1:
             raise ValueError("panes are cut for one or more windows of one kind (time or count)")
-        length = Fraction(0)
-        for w in windows:
-            for x in (w.size, w.slide):
-                length = Fraction(
-                    math.gcd(length.numerator * x.denominator, x.numerator * length.denominator),
-                    length.denominator * x.denominator,
-                )
-        return cls(length, windows[0].tuples)
+        return cls(pane_length(windows), windows[0].tuples)
 
     def divides(self, window: Window) -> bool:
         """Every window of ``window`` is a whole run of these panes."""

@@ -257,7 +257,7 @@ class Baseline:
         schema = self._schema[stream]
         if not trimmed:
             return Flow(flow_id, stream, parent, edge[0], edge, Predicate.TRUE, schema)
-        predicate = Predicate([b for s in below for b in s.query.where.boxes])  # the OR, box by box
+        predicate = Predicate.any_of(s.query.where for s in below)
         wanted = {a for s in below for a in self._select[s.id]}
         attrs = tuple(a for a in schema if a in wanted)
         trim = tuple((s.query.where, self._select[s.id]) for s in below)

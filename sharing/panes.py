@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 from itertools import pairwise
 
 from matcher import Predicate
-from matcher.aggregate import AggregateQuery
+from matcher.aggregate import AggregateQuery, pane_length
 from network.routing import Network
 from sharing.cost import CostModel
 from sharing.plan import Delivery, Flow, Panes
@@ -59,18 +58,6 @@ class PaneClass:
     def attrs(self) -> tuple[str, ...]:
         """What the operator reads: the group attributes, then the attributes of the states."""
         return tuple(dict.fromkeys([*self.panes.groups, *(a for _, a in self.panes.states)]))
-
-
-def pane_length(queries: list[AggregateQuery]) -> Fraction:
-    """The longest pane dividing every query's window size and slide (their gcd, as exact fractions)."""
-    length = Fraction(0)
-    for query in queries:
-        for x in (query.window.size, query.window.slide):
-            length = Fraction(
-                math.gcd(length.numerator * x.denominator, x.numerator * length.denominator),
-                length.denominator * x.denominator,
-            )
-    return length
 
 
 MAX_CELLS = 4
@@ -182,10 +169,8 @@ class _Model:
         states = tuple(sorted(set().union(*(q.partial_states() for q in queries))))
         inputs = sorted({self.input[m.id] for m in members})
         cells = tuple(self.wheres[k] for k in inputs) if len(inputs) > 1 else ()
-        where = self.wheres[inputs[0]]
-        for k in inputs[1:]:
-            where = where.or_(self.wheres[k])
-        panes = Panes(pane_length(queries), groups, states, cells)
+        where = Predicate.any_of(self.wheres[k] for k in inputs)
+        panes = Panes(pane_length(q.window for q in queries), groups, states, cells)
         return PaneClass(f"panes.{first.id}", first.stream, where, panes, tuple(m.id for m in members))
 
     def records(self, members: list[SubscriptionSpec]) -> float:
@@ -238,10 +223,7 @@ class _Model:
                 for n, where in enumerate(wheres):
                     if bits >> n & 1:
                         cell = cell.and_(where)
-                outside = Predicate.FALSE
-                for n, where in enumerate(wheres):
-                    if not bits >> n & 1:
-                        outside = outside.or_(where)
+                outside = Predicate.any_of(where for n, where in enumerate(wheres) if not bits >> n & 1)
                 if outside.boxes and cell.boxes:
                     cell = cell.minus(outside)
                 if not cell.boxes:
@@ -330,9 +312,7 @@ class PaneTrees:
                     flow_id = self._flow_id(chosen, a, b)
                     keep = Predicate.TRUE
                     if cells and len(below[(a, b)]) < len(cells):
-                        keep = Predicate.FALSE
-                        for k in sorted(below[(a, b)]):
-                            keep = keep.or_(cells[k])
+                        keep = Predicate.any_of(cells[k] for k in sorted(below[(a, b)]))
                     made.append(Flow(flow_id, chosen.stream, into[a], a, (a, b), keep, chosen.attrs,
                                      panes=chosen.panes))  # fmt: skip
                     into.setdefault(b, flow_id)

@@ -43,14 +43,6 @@ from topologies.model import Scenario, StreamSpec
 from topologies.outages import NetworkState, network_states
 
 
-def _any_of(predicates) -> Predicate:
-    """The OR of ``predicates``."""
-    found = Predicate.FALSE
-    for p in predicates:
-        found = found.or_(p)
-    return found
-
-
 def check_plan(plan: Plan, scenario: Scenario, network: Network | None = None) -> None:
     """Raises :class:`PlanError` naming the epoch, flow or subscription of the first broken rule, in epoch
     order (the rules: module docstring)."""
@@ -291,7 +283,7 @@ class _Rules:
             return
         if not panes.length > 0 or any(s not in ("sum", "sumsq", "min", "max") for s, _ in panes.states):
             raise PlanError(f"flow {flow.id}: panes of {panes.length} s keeping {list(panes.states)}")
-        if panes.cells and (len(panes.cells) > 62 or not _any_of(panes.cells).equivalent(flow.predicate)):
+        if panes.cells and (len(panes.cells) > 62 or not Predicate.any_of(panes.cells).equivalent(flow.predicate)):
             raise PlanError(f"flow {flow.id}: its cells are not those of its WHERE (at most 62 WHEREs, their OR)")
         wanted = {*panes.groups, *(a for _, a in panes.states)}
         if set(flow.attrs) != wanted or len(flow.attrs) != len(wanted):

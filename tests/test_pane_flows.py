@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matcher import Predicate, parse_condition, parse_query
+from matcher.aggregate import pane_length
 from network.emulated import link_specs
 from network.linkrule import TICKS, service, to_ticks
 from network.routing import Network
@@ -24,7 +25,7 @@ from peers.local import run_local
 from reports.report import build_report
 from sharing import make_plan
 from sharing.cost import CostModel
-from sharing.panes import pane_classes, pane_length
+from sharing.panes import pane_classes
 from sharing.plan import Delivery, Epoch, Flow, Panes, Plan, plan_from_wire
 from tests.test_aggregates import FIGURE1, assert_accounted, with_aggregates
 from topologies.errors import PlanError
@@ -174,7 +175,7 @@ def test_pane_length_is_the_gcd_of_sizes_and_slides():
     queries = [with_aggregates(_scenario(), {"Q1": q}).subscriptions[0].query for q in (
         "SELECT COUNT(*) FROM stream0 WINDOW 10 s", "SELECT COUNT(*) FROM stream0 WINDOW 7.5 s SLIDE 2.5 s",
         "SELECT COUNT(*) FROM stream0 WINDOW 20 s")]  # fmt: skip
-    assert pane_length(queries) == Fraction(5, 2)
+    assert pane_length(q.window for q in queries) == Fraction(5, 2)
 
 
 @settings(max_examples=60, deadline=None)
