@@ -132,6 +132,11 @@ class Window:
     def tumbling(self) -> bool:
         return self.size == self.slide
 
+    def first_start(self, at: float) -> Fraction:
+        """The start of the first time window starting at or after ``at`` (window 0's when ``at <= 0``): the
+        first a subscription registered at ``at`` receives."""
+        return max(0, math.ceil(Fraction(at) / self.slide)) * self.slide
+
     def whole_panes(self, length: Fraction) -> bool:
         """Every window is a whole run of time panes of ``length`` seconds (``length`` divides the size and
         the slide); never for a count window."""

@@ -400,7 +400,7 @@ def _group_numbers(
     return [tuple(row) for row in table.tolist()], number.ravel().astype(np.int64)
 
 
-def _least_float_from(x: Fraction) -> float:
+def least_float_from(x: Fraction) -> float:
     """The least float64 not below ``x``: a time ``t`` is at least ``x`` exactly when ``t >=`` it."""
     nearest = x.numerator / x.denominator  # int division: correctly rounded
     p, q = nearest.as_integer_ratio()
@@ -414,8 +414,8 @@ def _time_panes(pane: Pane, times: np.ndarray) -> np.ndarray:
         raise ValueError(f"times up to {np.abs(times).max()} s are too many panes of {pane.length} s to number")
     estimate = np.floor(times / float(pane.length)).astype(np.int64)
     distinct, which = np.unique(estimate, return_inverse=True)
-    start = np.array([_least_float_from(i * pane.length) for i in distinct.tolist()])
-    end = np.array([_least_float_from((i + 1) * pane.length) for i in distinct.tolist()])
+    start = np.array([least_float_from(i * pane.length) for i in distinct.tolist()])
+    end = np.array([least_float_from((i + 1) * pane.length) for i in distinct.tolist()])
     which = which.ravel()
     return estimate - (times < start[which]) + (times >= end[which])
 

@@ -39,11 +39,11 @@ import numpy as np
 from network.emulated import limited_processors, processor_nodes
 from network.queues import Blocks, Route
 from network.routing import Network
-from peers.aggregation import pane_rows
+from peers.aggregation import least_float_from, pane_rows
 from peers.selection import PASS, Channels, Phases, SelectorTable, StreamWindow, processor_work, select_window
 from peers.superpeer import ChannelKey, flow_key, raw_key
 from sharing.epochs import Sequence
-from sharing.plan import Delivery, Flow, Plan
+from sharing.plan import Delivery, Flow, Panes, Plan
 from topologies.expected import aggregate_results, expected_results, record_schedule, satisfies
 from topologies.model import Scenario
 from topologies.workload import Values, columns, columns_of, emission_times_of, tuple_count
@@ -148,10 +148,10 @@ class _Layout:
         self.uploads: dict[str, int] = {}
         self.operators: dict[str, int] = {}  # super-peer -> the most operators it runs in one epoch
         self.operator_of: dict[int, int] = {}  # record or pane channel -> the channel of its operator's input
-        # pane classes (docs/ACCOUNTING.md, "Panes"): label -> (stream, the root's WHERE, groups, pane length),
-        # the label being what the channels carrying their rows name as ``records``
+        # pane classes (docs/ACCOUNTING.md, "Panes"): label -> (stream, the root's WHERE, its panes with every
+        # era the plan gives them), the label being what the channels carrying their rows name as ``records``
         self.pane_classes: dict[str, tuple] = {}
-        self.pane_values: dict[int, int] = {}  # pane channel -> the values a row of it carries
+        self.pane_chains: dict[str, object] = {}  # pane flow id -> its panes over the whole plan (Plan.pane_chains)
         self.pane_folds: dict[int, int] = {}  # pane operator's input -> states each tuple is folded into (count too)
         self.pane_cells: dict[str, tuple] = {}  # pane class -> its cells (docs/ACCOUNTING.md, "Panes"; () if none)
         self.pane_mask: dict[int, int] = {}  # a channel passing some cells' rows on -> their bits
@@ -217,6 +217,7 @@ class _Layout:
         An epoch costs its change (:class:`Sequence`) plus work for what changed: new objects, and whatever
         reads a flow whose channel changed or went (laid out again, in epoch order).  The plan has passed
         :meth:`~sharing.plan.Plan.check`: it is laid out, not checked again."""
+        self.pane_chains = plan.pane_chains
         state = _Reading()
         afresh = True  # the next epoch read is laid out whole (the first, or one after a gap)
         for change in plan.changes:
@@ -353,7 +354,6 @@ class _Layout:
                 (flow_key(flow.id), "panes", flow.path, above.number, flow.origin, flow.predicate), flow.stream,
                 flow.path, above.number, above.route.index(flow.origin), (), records=above.records,
             )  # fmt: skip
-            self.pane_values[number] = self.pane_values[above.number]
             cells = self.pane_cells[above.records]
             if cells and not flow.predicate.is_true():  # the rows of the cells its filter holds
                 self.pane_mask[number] = sum(1 << i for i, c in enumerate(cells) if c.implies(flow.predicate))
@@ -396,13 +396,13 @@ class _Layout:
         at ``tap`` (a channel without hops at ``flow.origin``, delivering to nobody), and the pane rows along
         ``flow.path``, each read off its pane's last input tuple of its group (:class:`_RecordLayout` lays
         them out).  The pane channel, and the reader of the input."""
-        panes = flow.panes
-        content = (flow.stream, flow.predicate, panes.groups, panes.length)
-        label = self._pane_labels.setdefault((*content, panes.cells), f"panes {len(self._pane_labels)}")
+        panes = flow.panes  # in this epoch: what its operator keeps from now on
+        content = (flow.stream, flow.predicate, self.pane_chains.get(flow.id, panes))
+        label = self._pane_labels.setdefault(content, f"panes {len(self._pane_labels)}")
         self.pane_classes[label] = content
         self.pane_cells[label] = panes.cells
         operator = self._channel(
-            ("operator", flow_key(flow.id), flow.path, parent, tap), flow.stream, (flow.origin,), parent, tap,
+            ("operator", flow_key(flow.id), flow.path, parent, tap, panes), flow.stream, (flow.origin,), parent, tap,
             flow.attrs,
         )  # fmt: skip
         number = self._channel(
@@ -410,7 +410,6 @@ class _Layout:
             (), records=label,
         )  # fmt: skip
         self.operator_of[number] = operator
-        self.pane_values[number] = panes.values()
         self.pane_folds[operator] = 1 + len(panes.states)
         self.pane_tests[operator] = sum(len(c.boxes) for c in panes.cells)  # a tuple's cell: its bit per WHERE
         return number, self._reader(flow.stream, flow.predicate, flow.attrs, ())
@@ -746,12 +745,12 @@ class _RecordLayout:
                 schedule = record_schedule(scenario, expected, sub_id)
                 self.last[sub_id], self.closes[sub_id] = schedule.last, schedule.closes
         self.bits: dict[str, np.ndarray] = {}  # per pane class with cells, each row's cell (bits)
-        for label, (stream_id, predicate, groups, length) in layout.pane_classes.items():
-            cells = layout.pane_cells[label]
-            self.last[label], self.closes[label] = pane_schedule(scenario, stream_id, predicate, groups, length,
-                                                                  values, cells)  # fmt: skip
-            if cells:
-                self.bits[label] = cells_of(scenario, stream_id, cells, self.last[label], values)
+        self.row_wire: dict[str, np.ndarray] = {}  # per pane class, each row's bytes (its era's values)
+        for label, (stream_id, predicate, panes) in layout.pane_classes.items():
+            self.last[label], self.closes[label], era = pane_schedule(scenario, stream_id, predicate, panes, values)
+            self.row_wire[label] = np.array([scenario.tuple_bytes(e.values()) for e in panes.eras()], np.int64)[era]
+            if panes.cells:
+                self.bits[label] = cells_of(scenario, stream_id, panes.cells, self.last[label], values)
         self.mask = dict(layout.pane_mask)
         for label, last in self.last.items():
             stream = scenario.stream(layout.pane_classes[label][0] if label in layout.pane_classes else
@@ -773,14 +772,10 @@ class _RecordLayout:
         self.spans = {c: sorted(found) for c, found in spans.items()}
         self.parent = {int(c): channels[c].parent for c in self.channels}
         self.label = {int(c): channels[c].records for c in self.channels}
-        self.wire: dict[int, int] = {}
+        self.wire: dict[int, int] = {}  # a record channel's bytes per record (a pane channel's: per row, row_wire)
         for c in self.channels.tolist():
             label = self.label[c]
-            if label in layout.pane_classes:
-                self.wire[c] = scenario.tuple_bytes(
-                    layout.pane_values.get(c, layout.pane_values.get(self.parent[c], 0))
-                )
-            else:
+            if label not in layout.pane_classes:
                 self.wire[c] = scenario.tuple_bytes(1 + scenario.subscription(label).query.record_values())
         # per operator channel, the processor it reads through (-1: none emulated), which builds its rows
         self.input = {o: channels[o].parent if channels[channels[o].parent].processor else -1
@@ -837,11 +832,12 @@ class _RecordLayout:
             first[c], count[c] = n, size
             places = np.zeros(int(reserve[c]), np.int64)
             indices = -1 - self.last[label][numbers] if self.pane_sink[c] else numbers
+            wire = self.row_wire[label][numbers] if label in self.row_wire else np.full(len(numbers), self.wire[c])
             parts.append((
                 np.concatenate([places, indices]),
                 np.concatenate([places.astype(np.float64), self.closes[label][numbers]]),
                 np.concatenate([places, parents]),
-                np.full(size, self.wire[c], np.int64),
+                np.concatenate([places, wire]).astype(np.int64),
             ))  # fmt: skip
             n += size
         if not parts:
@@ -856,30 +852,36 @@ class _RecordLayout:
 
 
 def pane_schedule(
-    scenario: Scenario,
-    stream_id: str,
-    predicate,
-    groups: tuple[str, ...],
-    length,
-    values: Values | None,
-    cells: tuple = (),
-) -> tuple[np.ndarray, np.ndarray]:
+    scenario: Scenario, stream_id: str, predicate, panes: Panes, values: Values | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A pane class's rows over the run (:class:`_RecordLayout`): the last input tuple of each (tuple indices,
-    ascending) and the emission time its pane closes at (rounded to the nearest float); with ``cells``, a row
-    per pane, group and cell."""
+    ascending), the emission time its pane closes at (rounded to the nearest float) and its era (an index
+    into ``panes.eras()``); a row per pane and group holding tuples of ``predicate`` (with cells, per pane,
+    group and cell).  Each era folds the tuples emitted from its start until the next era's, its panes
+    numbered from time 0, the last cut short where the next era starts."""
     stream = scenario.stream(stream_id)
     n = tuple_count(stream, scenario.duration)
     found = columns(scenario, stream_id, 0, n) if values is None else values(stream_id, 0, n)
     chosen = np.flatnonzero(satisfies(predicate, found, n))
     times = emission_times_of(stream, chosen)
-    keys = [np.asarray(found[g])[chosen] for g in groups]
-    if cells:
-        keys.append(
-            cell_bits(cells, {k: np.asarray(v)[chosen] for k, v in found.items()}, len(chosen)).astype(np.float64)
-        )
-    positions, panes = pane_rows(length, times, keys)
-    closes = np.array([float((j + 1) * length) for j in panes.tolist()], dtype=np.float64)
-    return chosen[positions].astype(np.int64), closes
+    eras = panes.eras()
+    bits = None
+    if panes.cells:
+        bits = cell_bits(panes.cells, {k: np.asarray(v)[chosen] for k, v in found.items()}, len(chosen))
+    bounds = [0, *np.searchsorted(times, [least_float_from(e.since) for e in eras[1:]]).tolist(), len(chosen)]
+    last, closes, era_of = [], [], []
+    for k, era in enumerate(eras):
+        part = slice(bounds[k], bounds[k + 1])
+        keys = [np.asarray(found[g])[chosen[part]] for g in era.groups]
+        if bits is not None:
+            keys.append(bits[part].astype(np.float64))
+        positions, numbers = pane_rows(era.length, times[part], keys)
+        cut = eras[k + 1].since if k + 1 < len(eras) else None
+        ends = ((j + 1) * era.length for j in numbers.tolist())
+        closes.append(np.array([float(e if cut is None else min(e, cut)) for e in ends], dtype=np.float64))
+        last.append(chosen[part][positions].astype(np.int64))
+        era_of.append(np.full(len(positions), k, np.int64))
+    return np.concatenate(last), np.concatenate(closes), np.concatenate(era_of)
 
 
 def cell_bits(cells: tuple, found: Mapping[str, np.ndarray], n: int) -> np.ndarray:

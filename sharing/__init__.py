@@ -112,7 +112,7 @@ def make_plan(
                 baseline.unsubscribe(event.subscription)
             else:
                 baseline.subscribe(event.subscription)
-        changes.append(Change(start, end, *baseline.epoch()))
+        changes.append(Change(start, end, *baseline.epoch(start)))
         if progress is not None:
             progress(len(changes), len(steps))
     plan = Plan(strategy, scenario.name, (), replans=tuple(replans), changes=tuple(changes))

@@ -64,6 +64,8 @@ class Baseline:
         self._panes = PaneTrees(scenario, classes)
         self._record_flows: dict[int, Flow] = {}  # by subscription position, the ideal's record flows
         self._record_part: tuple[Flow, ...] | None = ()  # them in position order (None: to be listed again)
+        self._pane_part: tuple[Flow, ...] = ()  # the pane flows in ``_record_part``
+        self._now = 0.0  # the start of the epoch being made (the pane flows' panes are those then)
 
     def subscribe(self, sub: SubscriptionSpec) -> None:
         source, home = self._source[sub.stream], self._home[sub.id]
@@ -146,12 +148,13 @@ class Baseline:
         now = chain(chain.from_iterable(self._tree_flows.values()), self._records_listed())
         return len(set(self._flows.items).symmetric_difference(now))
 
-    def epoch(self) -> tuple[Edit, Edit]:
+    def epoch(self, now: float) -> tuple[Edit, Edit]:
         """How the flows (parents first) and the deliveries (in scenario order) of the active subscriptions
         changed since the last epoch: from the subscriptions' slots, or from the streams' trees (each a
         part, :class:`sharing.epochs.Listing`) and the record flows (one more part)."""
         if self.strategy in ("data-shipping", "query-shipping"):
             return self._flow_at.edit(), self._delivery_at.edit()
+        self._now = now
         self._settle()
         parts = (*self._tree_flows.values(), self._records_listed())
         return self._flows.change(tuple(chain.from_iterable(parts)), parts), self._delivery_at.edit()
@@ -163,9 +166,10 @@ class Baseline:
     def _records_listed(self) -> tuple[Flow, ...]:
         """The ideal's record flows, in scenario order, then its pane flows (the very tuple while none came
         or went)."""
-        if self._record_part is None:
+        panes = self._panes.flows(self._now)
+        if self._record_part is None or panes is not self._pane_part:
             own = tuple(self._record_flows[p] for p in sorted(self._record_flows))
-            self._record_part = own + self._panes.flows()
+            self._record_part, self._pane_part = own + panes, panes
         return self._record_part
 
     def _settle(self) -> None:

@@ -27,12 +27,22 @@ for the whole run, so a window never straddles a change between records and pane
 routes, each reading the flow of the link before it (and, with cells, keeping those its members below
 read); a member's delivery reads the flow of its route's last link at its super-peer (the root where it
 sits at the source's).
+
+**Widening and narrowing** (:func:`pane_eras`): a tree keeps the panes its members registered *now* need,
+not the class's: the longest panes dividing their windows, the union of their groups and of their states
+(the cells stay the class's).  As a member arrives or leaves, the panes change from the first pane boundary
+of the new panes at or after that instant (an *era*, :class:`~sharing.plan.Panes`): a newcomer's first
+window starts no earlier (it starts at a multiple of its slide, which the new panes divide), the members
+already there read the old panes up to it and the new after it (their windows' bounds are pane bounds of
+both), and the old pane holding that boundary is cut short there.  A change decided before the last one
+took effect replaces it (the new panes serve the members the last one was for, from no later).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fractions import Fraction
 from itertools import pairwise
 
 from matcher import Predicate
@@ -46,18 +56,14 @@ from topologies.model import Scenario, SubscriptionSpec
 @dataclass(frozen=True)
 class PaneClass:
     """Aggregate subscriptions ``members`` (ids, in scenario order) sharing one pane flow per epoch: their
-    stream, the WHERE the operator applies (the first member's), and the panes it keeps."""
+    stream, the WHERE the operator applies (the first member's), and the panes serving every member (its
+    tree keeps, era by era, those of the members registered then: :func:`pane_eras`)."""
 
     id: str
     stream: str
     where: Predicate
     panes: Panes
     members: tuple[str, ...]
-
-    @property
-    def attrs(self) -> tuple[str, ...]:
-        """What the operator reads: the group attributes, then the attributes of the states."""
-        return tuple(dict.fromkeys([*self.panes.groups, *(a for _, a in self.panes.states)]))
 
 
 MAX_CELLS = 4
@@ -190,24 +196,29 @@ class _Model:
 
     def panes(self, members: list[SubscriptionSpec]) -> float:
         """Bytes the members' pane flow is expected to carry over the run: along each link of their routes,
-        for as long as a member below it is registered, the rows of the cells those members read."""
+        for as long as a member below it is registered, the rows of the cells those members read, each era
+        of its panes (:func:`pane_eras`: those its members registered then need) at its own rows and size."""
         key = frozenset(s.id for s in members)
         if key in self._panes:
             return self._panes[key]
         chosen = self.class_of(members)
         inputs = sorted({self.input[m.id] for m in members})
         bit = {k: 1 << n for n, k in enumerate(inputs)}
-        atoms = self._atom_rows(tuple(inputs), chosen.panes)
         below: dict[tuple[str, str], tuple[int, list[tuple[float, float]]]] = {}
         for sub in members:
             for edge in pairwise(self.routes[sub.id]):
                 needs, spans = below.get(edge, (0, []))
                 below[edge] = (needs | bit[self.input[sub.id]], [*spans, self.spans[sub.id]])
-        wire = self.scenario.tuple_bytes(chosen.panes.values())
+        decided = pane_eras(chosen.panes, [(m.query, *self.spans[m.id]) for m in members], self.scenario.duration)
+        eras = decided[-1][1].eras()
+        ends = [float(e.since) for e in eras[1:]] + [math.inf]
         total = 0.0
-        for needs, spans in below.values():
-            rows = sum(r for bits, r in atoms if bits & needs)
-            total += rows * wire * _covered(spans)
+        for era, end in zip(eras, ends, strict=True):
+            atoms = self._atom_rows(tuple(inputs), era)
+            wire = self.scenario.tuple_bytes(era.values())
+            for needs, spans in below.values():
+                rows = sum(r for bits, r in atoms if bits & needs)
+                total += rows * wire * _covered([(max(a, float(era.since)), min(b, end)) for a, b in spans])
         self._panes[key] = total
         return total
 
@@ -243,10 +254,48 @@ def _covered(spans: list[tuple[float, float]]) -> float:
     """The length of the union of ``spans``."""
     total, reach = 0.0, -math.inf
     for a, b in sorted(spans):
-        if b > reach:
+        if b > reach and b > a:
             total += b - max(a, reach)
             reach = b
     return total
+
+
+def pane_eras(
+    chosen: Panes, members: list[tuple[AggregateQuery, float, float]], duration: float
+) -> list[tuple[float, Panes]]:
+    """The panes of a pane class's tree (``chosen``: the class's, whose groups' order and cells it keeps) as
+    its ``members`` (each a query registered over ``[start, end)``) come and go (module docstring,
+    "Widening and narrowing"): per instant in ``[0, duration)`` a member arrives or leaves while one is
+    registered, the panes from then on, with their eras; in time order."""
+    instants = sorted({t for _, a, b in members if a < b for t in (a, b) if t < duration})
+    found: list[tuple[float, Panes]] = []
+    chain: Panes | None = None
+    for t in instants:
+        now = [q for q, a, b in members if a <= t < b]
+        if not now:
+            continue
+        needs = set().union(*(q.groups for q in now))
+        spec = Panes(
+            pane_length(q.window for q in now),
+            tuple(g for g in chosen.groups if g in needs),
+            tuple(sorted(set().union(*(q.partial_states() for q in now)))),
+            chosen.cells,
+        )
+        widened = spec if chain is None else _changed(chain, Fraction(t), spec)
+        if widened != chain:
+            found.append((t, widened))
+            chain = widened
+    return found
+
+
+def _changed(chain: Panes, t: Fraction, spec: Panes) -> Panes:
+    """``chain`` changed at instant ``t`` to the panes ``spec``: its eras reached by then kept, ``spec``'s
+    starting at its first pane boundary at or after ``t`` (none when the last kept era is ``spec``)."""
+    eras = [e for e in chain.eras() if e.since < t] or [chain.eras()[0]]
+    last = eras[-1]
+    if (last.length, last.groups, last.states) != (spec.length, spec.groups, spec.states):
+        eras.append(replace(spec, since=math.ceil(t / spec.length) * spec.length))
+    return replace(eras[-1], earlier=tuple(eras[:-1]))
 
 
 class PaneTrees:
@@ -261,6 +310,11 @@ class PaneTrees:
             s.id: s.query.attributes(scenario.stream(s.stream).attribute_names) for s in scenario.subscriptions
         }
         self._routes: dict[str, dict[str, tuple[str, ...]]] = {}  # class id -> member -> its route now
+        self._eras = {}
+        for chosen in {c.id: c for c in classes.values()}.values():
+            members = [(self._specs[m].query, *_active(scenario, self._specs[m])) for m in chosen.members]
+            self._eras[chosen.id] = pane_eras(chosen.panes, members, float(scenario.duration))
+        self._panes: dict[str, Panes] = {}  # class id -> its panes now
         self._flows: tuple[Flow, ...] | None = ()
         self._made: dict = {}  # one object per value: an epoch's change holds what changed in value
         self._cells: dict[str, int] = {}
@@ -283,8 +337,14 @@ class PaneTrees:
         delivery = Delivery(sub_id, spec.peer, path[-1], reads, Predicate.TRUE, self._select[sub_id])
         return self._made.setdefault(delivery, delivery)
 
-    def flows(self) -> tuple[Flow, ...]:
-        """Every class's flows now, parents first (the very tuple while no route changed)."""
+    def flows(self, now: float) -> tuple[Flow, ...]:
+        """Every class's flows at instant ``now`` (each with its panes then: :func:`pane_eras`), parents first
+        (the very tuple while no route and no panes changed)."""
+        for class_id, eras in self._eras.items():
+            panes = next((p for t, p in reversed(eras) if t <= now), eras[0][1] if eras else None)
+            if panes is not None and self._panes.get(class_id) != panes:
+                self._panes[class_id] = panes
+                self._flows = None
         if self._flows is None:
             made = []
             for routes in self._routes.values():
@@ -292,8 +352,9 @@ class PaneTrees:
                     continue
                 chosen = self.classes[next(iter(routes))]
                 source = self._source[chosen.stream]
-                made.append(Flow(chosen.id, chosen.stream, None, source, (source,), chosen.where, chosen.attrs,
-                                 panes=chosen.panes))  # fmt: skip
+                panes = self._panes[chosen.id]
+                made.append(Flow(chosen.id, chosen.stream, None, source, (source,), chosen.where, panes.reading(),
+                                 panes=panes))  # fmt: skip
                 into: dict[str, str] = {source: chosen.id}  # node -> the flow arriving there
                 # with cells, each link keeps the rows of the cells its members below read
                 cells = chosen.panes.cells
@@ -313,8 +374,8 @@ class PaneTrees:
                     keep = Predicate.TRUE
                     if cells and len(below[(a, b)]) < len(cells):
                         keep = Predicate.any_of(cells[k] for k in sorted(below[(a, b)]))
-                    made.append(Flow(flow_id, chosen.stream, into[a], a, (a, b), keep, chosen.attrs,
-                                     panes=chosen.panes))  # fmt: skip
+                    made.append(Flow(flow_id, chosen.stream, into[a], a, (a, b), keep, panes.reading(),
+                                     panes=panes))  # fmt: skip
                     into.setdefault(b, flow_id)
             self._flows = tuple(self._made.setdefault(f, f) for f in made)
         return self._flows

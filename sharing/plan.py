@@ -43,36 +43,73 @@ class Panes:
     With ``cells`` (its readers' WHEREs, which overlap without being equivalent) the flow carries
     **fragments**: the partial states are kept per pane, group and *cell*, the set of ``cells`` a tuple
     satisfies (its bits), which its row carries as one value more; a reader whose WHERE is ``cells[i]``
-    combines the rows of the cells holding bit ``i``."""
+    combines the rows of the cells holding bit ``i``.
+
+    A pane flow whose readers changed may have been **widened** (or narrowed) as it ran: these panes hold
+    from emission time ``since`` on, and ``earlier`` holds the *eras* before it, oldest first, each the
+    panes (length, groups, states; the same cells) from its own ``since`` until the next era's.  At an
+    era's start the pane of the era before that holds it is cut short there (its row closes at the cut),
+    and the new panes start from it (:meth:`eras`)."""
 
     length: Fraction
     groups: tuple[str, ...]
     states: tuple[tuple[str, str], ...]
     cells: tuple[Predicate, ...] = ()
+    since: Fraction = Fraction(0)
+    earlier: tuple[Panes, ...] = ()
 
     def values(self) -> int:
         """How many values a pane row carries: its pane number, its group's values, its count, its cell when
         it has cells, and one value per partial state (the wire charges a value, as it does a record's)."""
         return 2 + len(self.groups) + len(self.states) + (1 if self.cells else 0)
 
+    def eras(self) -> tuple[Panes, ...]:
+        """Each era of these panes, oldest first, as panes without eras of their own: era ``k`` holds from its
+        ``since`` until the next era's (the last, for good)."""
+        return (*self.earlier, replace(self, earlier=())) if self.earlier else (self,)
+
+    def pane_start(self, t: float) -> Fraction:
+        """Where the pane holding emission time ``t`` starts (in its era; an era's first starts at the era)."""
+        era = next(e for e in reversed(self.eras()) if e.since <= t or e.since == 0)
+        return max(era.since, math.floor(Fraction(t) / era.length) * era.length)
+
+    def reading(self) -> tuple[str, ...]:
+        """The attributes its operator reads over every era: the group attributes, then the states'."""
+        eras = self.eras()
+        return tuple(dict.fromkeys([*(g for e in eras for g in e.groups), *(a for e in eras for _, a in e.states)]))
+
     def to_json(self, text: Callable[[Predicate], Any] = Predicate.to_text) -> dict:
-        out = {"length": str(self.length), "groups": list(self.groups), "states": [list(s) for s in self.states]}
+        out: dict[str, Any] = {
+            "length": str(self.length), "groups": list(self.groups), "states": [list(s) for s in self.states]
+        }  # fmt: skip
         if self.cells:
             out["cells"] = [text(c) for c in self.cells]
+        if self.earlier or self.since:
+            out["since"] = str(self.since)
+        if self.earlier:
+            out["earlier"] = [{k: v for k, v in e.to_json(text).items() if k != "cells"} for e in self.earlier]
         return out
 
     @classmethod
     def from_json(cls, doc: dict, predicates: Sequence[Predicate] = ()) -> Panes:
         """The inverse of :meth:`to_json` (``predicates``: what its cells' indices name)."""
         cells = tuple(predicates[c] for c in doc.get("cells", ()))
-        return cls(Fraction(doc["length"]), tuple(doc["groups"]), tuple(tuple(s) for s in doc["states"]), cells)
+
+        def era(d: dict) -> Panes:
+            states = tuple(tuple(s) for s in d["states"])
+            return cls(Fraction(d["length"]), tuple(d["groups"]), states, cells, Fraction(d.get("since", 0)))
+
+        return replace(era(doc), earlier=tuple(era(e) for e in doc.get("earlier", ())))
 
     def text(self) -> str:
-        """As ``run.py plan`` prints it: ``PANES 5 s BY region KEEPING sum(energy)``, and ``IN n CELLS``."""
+        """As ``run.py plan`` prints it: ``PANES 5 s BY region KEEPING sum(energy)``, and ``IN n CELLS``; a
+        widened flow's earlier eras after it: ``SINCE 120 s AFTER PANES 10 s ... FROM 0 s``."""
         by = f" BY {','.join(self.groups)}" if self.groups else ""
         keeping = f" KEEPING {','.join(f'{s}({a})' for s, a in self.states)}" if self.states else ""
         cells = f" IN CELLS OF {len(self.cells)} WHERES" if self.cells else ""
-        return f"PANES {self.length} s{by}{keeping}{cells}"
+        since = f" SINCE {self.since} s" if self.since or self.earlier else ""
+        before = "".join(f" AFTER {replace(e, cells=()).text()}" for e in reversed(self.earlier))
+        return f"PANES {self.length} s{by}{keeping}{cells}{since}{before}"
 
 
 @dataclass(frozen=True)
@@ -380,10 +417,22 @@ class Plan:
             deliveries = tuple(change.deliveries.applied(deliveries))
             yield Epoch(change.start, change.end, flows, deliveries)
 
+    @cached_property
+    def pane_chains(self) -> dict[str, Panes]:
+        """Per pane flow id, its panes in the last epoch it is in: with every era it went through (a widened
+        flow's panes in an earlier epoch are those of its eras up to then, :class:`Panes`)."""
+        found: dict[str, Panes] = {}
+        for change in self.changes:
+            for _, flow in change.flows.came:
+                if flow.panes is not None:
+                    found[flow.id] = flow.panes
+        return found
+
     def __getstate__(self) -> dict:
         """What a copy or a pickle takes: the changes, not the epochs built from them."""
         state = dict(self.__dict__)
         state.pop("epochs", None)
+        state.pop("pane_chains", None)
         return state
 
     def with_epochs(self, epochs: tuple[Epoch, ...]) -> Plan:

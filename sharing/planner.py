@@ -629,7 +629,7 @@ class Planner:
         tree depth-first, parents before children) and the deliveries (in scenario order) that left and
         came."""
         roots = (self.trees.roots[s.id] for s in self.scenario.streams)
-        return self.snapshots.epoch(roots, start, end, self.records.part())
+        return self.snapshots.epoch(roots, start, end, self.records.part(start))
 
 
 def _depth(flow: InstalledFlow) -> int:

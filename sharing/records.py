@@ -38,6 +38,7 @@ class RecordShipping:
         self._position = {s.id: k for k, s in enumerate(scenario.subscriptions)}
         self._flows: dict[int, Flow] = {}  # by subscription position
         self._part: tuple[Flow, ...] | None = ()
+        self._pane_part: tuple[Flow, ...] = ()  # the pane flows in ``_part``
         self._active: dict[str, None] = {}  # the subscriptions served or cut off, in arrival order
 
     def subscribe(self, spec: SubscriptionSpec) -> Delivery | None:
@@ -51,7 +52,6 @@ class RecordShipping:
         del self._active[spec.id]
         if spec.id in self.panes.classes:
             self.panes.route(spec.id, None)
-            self._part = None
         if self._flows.pop(self._position[spec.id], None) is not None:
             self._part = None
 
@@ -75,11 +75,14 @@ class RecordShipping:
         """The record flows removed or installed since the last epoch."""
         return self._baseline.moved()
 
-    def part(self) -> tuple[Flow, ...]:
-        """The record flows, in scenario order (the very tuple while none came or went)."""
-        self._baseline.epoch()  # what changed is read here: the next epoch's moves count from now
-        if self._part is None:
-            self._part = tuple(self._flows[p] for p in sorted(self._flows)) + self.panes.flows()
+    def part(self, now: float) -> tuple[Flow, ...]:
+        """The record flows, in scenario order, then the pane flows at instant ``now`` (the very tuple while
+        none came, went or changed)."""
+        self._baseline.epoch(now)  # what changed is read here: the next epoch's moves count from now
+        panes = self.panes.flows(now)
+        if self._part is None or panes is not self._pane_part:
+            self._part = tuple(self._flows[p] for p in sorted(self._flows)) + panes
+            self._pane_part = panes
         return self._part
 
     def _listed(self, sub_id: str) -> Delivery | None:
@@ -88,11 +91,7 @@ class RecordShipping:
         served = self._baseline.served(sub_id)
         flow = None if served is None else served[0]
         if sub_id in self.panes.classes:  # its route is the record flow's: its delivery reads the pane tree
-            before = self.panes.flows()
-            delivery = self.panes.route(sub_id, None if flow is None else flow.path)
-            if self.panes.flows() is not before:
-                self._part = None
-            return delivery
+            return self.panes.route(sub_id, None if flow is None else flow.path)
         if self._flows.get(position) is not flow:
             if flow is None:
                 del self._flows[position]

@@ -8,18 +8,20 @@ epoch passing through its super-peer; every filter and projection finds the attr
 its input carries there.  A record flow (``Flow.aggregate``) aggregates exactly its aggregate subscription's
 input (its WHERE, its attributes), no flow reads it, and only that subscription's delivery does, without a
 filter.  A pane flow (``Flow.panes``) either folds tuples into panes (its parent carries tuples: the panes
-are time panes keeping no holistic state, its attributes exactly its groups' and its states') or passes a
+are time panes keeping no holistic state, its attributes exactly its groups' and its states' over all its
+eras, each era starting at 0 or later than the one before, on a pane boundary of its own) or passes a
 pane flow's rows on unchanged (the same panes, no filter, its parent's attributes); no tuple flow reads
-one, and a delivery reads one only for an aggregate subscription with a time window the panes divide,
-groups among the panes' (its own roll up from them), the states its aggregates need, and a WHERE
-equivalent to the pane tree's root's (with cells: to one of the cells, which every flow of its chain
-keeps), without a filter.  A fragment flow's cells are at most 62 WHEREs whose OR is its root's WHERE; a
-child may keep the rows of some cells (a filter implying its parent's).  Epochs are non-empty and in time order.  A
-subscription the plan rejected is one of the scenario's, its reason is one line, and no epoch ending
-after the time it was rejected (its arrival, or a re-plan after a failure) delivers to it.  While a
-backbone element is down (docs/DYNAMICS.md), no flow's path meets it and no delivery is taken at a
-super-peer that is down: an epoch whose backbone differs from the one before is read whole, the others
-only where they changed.
+one, and a delivery reads one only for an aggregate subscription which every era from its first window
+on serves: a time window the panes divide, groups among the panes' (its own roll up from them), the
+states its aggregates need; and a WHERE equivalent to the pane tree's root's (with cells: to one of the
+cells, which every flow of its chain keeps), without a filter.  A pane flow whose panes change from one
+epoch to the next keeps the eras that started before it (only eras still to come may go).  A fragment
+flow's cells are at most 62 WHEREs whose OR is its root's WHERE; a child may keep the rows of some cells (a
+filter implying its parent's).  Epochs are non-empty and in time order.  A subscription the plan
+rejected is one of the scenario's, its reason is one line, and no epoch ending after the time it was
+rejected (its arrival, or a re-plan after a failure) delivers to it.  While a backbone element is down
+(docs/DYNAMICS.md), no flow's path meets it and no delivery is taken at a super-peer that is down: an
+epoch whose backbone differs from the one before is read whole, the others only where they changed.
 
 The engines rely on these rules and do not check them again: they only lay a checked plan out.  A plan is
 its epochs' changes (:class:`sharing.plan.Change`), so an epoch costs what changed in it
@@ -31,6 +33,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
+from fractions import Fraction
 from itertools import pairwise
 
 from matcher import Predicate
@@ -62,6 +65,7 @@ class _Rules:
         self.rejected: frozenset[str] = frozenset()
         self.states = network_states(scenario) if scenario.events else []
         self.down: NetworkState | None = None  # the state of the epoch being read, when something is down
+        self.pane_eras: dict = {}  # pane flow id -> its panes when last seen
 
     def run(self, plan: Plan) -> None:
         for sub, reason in plan.rejected.items():
@@ -103,6 +107,7 @@ class _Rules:
                 if self.down.failed_nodes:  # a delivery uses no link
                     for item in state.delivery_order.items:
                         self._up(item, change.start)
+            self._pane_eras(change)
             changed = self._flows(flows, change.start, state)
             self._deliveries(deliveries, changed, state)
             if rejections and rejections[0] < end:  # kept deliveries of those rejected since
@@ -111,6 +116,20 @@ class _Rules:
                 for delivery in state.delivery_order.items:
                     if self.rejected_from.get(delivery.subscription, math.inf) < end:
                         raise PlanError(f"delivery of {delivery.subscription}: the plan rejected it")
+
+    def _pane_eras(self, change) -> None:
+        """A pane flow whose panes change keeps the eras that started before the change: only those it had
+        not yet reached may go (:class:`~sharing.plan.Panes`; a widening replaces the eras still to come)."""
+        for _, flow in change.flows.came:
+            if flow.panes is None:
+                continue
+            before = self.pane_eras.get(flow.id)
+            self.pane_eras[flow.id] = flow.panes
+            if before is None or before == flow.panes:
+                continue
+            now = Fraction(max(change.start, 0.0))
+            if [e for e in before.eras() if e.since < now] != [e for e in flow.panes.eras() if e.since < now]:
+                raise PlanError(f"flow {flow.id}: at {change.start:g} s its panes change eras it had already reached")
 
     def _up(self, item: Flow | Delivery, epoch_start: float) -> None:
         """PlanError when ``item`` uses a link or super-peer that is down in the epoch (``self.down``)."""
@@ -281,11 +300,17 @@ class _Rules:
             if parent.panes != panes or not kept or tuple(flow.attrs) != tuple(parent.attrs):
                 raise PlanError(f"flow {flow.id}: passes on the pane rows of {parent.id} with other panes or a filter")
             return
-        if not panes.length > 0 or any(s not in ("sum", "sumsq", "min", "max") for s, _ in panes.states):
-            raise PlanError(f"flow {flow.id}: panes of {panes.length} s keeping {list(panes.states)}")
+        eras = panes.eras()
+        for era in eras:
+            if not era.length > 0 or any(s not in ("sum", "sumsq", "min", "max") for s, _ in era.states):
+                raise PlanError(f"flow {flow.id}: panes of {era.length} s keeping {list(era.states)}")
+            if era.earlier or era.cells != panes.cells or (era.since / era.length).denominator != 1:
+                raise PlanError(f"flow {flow.id}: its era of panes from {era.since} s does not start a pane of its own")
+        if eras[0].since != 0 or any(a.since >= b.since for a, b in pairwise(eras)):
+            raise PlanError(f"flow {flow.id}: its eras of panes start at {[str(e.since) for e in eras]} s")
         if panes.cells and (len(panes.cells) > 62 or not Predicate.any_of(panes.cells).equivalent(flow.predicate)):
             raise PlanError(f"flow {flow.id}: its cells are not those of its WHERE (at most 62 WHEREs, their OR)")
-        wanted = {*panes.groups, *(a for _, a in panes.states)}
+        wanted = set(panes.reading())
         if set(flow.attrs) != wanted or len(flow.attrs) != len(wanted):
             raise PlanError(f"flow {flow.id}: its panes read {sorted(wanted)}, it projects to {list(flow.attrs)}")
 
@@ -363,12 +388,18 @@ class _Rules:
             served = cell is not None and all(cell.implies(f.predicate) for f in chain)
         else:
             served = chain[-1].predicate.equivalent(query.where)
+        # every era from its first window on serves it (the eras before fold windows it never receives)
+        eras = panes.eras()
+        first = query.window.first_start(sub.at)
+        reading = [e for e, after in zip(eras, [*eras[1:], None], strict=True) if after is None or after.since > first]
+        states = query.partial_states()
         if not (
             served
-            and query.window.whole_panes(panes.length)
-            and set(query.groups) <= set(panes.groups)
-            and query.partial_states() is not None
-            and query.partial_states() <= set(panes.states)
+            and states is not None
+            and all(
+                query.window.whole_panes(e.length) and set(query.groups) <= set(e.groups) and states <= set(e.states)
+                for e in reading
+            )
             and delivery.predicate.is_true()
         ):
             raise PlanError(f"{what}: the pane rows of {flow.id} ({panes.text()}) do not serve it")

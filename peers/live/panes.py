@@ -15,7 +15,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass, replace
 
 from matcher import Predicate
-from sharing.plan import Delivery, Epoch, Flow, Plan
+from sharing.plan import Delivery, Epoch, Flow, Panes, Plan
 
 INPUT = ":input"
 """What a pane flow's input twin adds to its id (:func:`with_input_twins`)."""
@@ -30,10 +30,11 @@ def pane_roots(epoch: Epoch) -> dict[str, str]:
     return roots
 
 
-def pane_class(root: Flow) -> tuple:
-    """What makes two pane roots fold the same rows (the simulator's pane class): the stream, the WHERE, the
-    groups, the pane length and the cells."""
-    return root.stream, root.predicate, root.panes.groups, root.panes.length, root.panes.cells
+def pane_class(root: Flow, chains: Mapping[str, Panes]) -> tuple:
+    """What makes two pane roots fold the same rows (the simulator's pane class): the stream, the WHERE and
+    the panes over the whole plan (``chains``: :attr:`~sharing.plan.Plan.pane_chains`), every era of a
+    widened flow's."""
+    return root.stream, root.predicate, chains.get(root.id, root.panes)
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def pane_sites(plan: Plan) -> PaneSites:
             continue
         for flow in epoch.flows:
             if found.get(flow.id) == flow.id:
-                roots.setdefault(flow.origin, {}).setdefault(pane_class(flow), flow)
+                roots.setdefault(flow.origin, {}).setdefault(pane_class(flow, plan.pane_chains), flow)
         for delivery in epoch.deliveries:
             if delivery.flow in found:
                 readers.setdefault(delivery.home, {})[delivery.subscription] = None

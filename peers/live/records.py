@@ -50,14 +50,20 @@ FATES = ("dropped", "lost")
 class Schedule:
     """The records of one aggregate subscription, by number: record ``r`` is completed by input tuple
     ``last[r]`` (ascending), its window ``windows[r]`` closes at ``closes[r]``, its group's values are
-    ``groups[attribute][r]``; each weighs ``wire`` bytes.  A pane tree's rows alike
-    (:func:`pane_schedule_of`)."""
+    ``groups[attribute][r]``; each weighs ``wire`` bytes (a pane tree's rows, each its own: their eras'
+    differ).  A pane tree's rows alike (:func:`pane_schedule_of`)."""
 
     last: np.ndarray
     closes: np.ndarray
     windows: np.ndarray
     groups: dict[str, np.ndarray]
-    wire: int
+    wire: int | np.ndarray
+
+    def wires(self, numbers: np.ndarray) -> np.ndarray:
+        """The bytes of records ``numbers``."""
+        if isinstance(self.wire, np.ndarray):
+            return self.wire[numbers].astype(np.int64)
+        return np.full(len(numbers), self.wire, np.int64)
 
     def completed_by(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The records that input tuples ``indices`` complete (ascending numbers), and for each the position in
@@ -89,10 +95,12 @@ def pane_schedule_of(scenario: Scenario, root: Flow) -> Schedule:
     out (peers/timetable.py, ``pane_schedule``): one per pane and group holding tuples of the root's WHERE,
     completed by its last such tuple (``last``, ascending, one row each), due when its pane closes
     (``closes``).  A row carries that tuple as its index (``windows``: what names it to the readers and to
-    the check) and no columns (its partial states are not carried, as a record's values are not)."""
+    the check) and no columns (its partial states are not carried, as a record's values are not).  ``root``
+    carries the panes of the whole plan, every era of a widened flow's (:attr:`~sharing.plan.Plan.pane_chains`)."""
     panes = root.panes
-    last, closes = pane_schedule(scenario, root.stream, root.predicate, panes.groups, panes.length, None, panes.cells)
-    return Schedule(last, closes, last, {}, scenario.tuple_bytes(panes.values()))
+    last, closes, era = pane_schedule(scenario, root.stream, root.predicate, panes, None)
+    wire = np.array([scenario.tuple_bytes(e.values()) for e in panes.eras()], np.int64)[era]
+    return Schedule(last, closes, last, {}, wire)
 
 
 def record_flows(plan: Plan) -> dict[str, str]:

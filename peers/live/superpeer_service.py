@@ -455,10 +455,11 @@ class SuperPeerService:
 
     def _pane_rows(self, pv: PlanVersion, root: Flow) -> Schedule:
         """The rows of the pane tree whose root is ``root`` (of its pane class, computed once)."""
-        key = pane_class(root)
+        key = pane_class(root, pv.plan.pane_chains)
         found = self.panes.get(key)
         if found is None:
-            found = self.panes[key] = (root, pane_schedule_of(pv.scenario, root))
+            whole = replace(root, panes=key[-1])  # with every era the plan gives its panes
+            found = self.panes[key] = (whole, pane_schedule_of(pv.scenario, whole))
         return found[1]
 
     def _schedule(self, pv: PlanVersion, sub: str) -> Schedule:
@@ -523,7 +524,7 @@ class SuperPeerService:
         closes = schedule.closes[numbers]
         return Batch(
             self.node, 0, pv.version, epoch, channel, stream, schedule.windows[numbers], closes,
-            {a: v[numbers] for a, v in schedule.groups.items()}, np.full(len(numbers), schedule.wire, np.int64),
+            {a: v[numbers] for a, v in schedule.groups.items()}, schedule.wires(numbers),
             due=np.maximum(closes, completing.arrivals[at]), fate=completing.fate,
         )  # fmt: skip
 
@@ -537,7 +538,7 @@ class SuperPeerService:
         for sub in self.book.installed(pv.version, epoch).pane_readers.get(root.id, ()):
             # with cells, a reader's input is the tuples of its own cell
             self.inputs.add(sub, self._of_cells(pv, root, inputs, self._reader_cells(pv, root, sub)))
-        self.recent.setdefault(pane_class(root), []).append((pv, epoch, root, inputs))
+        self.recent.setdefault(pane_class(root, pv.plan.pane_chains), []).append((pv, epoch, root, inputs))
         self._complete(pv, epoch, root, self._pane_rows(pv, root), inputs, self._release)
 
     def _cut_panes(self, end: float) -> None:
@@ -555,7 +556,7 @@ class SuperPeerService:
             fresh = np.flatnonzero(~np.isin(cut.last, schedule.last))
             if not len(fresh):
                 continue
-            made = Schedule(cut.last[fresh], cut.closes[fresh], cut.windows[fresh], {}, cut.wire)
+            made = Schedule(cut.last[fresh], cut.closes[fresh], cut.windows[fresh], {}, cut.wires(fresh))
             for version, epoch, read_by, inputs in self.recent.get(key, []):
                 self._complete(version, epoch, read_by, made, inputs, self._release)
 
@@ -565,8 +566,7 @@ class SuperPeerService:
         if self.horizon == -math.inf:
             return
         for key, entries in self.recent.items():
-            length = float(key[3])
-            start = math.floor(self.horizon / length) * length
+            start = float(key[-1].pane_start(self.horizon))
             self.recent[key] = [e for e in entries if float(e[3].times.max()) >= start]
 
     def _pass_panes(self, pv: PlanVersion, epoch: int, flow: Flow, operator: Operator | None, rows: Batch) -> None:

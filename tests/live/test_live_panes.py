@@ -26,6 +26,7 @@ from peers.live.topics import Topics
 from peers.local import run_local
 from reports.live import live_report
 from reports.report import build_report
+from tests import test_pane_eras
 from tests.live.test_live_records import assert_same_records
 from tests.live.test_live_serve import _clock_started, _counts
 from tests.test_aggregates import with_aggregates
@@ -101,6 +102,9 @@ CASES = {
     "cells, slow link": (lambda: _overlapping(25_000.0), "sharing-em", _by_cells),
     "cells planned": (_photon_cells, "sharing-em", None),
     "cells, processors": (lambda: _busy(_overlapping()), "sharing-em", _by_cells),  # telling cells costs too
+    "eras": (test_pane_eras._scenario, "sharing-em", test_pane_eras._plan),  # widened mid-pane, then narrowed
+    # groups added as a reader comes
+    "eras planned": (lambda: test_pane_eras._late_regions(("Q1", "Q2")), "sharing-em", None),
 }
 
 

@@ -131,11 +131,11 @@ def test_record_flows_come_and_go_with_their_subscriptions():
     q1, q2 = scenario.subscription("Q1"), scenario.subscription("Q2")
     assert shipping.subscribe(q2).flow == "records.Q2"
     assert shipping.subscribe(q1).flow == "records.Q1"
-    first = shipping.part()
+    first = shipping.part(0.0)
     assert [f.id for f in first] == ["records.Q1", "records.Q2"]  # in scenario order
-    assert shipping.part() is first  # nothing changed: the very part
+    assert shipping.part(0.0) is first  # nothing changed: the very part
     shipping.unsubscribe(q1)
-    assert [f.id for f in shipping.part()] == ["records.Q2"]
+    assert [f.id for f in shipping.part(0.0)] == ["records.Q2"]
 
 
 @pytest.mark.parametrize("bandwidth", [90.0, 400.0])

@@ -203,6 +203,14 @@ def test_spark_equals_local_for_pane_flows(spark):
     local = run_local(scenario, plan, window=1.0)
     assert_same_runs(scenario, local, run_spark(scenario, plan, master=LOCAL_MASTER, chunks=6, window=1.0))
     assert local.summary["Q2"].delivered > 0
+    # eras: the tree widened as Q2 arrives mid-pane, narrowed as it leaves (docs/ACCOUNTING.md, "Eras")
+    from tests import test_pane_eras
+
+    scenario = test_pane_eras._scenario()
+    plan = test_pane_eras._plan(scenario)
+    local = run_local(scenario, plan, window=1.0)
+    assert_same_runs(scenario, local, run_spark(scenario, plan, master=LOCAL_MASTER, chunks=6, window=1.0))
+    assert local.summary["Q2"].delivered == 14
 
 
 @pytest.mark.spark
