@@ -65,7 +65,7 @@ class _Rules:
         self.rejected: frozenset[str] = frozenset()
         self.states = network_states(scenario) if scenario.events else []
         self.down: NetworkState | None = None  # the state of the epoch being read, when something is down
-        self.pane_eras: dict = {}  # pane flow id -> its panes when last seen
+        self.pane_eras: dict = {}  # pane flow id -> its panes when last seen, and when they left (None: in force)
 
     def run(self, plan: Plan) -> None:
         for sub, reason in plan.rejected.items():
@@ -107,7 +107,6 @@ class _Rules:
                 if self.down.failed_nodes:  # a delivery uses no link
                     for item in state.delivery_order.items:
                         self._up(item, change.start)
-            self._pane_eras(change)
             changed = self._flows(flows, change.start, state)
             self._deliveries(deliveries, changed, state)
             if rejections and rejections[0] < end:  # kept deliveries of those rejected since
@@ -117,19 +116,17 @@ class _Rules:
                     if self.rejected_from.get(delivery.subscription, math.inf) < end:
                         raise PlanError(f"delivery of {delivery.subscription}: the plan rejected it")
 
-    def _pane_eras(self, change) -> None:
-        """A pane flow whose panes change keeps the eras that started before the change: only those it had
-        not yet reached may go (:class:`~sharing.plan.Panes`; a widening replaces the eras still to come)."""
-        for _, flow in change.flows.came:
-            if flow.panes is None:
-                continue
-            before = self.pane_eras.get(flow.id)
-            self.pane_eras[flow.id] = flow.panes
-            if before is None or before == flow.panes:
-                continue
-            now = Fraction(max(change.start, 0.0))
-            if [e for e in before.eras() if e.since < now] != [e for e in flow.panes.eras() if e.since < now]:
-                raise PlanError(f"flow {flow.id}: at {change.start:g} s its panes change eras it had already reached")
+    def _pane_eras(self, flow: Flow, epoch_start: float) -> None:
+        """A pane flow whose panes change keeps the eras that started while it was last in force: only those
+        it had not yet reached may go (:class:`~sharing.plan.Panes`; a widening replaces the eras still to
+        come)."""
+        before = self.pane_eras.get(flow.id)
+        self.pane_eras[flow.id] = (flow.panes, None)
+        if before is None or before[0] == flow.panes:
+            return
+        until = Fraction(max(epoch_start if before[1] is None else before[1], 0.0))
+        if [e for e in before[0].eras() if e.since < until] != [e for e in flow.panes.eras() if e.since < until]:
+            raise PlanError(f"flow {flow.id}: at {epoch_start:g} s its panes change eras it had already reached")
 
     def _up(self, item: Flow | Delivery, epoch_start: float) -> None:
         """PlanError when ``item`` uses a link or super-peer that is down in the epoch (``self.down``)."""
@@ -165,6 +162,8 @@ class _Rules:
         changed: set[str] = set()
         for ident in gone:
             flow = state.flows.pop(ident)
+            if flow.panes is not None:  # in force until now
+                self.pane_eras[flow.id] = (flow.panes, epoch_start)
             if state.by_id.get(flow.id) is flow:
                 del state.by_id[flow.id]
                 del state.carried[flow.id]
@@ -179,6 +178,8 @@ class _Rules:
             flow = flows[p]
             if (named is not None and named[flow.id] > 1) or flow.id in state.by_id:
                 raise PlanError(f"flow {flow.id} is defined twice in the epoch starting at {epoch_start:g}")
+            if flow.panes is not None:
+                self._pane_eras(flow, epoch_start)
         rank = state.flow_order.rank
         came = {id(flows[p]): flows[p] for p in fresh}
         if self.down is not None:

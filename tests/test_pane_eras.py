@@ -132,6 +132,24 @@ def test_pane_eras_rules_and_json():
     # a pending era may be replaced before it is reached: [0, 13) planned 2 s panes from 20, dropped at 13
     early = replace(E1, since=Fraction(20), earlier=(E0,))
     _plan(scenario, (early, C1, C2)).check(scenario, network)
+    # ... also for a branch gone meanwhile: SP5 -> SP6 over [0, 5) with 2 s panes planned from 10, which the
+    # tree drops at 9 (before reaching them), and back at 13 with those from 14
+    plan = _plan(scenario)
+    pending = replace(E1, since=Fraction(10), earlier=(E0,))
+    first, *rest = plan.epochs
+
+    def with_panes(epoch: Epoch, panes: Panes, keep: int) -> Epoch:
+        return replace(epoch, flows=tuple(replace(f, panes=panes) if f.panes else f for f in epoch.flows[:keep]))
+
+    head = [
+        with_panes(replace(first, start=0, end=5), pending, 2),
+        with_panes(replace(first, start=5, end=9), pending, 2),
+        with_panes(replace(first, start=9, end=13), C1, 2),
+    ]
+    branch = replace(rest[0].flows[2], panes=pending)
+    head[0] = replace(head[0], flows=(*head[0].flows, branch, first.flows[-1]))
+    head[1:] = [replace(e, flows=(*e.flows, first.flows[-1])) for e in head[1:]]
+    Plan("gone and back", scenario.name, (*head, *rest)).check(scenario, network)
     plan = _plan(scenario)
     out = io.StringIO()
     plan.write_json(out)
