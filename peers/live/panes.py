@@ -4,7 +4,7 @@ Aggregate subscriptions folding one input over time windows may share a **pane t
 the operator of its root, at the source's super-peer, folds the tuples of the root's WHERE into partial
 states per pane and group, every *pane row* crosses the tree's links as a record does, and each reader's
 records are combined from the rows at its own super-peer.  The live super-peers run it as the simulator
-does (peers/live/superpeer_service.py; peers/live/records.py holds the rows' schedule); this module holds what
+does (peers/live/record_operators.py; peers/live/records.py holds the rows' schedule); this module holds what
 they and the coordinator read off a plan: which pane flows make one tree in an epoch, who reads each tree,
 and how a reader that live mode cannot ship records to is served its input instead (:func:`with_input_twins`).
 """

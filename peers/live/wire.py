@@ -74,6 +74,15 @@ class Batch:
     def take(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.indices[positions], self.times[positions]
 
+    def part(self, positions: np.ndarray, due: np.ndarray | None = None, fate: str | None = None) -> Batch:
+        """The tuples at ``positions``; with ``due``, due then; with ``fate``, marked so."""
+        indices, times = self.take(positions)
+        return Batch(
+            self.sender, self.seq, self.version, self.epoch, self.channel, self.stream, indices, times,
+            {a: v[positions] for a, v in self.columns.items()}, self.wire_bytes[positions],
+            due=self.arrivals[positions] if due is None else due, fate=fate or self.fate,
+        )  # fmt: skip
+
 
 def encode_message(sender: str, seq: int, batches: Sequence[Batch]) -> bytes:
     """One MQTT message carrying ``batches`` (one or more parts, e.g. every flow crossing one link direction
