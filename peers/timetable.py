@@ -151,7 +151,7 @@ class _Layout:
         # pane classes (docs/ACCOUNTING.md, "Panes"): label -> (stream, the root's WHERE, its panes with every
         # era the plan gives them), the label being what the channels carrying their rows name as ``records``
         self.pane_classes: dict[str, tuple] = {}
-        self.pane_chains: dict[str, object] = {}  # pane flow id -> its panes over the whole plan (Plan.pane_chains)
+        self.pane_chains: Mapping[str, Panes] = {}  # pane flow id -> its panes over the whole plan (Plan.pane_chains)
         self.pane_folds: dict[int, int] = {}  # pane operator's input -> states each tuple is folded into (count too)
         self.pane_cells: dict[str, tuple] = {}  # pane class -> its cells (docs/ACCOUNTING.md, "Panes"; () if none)
         self.pane_mask: dict[int, int] = {}  # a channel passing some cells' rows on -> their bits

@@ -69,10 +69,15 @@ def expected_results(scenario: Scenario, values: Values | None = None) -> Expect
 
 @lru_cache(maxsize=1)
 def _workload_results(scenario: Scenario) -> Expected:
-    expected = _results(scenario, None)
-    for indices in expected.indices.values():
-        indices.flags.writeable = False
-    return expected
+    # the aggregates' answers are :func:`aggregate_results`' (evaluated once per scenario, however many engines
+    # ask), the other subscriptions' evaluated here
+    aggregates = _workload_aggregate_results(scenario)
+    others = _results(scenario, None, {s.id for s in scenario.subscriptions if s.id not in aggregates.indices})
+    indices = {s.id: others.indices.get(s.id, aggregates.indices.get(s.id)) for s in scenario.subscriptions}
+    attrs = {s.id: others.attrs.get(s.id, aggregates.attrs.get(s.id)) for s in scenario.subscriptions}
+    for found in indices.values():
+        found.flags.writeable = False
+    return Expected(indices, attrs, aggregates.records, aggregates.inputs)
 
 
 def aggregate_results(scenario: Scenario) -> Expected:
