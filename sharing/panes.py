@@ -210,6 +210,9 @@ class _Model:
                 needs, spans = below.get(edge, (0, []))
                 below[edge] = (needs | bit[self.input[sub.id]], [*spans, self.spans[sub.id]])
         decided = pane_eras(chosen.panes, [(m.query, *self.spans[m.id]) for m in members], self.scenario.duration)
+        if not decided:  # none of them is registered within the run: nothing to carry
+            self._panes[key] = 0.0
+            return 0.0
         eras = decided[-1][1].eras()
         ends = [float(e.since) for e in eras[1:]] + [math.inf]
         total = 0.0

@@ -165,6 +165,10 @@ def test_the_planners_eras_follow_the_members():
     members = [(s.query, s.at, s.until) for s in scenario.subscriptions[:2]]
     whole = Panes(Fraction(2), (), (MAX, SUM))
     assert pane_eras(whole, members, 60.0) == [(0.0, C0), (13.0, C1), (45.0, C2)]
+    # members registered after the run: no panes, and no class to price
+    assert pane_eras(whole, [(q, 70.0, 80.0) for q, _, _ in members], 60.0) == []
+    late = replace(scenario, subscriptions=tuple(replace(s, at=70, until=None) for s in scenario.subscriptions))
+    assert pane_classes(late, Network.of(late), frozenset({"Q1", "Q2"}), CostModel(late)) == {}
 
 
 def _late_regions(ids: tuple[str, str] = ("sky", "regions")) -> Scenario:
