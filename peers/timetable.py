@@ -747,8 +747,9 @@ class _RecordLayout:
         self.bits: dict[str, np.ndarray] = {}  # per pane class with cells, each row's cell (bits)
         self.row_wire: dict[str, np.ndarray] = {}  # per pane class, each row's bytes (its era's values)
         for label, (stream_id, predicate, panes) in layout.pane_classes.items():
-            self.last[label], self.closes[label], era = pane_schedule(scenario, stream_id, predicate, panes, values)
-            self.row_wire[label] = np.array([scenario.tuple_bytes(e.values()) for e in panes.eras()], np.int64)[era]
+            self.last[label], self.closes[label], self.row_wire[label] = pane_schedule(
+                scenario, stream_id, predicate, panes, values
+            )
             if panes.cells:
                 self.bits[label] = cells_of(scenario, stream_id, panes.cells, self.last[label], values)
         self.mask = dict(layout.pane_mask)
@@ -855,8 +856,8 @@ def pane_schedule(
     scenario: Scenario, stream_id: str, predicate, panes: Panes, values: Values | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A pane class's rows over the run (:class:`_RecordLayout`): the last input tuple of each (tuple indices,
-    ascending), the emission time its pane closes at (rounded to the nearest float) and its era (an index
-    into ``panes.eras()``); a row per pane and group holding tuples of ``predicate`` (with cells, per pane,
+    ascending), the emission time its pane closes at (rounded to the nearest float) and its bytes (its era's
+    row size); a row per pane and group holding tuples of ``predicate`` (with cells, per pane,
     group and cell).  Each era folds the tuples emitted from its start until the next era's, its panes
     numbered from time 0, the last cut short where the next era starts."""
     stream = scenario.stream(stream_id)
@@ -869,7 +870,7 @@ def pane_schedule(
     if panes.cells:
         bits = cell_bits(panes.cells, {k: np.asarray(v)[chosen] for k, v in found.items()}, len(chosen))
     bounds = [0, *np.searchsorted(times, [least_float_from(e.since) for e in eras[1:]]).tolist(), len(chosen)]
-    last, closes, era_of = [], [], []
+    last, closes, wire = [], [], []
     for k, era in enumerate(eras):
         part = slice(bounds[k], bounds[k + 1])
         keys = [np.asarray(found[g])[chosen[part]] for g in era.groups]
@@ -880,8 +881,8 @@ def pane_schedule(
         ends = ((j + 1) * era.length for j in numbers.tolist())
         closes.append(np.array([float(e if cut is None else min(e, cut)) for e in ends], dtype=np.float64))
         last.append(chosen[part][positions].astype(np.int64))
-        era_of.append(np.full(len(positions), k, np.int64))
-    return np.concatenate(last), np.concatenate(closes), np.concatenate(era_of)
+        wire.append(np.full(len(positions), scenario.tuple_bytes(era.values()), np.int64))
+    return np.concatenate(last), np.concatenate(closes), np.concatenate(wire)
 
 
 def cell_bits(cells: tuple, found: Mapping[str, np.ndarray], n: int) -> np.ndarray:

@@ -294,7 +294,7 @@ def pane_eras(
 def _changed(chain: Panes, t: Fraction, spec: Panes) -> Panes:
     """``chain`` changed at instant ``t`` to the panes ``spec``: its eras reached by then kept, ``spec``'s
     starting at its first pane boundary at or after ``t`` (none when the last kept era is ``spec``)."""
-    eras = [e for e in chain.eras() if e.since < t] or [chain.eras()[0]]
+    eras = [e for e in chain.eras() if e.since < t]  # (the first, from 0, at least: a change comes after it)
     last = eras[-1]
     if (last.length, last.groups, last.states) != (spec.length, spec.groups, spec.states):
         eras.append(replace(spec, since=math.ceil(t / spec.length) * spec.length))

@@ -103,7 +103,7 @@ class Panes:
 
     def text(self) -> str:
         """As ``run.py plan`` prints it: ``PANES 5 s BY region KEEPING sum(energy)``, and ``IN n CELLS``; a
-        widened flow's earlier eras after it: ``SINCE 120 s AFTER PANES 10 s ... FROM 0 s``."""
+        widened flow's earlier eras after it, newest first: ``PANES 2 s ... SINCE 120 s AFTER PANES 10 s ...``."""
         by = f" BY {','.join(self.groups)}" if self.groups else ""
         keeping = f" KEEPING {','.join(f'{s}({a})' for s, a in self.states)}" if self.states else ""
         cells = f" IN CELLS OF {len(self.cells)} WHERES" if self.cells else ""

@@ -98,8 +98,7 @@ def pane_schedule_of(scenario: Scenario, root: Flow) -> Schedule:
     the check) and no columns (its partial states are not carried, as a record's values are not).  ``root``
     carries the panes of the whole plan, every era of a widened flow's (:attr:`~sharing.plan.Plan.pane_chains`)."""
     panes = root.panes
-    last, closes, era = pane_schedule(scenario, root.stream, root.predicate, panes, None)
-    wire = np.array([scenario.tuple_bytes(e.values()) for e in panes.eras()], np.int64)[era]
+    last, closes, wire = pane_schedule(scenario, root.stream, root.predicate, panes, None)
     return Schedule(last, closes, last, {}, wire)
 
 
